@@ -1,0 +1,201 @@
+"""Plan → run → score → write: the precompute pipeline behind ``python -m precompute``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata as md
+import logging
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+from tqdm import tqdm
+
+from precompute.config import ModelConfig, RunConfig
+from sago_engine.datasets import Prompt, load_dataset
+from sago_engine.pipeline import Unit, compute_rows
+from sago_engine.seeds import stable_hash
+from sago_engine.store import Store, open_store
+from sago_engine.types import Variant
+
+log = logging.getLogger("sago.precompute")
+
+VERSION_PACKAGES = ("sago", "torch", "transformers", "gguf", "accelerate", "sacrebleu", "bert-score", "duckdb", "numpy", "scipy")
+
+
+def library_versions() -> dict[str, str]:
+    """Installed versions of the libraries that can change a number (recorded per run)."""
+    import sago_engine
+
+    out = {"sago": sago_engine.__version__}
+    for p in VERSION_PACKAGES[1:]:
+        try:
+            out[p] = md.version(p)
+        except md.PackageNotFoundError:
+            out[p] = "not installed"
+    return out
+
+
+@dataclass
+class Plan:
+    """The prompts and variants of a run, with the semantic filter's verdicts."""
+
+    prompts: list[Prompt]
+    variants: dict[str, list[Variant]]
+    """prompt_id → its variants (stable order)."""
+    variant_rows: pd.DataFrame
+    filter_info: dict
+
+    @property
+    def signature(self) -> str:
+        """Hash of every prompt and variant id: part of each run id, so a changed grid is a new run."""
+        return stable_hash(sorted((p.prompt_id, [v.variant_id for v in self.variants[p.prompt_id]]) for p in self.prompts))
+
+
+def make_plan(cfg: RunConfig, store: Store | None = None) -> Plan:
+    """Load prompts, build variants, apply the semantic filter (only to variants new to the store)."""
+    from sago_engine.variants import FilterConfig, apply_filter, effective_threshold, full_grid, make_variants, sample_grid
+
+    prompts: list[Prompt] = []
+    for d in cfg.datasets:
+        prompts.extend(load_dataset(Path(cfg.data_dir) / f"{d}.jsonl", n=cfg.n_prompts, dataset=d))
+    variants: dict[str, list[Variant]] = {}
+    for p in prompts:
+        if cfg.per_family:
+            specs = sample_grid(p.prompt_id, cfg.per_family, cfg.seed, families=list(cfg.families))
+        else:
+            specs = full_grid(cfg.families)
+        variants[p.prompt_id] = make_variants(p.prompt_id, p.text, specs, cfg.seed)
+    all_v = [v for vs in variants.values() for v in vs]
+    fcfg = FilterConfig(**cfg.filter)
+    known = store.existing_ids("variants", "variant_id", [v.variant_id for v in all_v]) if store else set()
+    todo_prompts = {v.prompt_id for v in all_v if v.variant_id not in known}
+    new_v = [v for v in all_v if v.prompt_id in todo_prompts]
+    verdicts = {}
+    if new_v:
+        base_texts = {p.prompt_id: p.text for p in prompts}
+        for vd in apply_filter(new_v, base_texts, fcfg):
+            verdicts[vd.variant_id] = vd
+    rows = [
+        {
+            "variant_id": v.variant_id, "prompt_id": v.prompt_id, **v.spec.as_dict(), "text": v.text,
+            "seed": v.seed, "generator": v.generator, "meta": v.meta,
+            "semantic_score": verdicts[v.variant_id].semantic_score,
+            "passes_filter": verdicts[v.variant_id].passes, "kept": verdicts[v.variant_id].kept,
+        }
+        for v in new_v
+    ]
+    info = effective_threshold(fcfg) if new_v or store is None else {"config": cfg.filter}
+    return Plan(prompts, variants, pd.DataFrame(rows), info)
+
+
+def run_id_for(cfg: RunConfig, m: ModelConfig, plan: Plan) -> str:
+    """Deterministic run key: model, backend, dtype, decoding, seed, R_X and the plan signature."""
+    return stable_hash(m.key, m.backend, m.dtype, {"greedy": True, "max_new_tokens": cfg.max_new_tokens},
+                       cfg.seed, cfg.normalizers, cfg.filter, plan.signature, length=16)
+
+
+def write_plan(store: Store, plan: Plan) -> None:
+    """Insert prompts and new variants (idempotent)."""
+    prompts = pd.DataFrame([
+        {"prompt_id": p.prompt_id, "dataset": p.dataset, "source_id": p.source_id, "text": p.text,
+         "reference": None if p.reference is None else __import__("json").dumps(p.reference, ensure_ascii=False),
+         "category": p.category}
+        for p in plan.prompts
+    ])
+    vr = plan.variant_rows.copy()
+    if not vr.empty:
+        vr["meta"] = vr["meta"].map(lambda m: __import__("json").dumps(m, sort_keys=True, ensure_ascii=False))
+    with store.transaction():
+        store.insert_df("prompts", prompts)
+        store.insert_df("variants", vr)
+
+
+def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress: bool = True,
+              backend_factory: Callable | None = None) -> dict:
+    """Run one model over every pending prompt unit of the plan; commit per chunk of prompts.
+
+    Returns a summary dict (run_id, pending, generated, seconds). A finished unit is never redone.
+    """
+    run_id = run_id_for(cfg, m, plan)
+    done = store.done_units(run_id)
+    pending = [p for p in plan.prompts if p.prompt_id not in done]
+    summary = {"run_id": run_id, "model": m.key, "pending": len(pending), "generated": 0, "seconds": 0.0}
+    if not pending:
+        log.info("run %s (%s): all %d prompts done; nothing to run", run_id, m.key, len(plan.prompts))
+        return summary
+    t0 = time.perf_counter()
+    from sago_engine.backends import get_backend
+    from sago_engine.bertscore import encoder_info
+
+    backend = (backend_factory or get_backend)({"backend": m.backend, "model": m.key, "dtype": m.dtype,
+                                                 "device": m.device, "batch_size": m.batch_size})
+    info = backend.info()
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    record = {
+        "run_id": run_id, "model": m.key, "backend": m.backend, "model_source": str(info.get("source", "")),
+        "weights_sha256": info.get("weights_sha256") or info.get("gguf_sha256"), "dtype": m.dtype,
+        "device": str(info.get("device", m.device)),
+        "decoding": {"greedy": True, "max_new_tokens": cfg.max_new_tokens, "batch_size": m.batch_size},
+        "seed": cfg.seed, "normalizers": cfg.normalizers, "semantic_filter": plan.filter_info,
+        "encoder": encoder_info(), "capabilities": sorted(backend.capabilities), "versions": library_versions(),
+        "config": cfg.raw, "started_at": now, "status": "running",
+    }
+    record["fingerprint"] = fingerprint(record)
+    store.upsert_run(record)
+    total = sum(1 + len(plan.variants[p.prompt_id]) for p in pending)
+    bar = tqdm(total=total, desc=f"{m.key}", unit="gen", disable=not progress, dynamic_ncols=True)
+    for i in range(0, len(pending), cfg.chunk_prompts):
+        chunk = pending[i : i + cfg.chunk_prompts]
+        texts, spans = [], []
+        for p in chunk:
+            vs = plan.variants[p.prompt_id]
+            spans.append((len(texts), len(vs)))
+            texts.append(p.text)
+            texts.extend(v.text for v in vs)
+        results = backend.generate(texts, cfg.max_new_tokens)
+        units = [Unit(p.prompt_id, p.dataset, results[s], plan.variants[p.prompt_id], results[s + 1 : s + 1 + n])
+                 for p, (s, n) in zip(chunk, spans)]
+        responses, deltas = compute_rows(run_id, units, cfg.normalizers, frozenset(backend.capabilities))
+        finished = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+        unit_rows = pd.DataFrame([{"run_id": run_id, "prompt_id": p.prompt_id, "n_variants": len(plan.variants[p.prompt_id]),
+                                   "finished_at": finished} for p in chunk])
+        with store.transaction():
+            store.insert_df("responses", responses)
+            store.insert_df("deltas", deltas)
+            store.insert_df("units", unit_rows)
+        summary["generated"] += len(texts)
+        bar.update(len(texts))
+    bar.close()
+    backend.close()
+    store.upsert_run({"run_id": run_id, "finished_at": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
+                      "status": "complete"})
+    summary["seconds"] = time.perf_counter() - t0
+    return summary
+
+
+def fingerprint(record: dict) -> str:
+    """A short readable signature of what produced the numbers (like sacrebleu's Signature)."""
+    v = record.get("versions", {})
+    r = record.get("normalizers", {})
+    rs = ",".join(f"{k}={r[k]:g}" for k in sorted(r))
+    return (f"sago:{v.get('sago','?')}|model:{record['model']}@{str(record.get('weights_sha256') or '?')[:12]}"
+            f"|dtype:{record.get('dtype')}|greedy|max_new:{record['decoding']['max_new_tokens']}"
+            f"|seed:{record['seed']}|R:{rs}|torch:{v.get('torch','?')}|transformers:{v.get('transformers','?')}")
+
+
+def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = None) -> list[dict]:
+    """Plan, then run every model (or ``only_models``) into ``cfg.store``. Returns per-model summaries."""
+    Path(cfg.store).parent.mkdir(parents=True, exist_ok=True)
+    with open_store(cfg.store, read_only=False, create=True) as store:
+        plan = make_plan(cfg, store)
+        write_plan(store, plan)
+        out = []
+        for m in cfg.models:
+            if only_models and m.key not in only_models:
+                continue
+            out.append(run_model(cfg, m, plan, store, progress=progress))
+        store.con.execute("CHECKPOINT")
+    return out

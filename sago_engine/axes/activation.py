@@ -1,0 +1,50 @@
+"""Δ-Cos: activation drift of the last input token, averaged over layers (SAGO §Axes)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def cosine_per_layer(h_variants: np.ndarray, h_base: np.ndarray) -> np.ndarray:
+    """Cosine similarity per layer between each variant's and the base prompt's hidden states.
+
+    Args:
+        h_variants: (n, L+1, H) or (L+1, H) — last non-padding input token, embedding output
+            and every layer (``GenerationResult.hidden_last``).
+        h_base: (L+1, H) for the base prompt.
+    Returns:
+        (n, L+1) float64 (or (L+1,) for a single variant) in [−1, 1]. A zero vector against
+        a zero vector counts as identical (1.0); a zero vector against a non-zero one as 0.0.
+    Raises:
+        ValueError: if the layer/hidden shapes differ.
+    """
+    hv = np.asarray(h_variants, dtype=np.float64)
+    hb = np.asarray(h_base, dtype=np.float64)
+    single = hv.ndim == 2
+    if single:
+        hv = hv[None]
+    if hv.shape[1:] != hb.shape:
+        raise ValueError(f"hidden-state shapes differ: {hv.shape[1:]} vs {hb.shape}")
+    dot = np.einsum("nlh,lh->nl", hv, hb)
+    nv = np.linalg.norm(hv, axis=-1)
+    nb = np.linalg.norm(hb, axis=-1)[None, :]
+    denom = nv * nb
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cos = np.where(denom > 0, dot / np.where(denom > 0, denom, 1.0), 0.0)
+    both_zero = (nv == 0) & (nb == 0)
+    cos = np.where(both_zero, 1.0, np.clip(cos, -1.0, 1.0))
+    return cos[0] if single else cos
+
+
+def delta_cos(h_variants: np.ndarray, h_base: np.ndarray) -> np.ndarray:
+    """ΔCos = mean over layers of (cos(h_l(x^(v)), h_l(x)) − 1), SAGO §Axes.
+
+    Uses every layer including the embedding output (layer 0). Under a chat template the last
+    input token is the same template token for every prompt, so the layer-0 term is exactly 0;
+    the definition is kept as the paper states it.
+
+    Args/shapes as ``cosine_per_layer``. Returns (n,) float64 in [−2, 0] (0 iff identical
+    directions at every layer); R_X = 2 maps it to [−1, 0].
+    """
+    cos = cosine_per_layer(h_variants, h_base)
+    return np.mean(cos - 1.0, axis=-1)

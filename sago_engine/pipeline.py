@@ -1,0 +1,141 @@
+"""From generation results to stored rows: axes per (prompt, variant), batched across prompts.
+
+One function serves the offline runner and the live page, so both compute the same numbers.
+SAGO (arXiv 2610.01428) §Axes, §Notation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from sago_engine.axes import cosine_per_layer, delta_ent, delta_mr, delta_prob, detector_kind
+from sago_engine.axes.generation import bleu
+from sago_engine.bertscore import bertscore_f1
+from sago_engine.scoring import normalize
+from sago_engine.seeds import stable_hash
+from sago_engine.types import AXES, GenerationResult, Variant
+
+
+@dataclass
+class Unit:
+    """One base prompt with its variants and their generation results (same order)."""
+
+    prompt_id: str
+    dataset: str
+    base: GenerationResult
+    variants: Sequence[Variant]
+    results: Sequence[GenerationResult]
+
+
+def response_id(run_id: str, prompt_id: str, variant_id: str | None) -> str:
+    """Deterministic key of a response row."""
+    return stable_hash(run_id, prompt_id, variant_id or "<base>", length=20)
+
+
+def _unavailable_reason(axis: str, capabilities: frozenset[str], base: GenerationResult, res: GenerationResult) -> str | None:
+    if res.error or base.error:
+        return f"generation error: {(res.error or base.error)[:200]}"
+    if axis == "cos" and "cos" not in capabilities:
+        return "backend exposes no activations"
+    if axis == "prob" and "prob" not in capabilities:
+        return "backend exposes no sequence log-prob"
+    if axis == "ent" and "ent" not in capabilities:
+        return "backend exposes no token distribution"
+    if axis == "cos" and (res.hidden_last is None or base.hidden_last is None):
+        return "no hidden states returned"
+    if axis == "prob" and (res.seq_logprob is None or base.seq_logprob is None):
+        return "no log-probs returned"
+    if axis == "ent" and (res.mean_entropy is None or base.mean_entropy is None):
+        return "no entropies returned"
+    return None
+
+
+def compute_rows(
+    run_id: str,
+    units: Sequence[Unit],
+    normalizers: Mapping[str, float],
+    capabilities: frozenset[str],
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Compute the six axes for every (prompt, variant) of ``units`` and build store rows.
+
+    BERTScore for all pairs of all units runs in one batched call.
+
+    Args:
+        run_id: the run these rows belong to.
+        units: prompts with base and variant results.
+        normalizers: R_X per axis (see ``scoring.resolve_normalizers``).
+        capabilities: white-box axes the backend measures (subset of {"cos","prob","ent"}).
+    Returns:
+        (responses, deltas): DataFrames with the columns of the store's ``responses`` and
+        ``deltas`` tables. ``deltas`` has len(AXES) rows per variant; an unavailable axis has
+        NULL ``delta``/``delta_norm``, ``available=False`` and a ``reason`` — never 0.
+    """
+    cands, refs = [], []
+    for u in units:
+        for r in u.results:
+            cands.append(r.text)
+            refs.append(u.base.text)
+    f1 = bertscore_f1(cands, refs) if cands else np.zeros(0)
+
+    resp_rows, delta_rows = [], []
+    k = 0
+    for u in units:
+        base = u.base
+        resp_rows.append(_response_row(run_id, u.prompt_id, None, base, None))
+        n = len(u.variants)
+        if n != len(u.results):
+            raise ValueError(f"{u.prompt_id}: {n} variants vs {len(u.results)} results")
+        raw: dict[str, np.ndarray] = {}
+        cos_layers = None
+        if base.hidden_last is not None and all(r.hidden_last is not None for r in u.results) and n:
+            cos_layers = cosine_per_layer(np.stack([r.hidden_last for r in u.results]), base.hidden_last)
+            raw["cos"] = np.mean(cos_layers - 1.0, axis=-1)
+        raw["bleu"] = np.array([bleu(r.text, base.text) - 100.0 for r in u.results])
+        raw["bert"] = np.minimum(f1[k : k + n] - 1.0, 0.0)
+        lp = [r.seq_logprob for r in u.results]
+        if base.seq_logprob is not None and all(x is not None for x in lp):
+            raw["prob"] = delta_prob(lp, base.seq_logprob)
+        en = [r.mean_entropy for r in u.results]
+        if base.mean_entropy is not None and all(x is not None for x in en):
+            raw["ent"] = delta_ent(en, base.mean_entropy)
+        raw["mr"] = delta_mr([r.text for r in u.results], list(u.variants), base.text)
+        k += n
+        for j, (v, r) in enumerate(zip(u.variants, u.results)):
+            resp_rows.append(_response_row(run_id, u.prompt_id, v.variant_id, r, None if cos_layers is None else cos_layers[j]))
+            for axis in AXES:
+                reason = _unavailable_reason(axis, capabilities, base, r) if axis in ("cos", "prob", "ent") else (
+                    f"generation error: {(r.error or base.error)[:200]}" if (r.error or base.error) else None
+                )
+                if reason is None and axis in raw:
+                    d = float(raw[axis][j])
+                    delta_rows.append((run_id, u.dataset, u.prompt_id, v.variant_id, axis, d,
+                                       float(normalize(d, normalizers[axis])), True, None,
+                                       detector_kind(v) if axis == "mr" else None))
+                else:
+                    delta_rows.append((run_id, u.dataset, u.prompt_id, v.variant_id, axis, None, None, False,
+                                       reason or "not computed", None))
+    responses = pd.DataFrame(resp_rows)
+    deltas = pd.DataFrame(delta_rows, columns=["run_id", "dataset", "prompt_id", "variant_id", "axis", "delta",
+                                               "delta_norm", "available", "reason", "detector"])
+    return responses, deltas
+
+
+def _response_row(run_id: str, prompt_id: str, variant_id: str | None, r: GenerationResult, cos_layers) -> dict:
+    return {
+        "response_id": response_id(run_id, prompt_id, variant_id),
+        "run_id": run_id,
+        "prompt_id": prompt_id,
+        "variant_id": variant_id,
+        "response": r.text,
+        "n_tokens": int(r.n_tokens),
+        "seq_logprob": r.seq_logprob,
+        "mean_entropy": r.mean_entropy,
+        "cos_per_layer": None if cos_layers is None else [float(x) for x in cos_layers],
+        "finish_reason": r.finish_reason,
+        "latency_s": float(r.latency_s),
+        "error": r.error,
+    }

@@ -1,0 +1,153 @@
+"""Scoring: normalise Δ by R_X, per-prompt RMS s_X(i), SGS, one-sided t-tests (SAGO §Notation, §Significance).
+
+Pure functions over pandas DataFrames; nothing here touches the store or a model. The store
+keeps raw signed Δ, so every number can be recomputed under other R_X or ε.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from sago_engine.types import AXES, DEFAULT_NORMALIZERS
+
+#: ε values the paper reports; 0.05 is the operating point, 0.10 a stress test.
+EPSILONS: tuple[float, ...] = (0.01, 0.05, 0.10)
+MAIN_EPSILON = 0.05
+
+
+def normalize(delta: np.ndarray | float, r: float) -> np.ndarray:
+    """Δ̃ = clip(Δ / R_X, −1, 1) (SAGO §Notation). NaN stays NaN. Raises ValueError if R_X ≤ 0."""
+    if not r > 0:
+        raise ValueError(f"normalizer R_X must be > 0, got {r}")
+    return np.clip(np.asarray(delta, dtype=np.float64) / r, -1.0, 1.0)
+
+
+def resolve_normalizers(overrides: Mapping[str, float] | None = None) -> dict[str, float]:
+    """SPEC defaults for R_X updated by ``overrides``; raises ValueError on an unknown axis or R ≤ 0."""
+    out = dict(DEFAULT_NORMALIZERS)
+    for k, v in (overrides or {}).items():
+        if k not in DEFAULT_NORMALIZERS:
+            raise ValueError(f"unknown axis {k!r} in normalizers; valid: {', '.join(AXES)}")
+        if not float(v) > 0:
+            raise ValueError(f"normalizer for {k} must be > 0, got {v}")
+        out[k] = float(v)
+    return out
+
+
+def prompt_scores(deltas: pd.DataFrame, group: tuple[str, ...] = ("run_id", "dataset", "prompt_id", "axis")) -> pd.DataFrame:
+    """Per-prompt RMS s_X(i) = sqrt(mean_v Δ̃X(i, v)²) (SAGO §Notation).
+
+    Args:
+        deltas: one row per (run, prompt, variant, axis) with columns ``group`` + ``delta_norm``;
+            rows with NaN ``delta_norm`` (axis unavailable) are dropped, never counted as 0.
+    Returns:
+        DataFrame with ``group`` + ``s`` (in [0, 1]; 0 iff every Δ̃ is 0) + ``n_variants``.
+    """
+    d = deltas.dropna(subset=["delta_norm"])
+    g = d.groupby(list(group), sort=True, observed=True)["delta_norm"]
+    out = g.agg(s=lambda x: float(np.sqrt(np.mean(np.square(x.to_numpy())))), n_variants="size")
+    return out.reset_index()
+
+
+def sgs(scores: pd.DataFrame, by: tuple[str, ...] = ("run_id", "axis")) -> pd.DataFrame:
+    """SGS_X = mean of s_X(i) over the prompts in each group (SAGO §Notation).
+
+    With ``by=("run_id", "axis")`` every prompt of every dataset weighs the same (the paper's
+    total); add ``"dataset"`` for SGS_X(d). Returns ``by`` + ``sgs``, ``std`` (sample, ddof=1),
+    ``n_prompts``.
+    """
+    g = scores.groupby(list(by), sort=True, observed=True)["s"]
+    out = g.agg(sgs="mean", std=lambda x: float(np.std(x, ddof=1)) if len(x) > 1 else float("nan"), n_prompts="size")
+    return out.reset_index()
+
+
+def ttest_greater(s: np.ndarray, eps: float) -> tuple[float, float]:
+    """One-sided one-sample t-test of H0: E[s] ≤ ε vs H1: E[s] > ε (SAGO §Significance).
+
+    Args:
+        s: per-prompt scores s_X(i), shape (n,), NaNs dropped.
+        eps: the threshold ε ≥ 0.
+    Returns:
+        (t, p). Degenerate cases are defined instead of NaN: n < 2 → (nan, nan); zero variance
+        → t = ±inf / p = 0.0 if mean > ε, else (0 or −inf) / p = 1.0.
+    Source: scipy.stats.ttest_1samp(s − ε, 0, alternative="greater").
+    """
+    x = np.asarray(s, dtype=np.float64)
+    x = x[~np.isnan(x)]
+    if len(x) < 2:
+        return float("nan"), float("nan")
+    if np.ptp(x) == 0:
+        m = float(x[0])
+        if m > eps:
+            return float("inf"), 0.0
+        return (0.0 if m == eps else float("-inf")), 1.0
+    res = stats.ttest_1samp(x - eps, 0.0, alternative="greater")
+    return float(res.statistic), float(res.pvalue)
+
+
+def marker(p: float) -> str:
+    """Significance marker: ``†`` p<0.001, ``**`` p<0.01, ``*`` p<0.05, else ``""`` (SAGO §Significance)."""
+    if p is None or not np.isfinite(p):
+        return ""
+    if p < 0.001:
+        return "†"
+    if p < 0.01:
+        return "**"
+    if p < 0.05:
+        return "*"
+    return ""
+
+
+def significance(scores: pd.DataFrame, eps: float = MAIN_EPSILON, by: tuple[str, ...] = ("run_id", "axis")) -> pd.DataFrame:
+    """SGS with mean ± std and the one-sided t-test against ε per group.
+
+    Returns ``by`` + ``sgs``, ``std``, ``n_prompts``, ``t``, ``p``, ``marker``, ``eps``.
+    """
+    rows = []
+    for key, grp in scores.groupby(list(by), sort=True, observed=True):
+        key = key if isinstance(key, tuple) else (key,)
+        s = grp["s"].to_numpy(dtype=np.float64)
+        t, p = ttest_greater(s, eps)
+        rows.append({
+            **dict(zip(by, key)),
+            "sgs": float(np.mean(s)),
+            "std": float(np.std(s, ddof=1)) if len(s) > 1 else float("nan"),
+            "n_prompts": int(len(s)),
+            "t": t,
+            "p": p,
+            "marker": marker(p),
+            "eps": eps,
+        })
+    return pd.DataFrame(rows, columns=[*by, "sgs", "std", "n_prompts", "t", "p", "marker", "eps"])
+
+
+def format_cell(mean: float, std: float, mark: str, digits: int = 3) -> str:
+    """``"0.123±0.045†"`` — the paper's table cell format; ``"n/a"`` when mean is NaN."""
+    if mean is None or not np.isfinite(mean):
+        return "n/a"
+    sd = "" if std is None or not np.isfinite(std) else f"±{std:.{digits}f}"
+    return f"{mean:.{digits}f}{sd}{mark}"
+
+
+@dataclass(frozen=True)
+class ScoreTable:
+    """Total and per-dataset significance tables for one ε (convenience bundle for pages)."""
+
+    total: pd.DataFrame
+    per_dataset: pd.DataFrame
+    eps: float
+
+
+def score_tables(deltas: pd.DataFrame, eps: float = MAIN_EPSILON) -> ScoreTable:
+    """Per-prompt RMS then SGS ± std with t-test markers, total and per dataset."""
+    ps = prompt_scores(deltas)
+    return ScoreTable(
+        total=significance(ps, eps, by=("run_id", "axis")),
+        per_dataset=significance(ps, eps, by=("run_id", "dataset", "axis")),
+        eps=eps,
+    )

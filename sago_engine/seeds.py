@@ -1,0 +1,40 @@
+"""Deterministic seeds and keys derived by hashing (never Python's salted ``hash()``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from typing import Any
+
+
+def _canonical(part: Any) -> str:
+    if isinstance(part, str):
+        return part
+    return json.dumps(part, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def stable_hash(*parts: Any, length: int = 16) -> str:
+    """Hex digest (``length`` chars, 1..64) of the sha256 of the parts, joined canonically.
+
+    Strings are used as they are; anything else is JSON-encoded with sorted keys, so dicts
+    and dataclass-like records hash the same on every machine and Python version.
+    """
+    if not 1 <= length <= 64:
+        raise ValueError(f"length must be in 1..64, got {length}")
+    h = hashlib.sha256()
+    for p in parts:
+        b = _canonical(p).encode("utf-8", "surrogatepass")
+        h.update(len(b).to_bytes(8, "big"))
+        h.update(b)
+    return h.hexdigest()[:length]
+
+
+def derive_seed(*parts: Any) -> int:
+    """A 63-bit non-negative integer seed derived from the parts by sha256 (see ``stable_hash``)."""
+    return int(stable_hash(*parts, length=16), 16) & ((1 << 63) - 1)
+
+
+def make_rng(*parts: Any) -> random.Random:
+    """A private ``random.Random`` seeded by ``derive_seed(*parts)``; never the module-level one."""
+    return random.Random(derive_seed(*parts))
