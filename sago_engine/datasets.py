@@ -56,7 +56,7 @@ def load_dataset(path: str | Path, n: int | None = None, dataset: str | None = N
         raise DatasetError(f"{path}:{line}: not valid UTF-8 ({e.reason})") from e
     out: list[Prompt] = []
     seen: set[str] = set()
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -76,6 +76,8 @@ def load_dataset(path: str | Path, n: int | None = None, dataset: str | None = N
         if len(prompt) > MAX_PROMPT_CHARS:
             raise DatasetError(f"{path}:{lineno}: prompt has {len(prompt)} characters (limit {MAX_PROMPT_CHARS})")
         sid = str(obj["id"])
+        if not sid.strip():
+            raise DatasetError(f"{path}:{lineno}: empty id")
         if sid in seen:
             raise DatasetError(f"{path}:{lineno}: duplicate id {sid!r}")
         seen.add(sid)

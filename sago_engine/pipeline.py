@@ -12,7 +12,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from sago_engine.axes import cosine_per_layer, delta_ent, delta_mr, delta_prob, detector_kind
+from sago_engine.axes import cosine_per_layer, delta_mr, detector_kind
 from sago_engine.axes.generation import bleu
 from sago_engine.bertscore import bertscore_f1
 from sago_engine.scoring import normalize
@@ -37,6 +37,7 @@ def response_id(run_id: str, prompt_id: str, variant_id: str | None) -> str:
 
 
 def _unavailable_reason(axis: str, capabilities: frozenset[str], base: GenerationResult, res: GenerationResult) -> str | None:
+    """Why ``axis`` cannot be measured for this (base, variant) pair, or None if it can."""
     if res.error or base.error:
         return f"generation error: {(res.error or base.error)[:200]}"
     if axis == "cos" and "cos" not in capabilities:
@@ -89,29 +90,29 @@ def compute_rows(
         n = len(u.variants)
         if n != len(u.results):
             raise ValueError(f"{u.prompt_id}: {n} variants vs {len(u.results)} results")
-        raw: dict[str, np.ndarray] = {}
-        cos_layers = None
-        if base.hidden_last is not None and all(r.hidden_last is not None for r in u.results) and n:
-            cos_layers = cosine_per_layer(np.stack([r.hidden_last for r in u.results]), base.hidden_last)
-            raw["cos"] = np.mean(cos_layers - 1.0, axis=-1)
-        raw["bleu"] = np.array([bleu(r.text, base.text) - 100.0 for r in u.results])
-        raw["bert"] = np.minimum(f1[k : k + n] - 1.0, 0.0)
-        lp = [r.seq_logprob for r in u.results]
-        if base.seq_logprob is not None and all(x is not None for x in lp):
-            raw["prob"] = delta_prob(lp, base.seq_logprob)
-        en = [r.mean_entropy for r in u.results]
-        if base.mean_entropy is not None and all(x is not None for x in en):
-            raw["ent"] = delta_ent(en, base.mean_entropy)
-        raw["mr"] = delta_mr([r.text for r in u.results], list(u.variants), base.text)
+        nan = float("nan")
+        cos_layers: list[np.ndarray | None] = [
+            cosine_per_layer(r.hidden_last, base.hidden_last) if r.hidden_last is not None and base.hidden_last is not None
+            else None
+            for r in u.results
+        ]
+        raw = {
+            "cos": [nan if c is None else float(np.mean(c - 1.0)) for c in cos_layers],
+            "bleu": [bleu(r.text, base.text) - 100.0 for r in u.results],
+            "bert": list(np.minimum(f1[k : k + n] - 1.0, 0.0)),
+            "prob": [nan if r.seq_logprob is None or base.seq_logprob is None else r.seq_logprob - base.seq_logprob
+                     for r in u.results],
+            "ent": [nan if r.mean_entropy is None or base.mean_entropy is None else r.mean_entropy - base.mean_entropy
+                    for r in u.results],
+            "mr": list(delta_mr([r.text for r in u.results], list(u.variants), base.text)),
+        }
         k += n
         for j, (v, r) in enumerate(zip(u.variants, u.results)):
-            resp_rows.append(_response_row(run_id, u.prompt_id, v.variant_id, r, None if cos_layers is None else cos_layers[j]))
+            resp_rows.append(_response_row(run_id, u.prompt_id, v.variant_id, r, cos_layers[j]))
             for axis in AXES:
-                reason = _unavailable_reason(axis, capabilities, base, r) if axis in ("cos", "prob", "ent") else (
-                    f"generation error: {(r.error or base.error)[:200]}" if (r.error or base.error) else None
-                )
-                if reason is None and axis in raw:
-                    d = float(raw[axis][j])
+                reason = _unavailable_reason(axis, capabilities, base, r)
+                d = float(raw[axis][j])
+                if reason is None and np.isfinite(d):
                     delta_rows.append((run_id, u.dataset, u.prompt_id, v.variant_id, axis, d,
                                        float(normalize(d, normalizers[axis])), True, None,
                                        detector_kind(v) if axis == "mr" else None))

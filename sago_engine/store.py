@@ -175,7 +175,7 @@ class Store:
     def upsert_run(self, run: dict[str, Any]) -> None:
         """Insert the run record, or update its mutable fields (status, times, hashes) if it exists."""
         row = {k: (_json(v) if isinstance(v, (dict, list, tuple)) else v) for k, v in run.items()}
-        exists = self.con.execute("SELECT 1 FROM runs WHERE run_id = ?", [row["run_id"]]).fetchone()
+        exists = self.con.execute("SELECT 1 FROM runs WHERE run_id = ?", [row["run_id"]]).fetchall()
         if exists:
             sets = ", ".join(f'"{k}" = ?' for k in row if k not in ("run_id", "started_at"))
             vals = [v for k, v in row.items() if k not in ("run_id", "started_at")]
@@ -204,7 +204,7 @@ class Store:
 
     def counts(self) -> dict[str, int]:
         """Row count of every table."""
-        return {t: int(self.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in TABLES}
+        return {t: int(self.con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]) for t in TABLES}
 
     def runs(self) -> pd.DataFrame:
         """All runs, one row each, newest first."""
@@ -266,18 +266,28 @@ class Store:
         return self.con.execute(f"SELECT * FROM {name} ORDER BY ALL").df()
 
     def schema_version(self) -> int:
-        row = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        return int(row[0]) if row else 0
+        rows = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
+        return int(rows[0][0]) if rows else 0
 
 
 def _check(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    try:
+        _check_inner(con, path)
+    except duckdb.Error as e:
+        raise StoreError(f"{path} is not a sago store: {e}") from e
+
+
+def _check_inner(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
     if "meta" not in tables:
         raise StoreError(f"{path} is not a sago store (no meta table); tables found: {sorted(tables) or 'none'}")
     meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
     if meta.get("app") != APP_ID:
         raise StoreError(f"{path} is not a sago store (meta.app = {meta.get('app')!r})")
-    v = int(meta.get("schema_version", 0))
+    try:
+        v = int(meta.get("schema_version", 0))
+    except (TypeError, ValueError):
+        raise StoreError(f"{path}: unreadable schema_version {meta.get('schema_version')!r}") from None
     if v != SCHEMA_VERSION:
         raise StoreError(
             f"{path} has store schema version {v}; this sago reads version {SCHEMA_VERSION}. "

@@ -6,7 +6,7 @@ m(y, v) ∈ {0, 1}; ΔMR = m(y^(v), v) − m(y, v) ∈ {−1, 0, 1}, R_X = 1. Mi
 - ``rules`` — surface noise (case, punctuation, spacing of the reply), structural length
   (reply length in words within ±25 % of the target multiple of the base reply; we read the
   paper's "±0.25 of the target multiple" as relative, so the base reply itself never counts
-  as mirroring a length change) and mood (question vs imperative form of the reply).
+  as mirroring a length change for the ratios sago uses, 0.5, 0.75, 1.5, 2.0) and mood (question vs imperative form of the reply).
 - ``heuristic`` — social register: lexicon cues of the variant's register in the reply
   (the paper used a GPT-4o-mini judge; this offline stand-in is labelled as heuristic in
   the store).
@@ -65,7 +65,7 @@ def _case_attr(text: str, target: str) -> bool:
     # random_case: words whose case flips inside the word (not Title, not ALL CAPS)
     words = [w for w in _WORD.findall(text) if len(w) >= 3 and w.isalpha()]
     odd = sum(1 for w in words if not (w.islower() or w.isupper() or w.istitle()))
-    return odd >= 2 or (words and odd / len(words) >= 0.1)
+    return odd >= 2 or bool(words and odd / len(words) >= 0.1)
 
 
 _PUNCT_NOISE = re.compile(r"[!?,;:]{2,}|\.{4,}|(?<=\s)[!?,;:.](?=\s)")

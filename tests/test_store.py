@@ -1,0 +1,360 @@
+"""The DuckDB store: creation, refusing foreign files, idempotent writes, transactions, views."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from sago_engine.scoring import prompt_scores, sgs
+from sago_engine.store import APP_ID, SCHEMA_VERSION, TABLES, StoreError, open_store
+
+
+# ------------------------------------------------------------------ open / create
+def test_create_sets_schema_version_and_meta(tmp_path):
+    path = tmp_path / "s.duckdb"
+    with open_store(path, read_only=False, create=True) as st:
+        assert st.schema_version() == SCHEMA_VERSION == 1
+        meta = dict(st.con.execute("SELECT key, value FROM meta").fetchall())
+        assert meta == {"app": APP_ID, "schema_version": str(SCHEMA_VERSION)}
+        assert st.counts() == {t: 0 for t in TABLES}
+    # reopen read-only, and again with create=True (existing store is kept, not re-initialised)
+    with open_store(path) as st:
+        assert st.read_only and st.schema_version() == 1
+    with open_store(path, read_only=False, create=True) as st:
+        assert st.con.execute("SELECT count(*) FROM meta").fetchone()[0] == 2
+
+
+def test_create_read_only_is_refused(tmp_path):
+    with pytest.raises(ValueError):
+        open_store(tmp_path / "x.duckdb", read_only=True, create=True)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        open_store(tmp_path / "absent.duckdb")
+    assert not (tmp_path / "absent.duckdb").exists()
+
+
+def _plain_duckdb(path, sql):
+    con = duckdb.connect(str(path))
+    con.execute(sql)
+    con.close()
+
+
+def test_non_sago_duckdb_file(tmp_path):
+    path = tmp_path / "other.duckdb"
+    _plain_duckdb(path, "CREATE TABLE customers (id INTEGER, name VARCHAR)")
+    with pytest.raises(StoreError, match=r"not a sago store.*customers"):
+        open_store(path)
+    with pytest.raises(StoreError):
+        open_store(path, read_only=False, create=True)  # create must not adopt a foreign file
+    con = duckdb.connect(str(path), read_only=True)  # untouched, and the handle was released
+    assert {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()} == {"customers"}
+    con.close()
+
+
+def test_empty_duckdb_file_is_not_a_store(tmp_path):
+    path = tmp_path / "empty.duckdb"
+    _plain_duckdb(path, "SELECT 1")
+    with pytest.raises(StoreError, match="no meta table"):
+        open_store(path)
+
+
+def test_meta_of_other_app(tmp_path):
+    path = tmp_path / "app.duckdb"
+    _plain_duckdb(path, "CREATE TABLE meta (key VARCHAR, value VARCHAR); INSERT INTO meta VALUES ('app', 'someone-else')")
+    with pytest.raises(StoreError, match="someone-else"):
+        open_store(path)
+
+
+def test_foreign_meta_table_shape(tmp_path):
+    path = tmp_path / "meta.duckdb"
+    _plain_duckdb(path, "CREATE TABLE meta (id INTEGER)")
+    with pytest.raises(StoreError):
+        open_store(path)
+
+
+def test_garbage_schema_version(tmp_path):
+    path = tmp_path / "garbage.duckdb"
+    _plain_duckdb(path, f"CREATE TABLE meta (key VARCHAR, value VARCHAR); "
+                        f"INSERT INTO meta VALUES ('app', '{APP_ID}'), ('schema_version', 'one')")
+    with pytest.raises(StoreError):
+        open_store(path)
+
+
+@pytest.mark.parametrize("content", [os.urandom(4096), b"hello, I am a text file\n" * 50, b""])
+def test_not_a_duckdb_file(tmp_path, content):
+    path = tmp_path / "junk.duckdb"
+    path.write_bytes(content)
+    with pytest.raises(StoreError, match="cannot be opened"):
+        open_store(path)
+    assert path.read_bytes() == content  # never overwritten
+
+
+def test_older_schema_version(tmp_path):
+    path = tmp_path / "old.duckdb"
+    with open_store(path, read_only=False, create=True) as st:
+        st.con.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
+    with pytest.raises(StoreError) as ei:
+        open_store(path)
+    msg = str(ei.value)
+    assert "version 0" in msg and f"version {SCHEMA_VERSION}" in msg
+
+
+def test_missing_schema_version_counts_as_zero(tmp_path):
+    path = tmp_path / "nov.duckdb"
+    with open_store(path, read_only=False, create=True) as st:
+        st.con.execute("DELETE FROM meta WHERE key = 'schema_version'")
+    with pytest.raises(StoreError, match="version 0"):
+        open_store(path)
+
+
+# ------------------------------------------------------------------ synthetic data
+RUNS = pd.DataFrame([
+    {"run_id": "r1", "model": "model-a", "backend": "fake", "status": "done"},
+    {"run_id": "r2", "model": "model-b", "backend": "fake", "status": "done"},
+])
+PROMPTS = pd.DataFrame([
+    {"prompt_id": "d1:1", "dataset": "d1", "source_id": "1", "text": "q1"},
+    {"prompt_id": "d2:1", "dataset": "d2", "source_id": "1", "text": "q2"},
+    {"prompt_id": "d2:2", "dataset": "d2", "source_id": "2", "text": "q3"},
+    {"prompt_id": "d2:3", "dataset": "d2", "source_id": "3", "text": "q4"},
+])
+
+
+def _variant(vid, pid, kept=True, family="surface_noise"):
+    return {"variant_id": vid, "prompt_id": pid, "family": family, "subtype": "case", "strength": 1.0,
+            "position": "GLOBAL", "text": f"text of {vid}", "seed": 7, "generator": "rules-v1",
+            "meta": json.dumps({"target": "upper"}), "semantic_score": 0.9, "passes_filter": kept, "kept": kept}
+
+
+VARIANTS = pd.DataFrame([
+    _variant("v11", "d1:1"), _variant("v12", "d1:1"), _variant("v13", "d1:1", kept=False),
+    _variant("v21", "d2:1"), _variant("v22", "d2:1"),
+    _variant("v31", "d2:2"),
+    _variant("v41", "d2:3"), _variant("v42", "d2:3"),
+])
+DS = {"d1:1": "d1", "d2:1": "d2", "d2:2": "d2", "d2:3": "d2"}
+PID = dict(zip(VARIANTS["variant_id"], VARIANTS["prompt_id"]))
+
+
+def _delta(run, vid, axis, norm, available=True):
+    return {"run_id": run, "dataset": DS[PID[vid]], "prompt_id": PID[vid], "variant_id": vid, "axis": axis,
+            "delta": None if not available else norm * 100, "delta_norm": None if not available else norm,
+            "available": available, "reason": None if available else "backend exposes no activations",
+            "detector": None}
+
+
+DELTAS = pd.DataFrame([
+    # r1 / bleu
+    _delta("r1", "v11", "bleu", -0.6), _delta("r1", "v12", "bleu", -0.8),
+    _delta("r1", "v13", "bleu", -1.0),                      # variant not kept → excluded
+    _delta("r1", "v21", "bleu", -0.1), _delta("r1", "v22", "bleu", -0.1),
+    _delta("r1", "v31", "bleu", -0.1),
+    _delta("r1", "v41", "bleu", -0.1), _delta("r1", "v42", "bleu", 0.0, available=False),  # excluded
+    # r1 / cos unavailable everywhere → no score at all
+    _delta("r1", "v11", "cos", 0.0, available=False), _delta("r1", "v21", "cos", 0.0, available=False),
+    # r2 / mr
+    _delta("r2", "v11", "mr", 1.0), _delta("r2", "v12", "mr", 0.0),
+    _delta("r2", "v21", "mr", -1.0), _delta("r2", "v31", "mr", 0.0),
+])
+
+
+def _counts(st):
+    """Row counts via fetchall."""
+    return {t: st.con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0] for t in TABLES}
+
+
+def _fill(st):
+    st.insert_df("runs", RUNS)
+    st.insert_df("prompts", PROMPTS)
+    st.insert_df("variants", VARIANTS)
+    st.insert_df("deltas", DELTAS)
+
+
+@pytest.fixture
+def store(tmp_path):
+    st = open_store(tmp_path / "s.duckdb", read_only=False, create=True)
+    _fill(st)
+    yield st
+    st.close()
+
+
+def test_insert_or_ignore_is_idempotent(store):
+    before = _counts(store)
+    assert before["runs"] == 2 and before["variants"] == 8 and before["deltas"] == len(DELTAS)
+    _fill(store)
+    assert _counts(store) == before
+    # a changed row with an existing key is ignored, not updated or duplicated
+    changed = DELTAS.iloc[:1].copy()
+    changed["delta_norm"] = 0.123
+    store.insert_df("deltas", changed)
+    assert _counts(store) == before
+    row = store.con.execute("SELECT delta_norm FROM deltas WHERE run_id='r1' AND variant_id='v11' AND axis='bleu'").fetchone()
+    assert row[0] == pytest.approx(-0.6)
+    assert store.counts() == before
+
+
+def test_insert_df_edge_cases(store):
+    store.insert_df("deltas", DELTAS.iloc[:0])  # empty: no-op
+    with pytest.raises(ValueError):
+        store.insert_df("not_a_table; DROP TABLE runs", RUNS)
+    assert store.counts()["runs"] == 2
+
+
+def test_transaction_rollback(store):
+    before = _counts(store)
+    extra = pd.DataFrame([{"run_id": "r9", "model": "m9", "backend": "fake"}])
+    with pytest.raises(RuntimeError, match="boom"):
+        with store.transaction():
+            store.insert_df("runs", extra)
+            store.insert_df("prompts", pd.DataFrame([{"prompt_id": "d9:1", "dataset": "d9", "text": "t"}]))
+            raise RuntimeError("boom")
+    assert _counts(store) == before
+    assert store.existing_ids("runs", "run_id", ["r9", "r1"]) == {"r1"}
+    with store.transaction():
+        store.insert_df("runs", extra)
+    assert _counts(store)["runs"] == 3
+
+
+@pytest.mark.parametrize("read", ["counts", "schema_version"])
+def test_reads_do_not_block_later_writes(store, read):
+    getattr(store, read)()
+    store.insert_df("runs", pd.DataFrame([{"run_id": "r7", "model": "m7", "backend": "fake"}]))
+    assert store.existing_ids("runs", "run_id", ["r7"]) == {"r7"}
+
+
+def test_read_only_store_refuses_writes(tmp_path):
+    path = tmp_path / "ro.duckdb"
+    with open_store(path, read_only=False, create=True) as st:
+        _fill(st)
+    with open_store(path) as st:
+        assert st.read_only
+        with pytest.raises(duckdb.Error):
+            st.insert_df("runs", pd.DataFrame([{"run_id": "rx", "model": "m", "backend": "b"}]))
+        with pytest.raises(duckdb.Error):
+            st.con.execute("DELETE FROM deltas")
+        assert st.counts()["runs"] == 2
+
+
+def test_upsert_run(store):
+    store.upsert_run({"run_id": "r3", "model": "m3", "backend": "fake", "status": "running",
+                      "normalizers": {"prob": 250.0}, "seed": 42})
+    store.upsert_run({"run_id": "r3", "model": "m3", "backend": "fake", "status": "done", "seed": 42})
+    runs = store.runs().set_index("run_id")
+    assert runs.loc["r3", "status"] == "done"
+    assert json.loads(runs.loc["r3", "normalizers"]) == {"prob": 250.0}
+    assert store.counts()["runs"] == 3
+
+
+def test_done_units_and_existing_ids(store):
+    store.insert_df("units", pd.DataFrame([{"run_id": "r1", "prompt_id": "d1:1", "n_variants": 2}]))
+    assert store.done_units("r1") == {"d1:1"}
+    assert store.done_units("r2") == set()
+    assert store.existing_ids("variants", "variant_id", ["v11", "nope"]) == {"v11"}
+    assert store.existing_ids("variants", "variant_id", []) == set()
+
+
+# ------------------------------------------------------------------ views vs pandas
+# Hand-computed per-prompt RMS (kept variants, available rows only):
+#   r1/bleu: d1:1 → sqrt((0.36+0.64)/2) = sqrt(0.5); d2:1 → 0.1; d2:2 → 0.1; d2:3 → 0.1 (v42 unavailable)
+#   r2/mr:   d1:1 → sqrt((1+0)/2) = sqrt(0.5); d2:1 → 1; d2:2 → 0
+HAND_S = {
+    ("r1", "d1:1", "bleu"): math.sqrt(0.5), ("r1", "d2:1", "bleu"): 0.1, ("r1", "d2:2", "bleu"): 0.1,
+    ("r1", "d2:3", "bleu"): 0.1,
+    ("r2", "d1:1", "mr"): math.sqrt(0.5), ("r2", "d2:1", "mr"): 1.0, ("r2", "d2:2", "mr"): 0.0,
+}
+
+
+def test_view_prompt_scores_by_hand(store):
+    v = store.view("prompt_scores")
+    got = {(r.run_id, r.prompt_id, r.axis): r.s for r in v.itertuples()}
+    assert got.keys() == HAND_S.keys()  # no cos rows (all unavailable), nothing from v13 alone
+    for k, s in HAND_S.items():
+        assert got[k] == pytest.approx(s), k
+    n = {(r.run_id, r.prompt_id, r.axis): r.n_variants for r in v.itertuples()}
+    assert n[("r1", "d1:1", "bleu")] == 2  # v13 (kept=False) not counted
+    assert n[("r1", "d2:3", "bleu")] == 1  # unavailable v42 not counted
+    assert set(v["model"]) == {"model-a", "model-b"}
+
+
+def test_view_sgs_by_hand(store):
+    tot = store.view("sgs_total").set_index(["run_id", "axis"])
+    # r1/bleu: prompt-weighted (sqrt(.5) + 3·0.1)/4; mean of dataset means would be (sqrt(.5)+0.1)/2
+    assert tot.loc[("r1", "bleu"), "sgs"] == pytest.approx((math.sqrt(0.5) + 0.3) / 4)
+    assert tot.loc[("r1", "bleu"), "sgs"] != pytest.approx((math.sqrt(0.5) + 0.1) / 2)
+    assert tot.loc[("r1", "bleu"), "n_prompts"] == 4
+    assert tot.loc[("r2", "mr"), "sgs"] == pytest.approx((math.sqrt(0.5) + 1.0) / 3)
+    assert ("r1", "cos") not in tot.index
+    per = store.view("sgs_dataset").set_index(["run_id", "dataset", "axis"])
+    assert per.loc[("r1", "d1", "bleu"), "sgs"] == pytest.approx(math.sqrt(0.5))
+    assert per.loc[("r1", "d2", "bleu"), "sgs"] == pytest.approx(0.1)
+    assert per.loc[("r1", "d2", "bleu"), "n_prompts"] == 3
+    assert per.loc[("r2", "d2", "mr"), "sgs"] == pytest.approx(0.5)
+    assert per.loc[("r2", "d2", "mr"), "std"] == pytest.approx(math.sqrt(0.5))  # sample std of [1, 0]
+
+
+def test_views_agree_with_pandas_scoring(store):
+    d = store.deltas()
+    ps = prompt_scores(d).sort_values(["run_id", "prompt_id", "axis"]).reset_index(drop=True)
+    v = store.view("prompt_scores").sort_values(["run_id", "prompt_id", "axis"]).reset_index(drop=True)
+    assert v[["run_id", "dataset", "prompt_id", "axis"]].equals(ps[["run_id", "dataset", "prompt_id", "axis"]])
+    np.testing.assert_allclose(v["s"].to_numpy(), ps["s"].to_numpy(), rtol=1e-12)
+    assert v["n_variants"].tolist() == ps["n_variants"].tolist()
+
+    tot_pd = sgs(ps).sort_values(["run_id", "axis"]).reset_index(drop=True)
+    tot_sql = store.view("sgs_total").sort_values(["run_id", "axis"]).reset_index(drop=True)
+    np.testing.assert_allclose(tot_sql["sgs"].to_numpy(), tot_pd["sgs"].to_numpy(), rtol=1e-12)
+    np.testing.assert_allclose(tot_sql["std"].to_numpy(dtype=float), tot_pd["std"].to_numpy(dtype=float), rtol=1e-12)
+
+    per_pd = sgs(ps, by=("run_id", "dataset", "axis")).sort_values(["run_id", "dataset", "axis"]).reset_index(drop=True)
+    per_sql = store.view("sgs_dataset").sort_values(["run_id", "dataset", "axis"]).reset_index(drop=True)
+    np.testing.assert_allclose(per_sql["sgs"].to_numpy(), per_pd["sgs"].to_numpy(), rtol=1e-12)
+    assert per_sql["n_prompts"].tolist() == per_pd["n_prompts"].tolist()
+
+
+def test_view_unknown_name(store):
+    with pytest.raises(ValueError):
+        store.view("deltas; DROP TABLE runs")
+
+
+# ------------------------------------------------------------------ deltas() / reads
+def test_deltas_join(store):
+    d = store.deltas()
+    assert list(d.columns) == ["run_id", "model", "dataset", "prompt_id", "variant_id", "family", "subtype",
+                               "strength", "position", "axis", "delta", "delta_norm", "available", "reason",
+                               "detector", "kept", "semantic_score"]
+    assert len(d) == len(DELTAS) - 1  # v13 dropped by kept_only
+    assert "v13" not in set(d["variant_id"])
+    assert len(store.deltas(kept_only=False)) == len(DELTAS)
+    unav = d[~d["available"]]
+    assert unav["delta_norm"].isna().all() and unav["delta"].isna().all()
+    assert (unav["reason"] == "backend exposes no activations").all()
+    row = d[(d.run_id == "r2") & (d.variant_id == "v21")].iloc[0]
+    assert (row.model, row.dataset, row.family, row.subtype, row.position) == ("model-b", "d2", "surface_noise", "case", "GLOBAL")
+    assert row.delta_norm == -1.0
+    only_r2 = store.deltas(run_ids=["r2"])
+    assert set(only_r2["run_id"]) == {"r2"} and len(only_r2) == 4
+
+
+def test_prompt_and_variant_reads(store):
+    assert store.prompts(["d2"])["prompt_id"].tolist() == ["d2:1", "d2:2", "d2:3"]
+    assert len(store.prompts()) == 4
+    assert set(store.variants("d1:1")["variant_id"]) == {"v11", "v12", "v13"}
+
+
+def test_responses_base_first(store):
+    store.insert_df("responses", pd.DataFrame([
+        {"response_id": "x2", "run_id": "r1", "prompt_id": "d1:1", "variant_id": "v11", "response": "B"},
+        {"response_id": "x1", "run_id": "r1", "prompt_id": "d1:1", "variant_id": None, "response": "A"},
+    ]))
+    r = store.responses("d1:1")
+    assert r["response"].tolist() == ["A", "B"]
+    assert r["variant_id"].isna().tolist() == [True, False]
+    assert (r["model"] == "model-a").all()
