@@ -1,0 +1,47 @@
+"""Synthetic sago stores for page tests (no model needed): known deltas, two models, two datasets."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from sago_engine.store import open_store
+from sago_engine.types import AXES, DEFAULT_NORMALIZERS
+
+
+def make_store(path, models=("model-a", "model-b"), datasets=("truthfulqa", "nq_open"), n_prompts=4, n_variants=3,
+               seed=0, missing_axes: dict | None = None):
+    """Write a small store with random signed deltas; ``missing_axes`` = {model: [axes]} stored as unavailable."""
+    rng = np.random.default_rng(seed)
+    missing_axes = missing_axes or {}
+    with open_store(path, read_only=False, create=True) as st:
+        runs = pd.DataFrame([{"run_id": f"run-{m}", "model": m, "backend": "synthetic", "seed": seed,
+                              "normalizers": json.dumps(DEFAULT_NORMALIZERS), "status": "complete",
+                              "fingerprint": f"synthetic|{m}"} for m in models])
+        prompts, variants, deltas = [], [], []
+        for d in datasets:
+            for i in range(n_prompts):
+                pid = f"{d}:{i}"
+                prompts.append({"prompt_id": pid, "dataset": d, "source_id": str(i), "text": f"Question {i} of {d}?"})
+                for j in range(n_variants):
+                    vid = f"{pid}/v{j}"
+                    fam = ("social_register", "surface_noise", "structural")[j % 3]
+                    variants.append({"variant_id": vid, "prompt_id": pid, "family": fam, "subtype": "x",
+                                     "strength": float(j), "position": "GLOBAL", "text": f"Q {i} {d} v{j}",
+                                     "seed": j, "kept": True, "semantic_score": 0.9, "passes_filter": True})
+                    for m in models:
+                        for a in AXES:
+                            if a in missing_axes.get(m, ()):
+                                deltas.append((f"run-{m}", d, pid, vid, a, None, None, False, "unavailable (test)", None))
+                                continue
+                            x = -abs(rng.normal(0.2, 0.1)) if a in ("cos", "bleu", "bert") else rng.normal(0, 0.2)
+                            deltas.append((f"run-{m}", d, pid, vid, a, x * DEFAULT_NORMALIZERS[a],
+                                           float(np.clip(x, -1, 1)), True, None, None))
+        st.insert_df("runs", runs)
+        st.insert_df("prompts", pd.DataFrame(prompts))
+        st.insert_df("variants", pd.DataFrame(variants))
+        st.insert_df("deltas", pd.DataFrame(deltas, columns=["run_id", "dataset", "prompt_id", "variant_id", "axis",
+                                                             "delta", "delta_norm", "available", "reason", "detector"]))
+    return path
