@@ -1,0 +1,486 @@
+"""Tests of sago_engine.variants: registry, grid, determinism, families, fixed vectors, filter."""
+
+from __future__ import annotations
+
+import collections
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import pytest
+
+from sago_engine.seeds import derive_seed, stable_hash
+from sago_engine.types import VariantSpec
+from sago_engine.variants import (
+    FAMILIES, Registry, UnknownFamilyError, full_grid, get_family, list_families, make_variant,
+    make_variants, sample_grid, validate_spec,
+)
+from sago_engine.variants import semantic_filter as sf
+from sago_engine.variants._text import detect_mood
+from sago_engine.variants.social_phrases import REGISTERS, TONES
+from sago_engine.variants.surface_noise import denoise, region_bounds
+
+ROOT = Path(__file__).resolve().parents[1]
+VECTORS = ROOT / "tests" / "vectors" / "variants"
+BASE = "What is the capital of Australia?"
+
+
+def _load():
+    rows = []
+    for f in sorted((ROOT / "data" / "datasets").glob("*.jsonl")):
+        for k, line in enumerate(f.read_text().splitlines()):
+            if line.strip():
+                rows.append((f"{f.stem}:{json.loads(line)['id']}", json.loads(line)["prompt"], k))
+    return rows
+
+
+ALL = [(pid, text) for pid, text, _ in _load()]
+FIRST16 = [(pid, text) for pid, text, k in _load() if k < 16]  # 6 datasets × 16 = 96 prompts
+
+
+# ---------------------------------------------------------------- registry and grid
+def test_registry_lists_families_in_order():
+    assert list_families() == ["social_register", "surface_noise", "structural"]
+    assert set(FAMILIES) == set(list_families()) and len(FAMILIES) == 3
+    for name in list_families():
+        assert get_family(name).name == name
+
+
+def test_registry_miss_suggests_close_names():
+    with pytest.raises(KeyError) as e:
+        get_family("social_registr")
+    msg = str(e.value)
+    assert "did you mean 'social_register'" in msg and "surface_noise" in msg  # lists valid ones
+    with pytest.raises(ValueError, match="did you mean 'surface_noise'"):
+        get_family("surface-noise")
+    assert isinstance(e.value, UnknownFamilyError)
+
+
+def test_registry_refuses_duplicates_and_loads_lazily():
+    calls = []
+
+    class Fam:
+        name, generator, subtypes = "toy", "rules-v1", {}
+
+        def apply(self, text, subtype, strength, position, rng):
+            return text, {}
+
+    reg = Registry("family")
+    reg.register("toy", lambda: calls.append(1) or Fam())
+    with pytest.raises(ValueError, match="already registered"):
+        reg.register("toy", lambda: Fam())
+    assert calls == []  # nothing built before first use
+    assert reg["toy"] is reg["toy"] and calls == [1]
+
+
+def test_full_grid_counts_order_and_validity():
+    grid = full_grid()
+    assert len(grid) == 78 + 27 + 5 and len(set(grid)) == len(grid)
+    assert grid == full_grid()  # stable
+    assert [s.family for s in grid] == sorted((s.family for s in grid), key=list_families().index)
+    pol = sorted({s.strength for s in grid if s.subtype == "politeness"})
+    assert pol == [float(k) for k in range(-5, 6)]
+    assert {s.position for s in grid if s.family == "structural"} == {"GLOBAL"}
+    assert {s.strength for s in grid if s.subtype == "length"} == {0.5, 0.75, 1.5, 2.0}
+    for s in grid:
+        validate_spec(s)
+    # the grid is exactly the declared (u, s, p) product of every family
+    for name in list_families():
+        fam = get_family(name)
+        declared = {(u, s, p) for u, i in fam.subtypes.items() for s in i.strengths for p in i.positions}
+        assert declared == {(s.subtype, s.strength, s.position) for s in full_grid([name])}
+    with pytest.raises(KeyError):
+        full_grid(["nope"])
+
+
+def test_validate_spec_names_the_invalid_field():
+    with pytest.raises(ValueError, match=r"unknown subtype 'politness'.*did you mean 'politeness'"):
+        validate_spec(VariantSpec("social_register", "politness", 1, "PREFIX"))
+    with pytest.raises(ValueError, match=r"invalid strength 7.*valid strengths: \[-5, -4"):
+        validate_spec(VariantSpec("social_register", "politeness", 7, "PREFIX"))
+    with pytest.raises(ValueError, match=r"invalid position 'PREFIX'.*valid positions: \['GLOBAL'\]"):
+        validate_spec(VariantSpec("structural", "length", 0.5, "PREFIX"))
+    with pytest.raises(ValueError, match="valid strengths: \\[0.5, 0.75, 1.5, 2\\]"):
+        validate_spec(VariantSpec("structural", "length", 0.6, "GLOBAL"))
+    with pytest.raises(ValueError, match="did you mean 'structural'"):
+        validate_spec(VariantSpec("structurall", "length", 0.5, "GLOBAL"))
+
+
+# ---------------------------------------------------------------- make_variant
+def test_every_spec_reachable_and_changes_the_prompt():
+    for spec in full_grid():
+        v = make_variant("p1", BASE, spec, run_seed=0)
+        assert v.spec == spec and v.text != BASE and v.meta["changed"], spec.label()
+        assert v.generator == get_family(spec.family).generator == "rules-v1"
+
+
+def test_determinism_bytes_seed_and_id():
+    specs = full_grid()
+    for pid, text in FIRST16[::12]:
+        a = make_variants(pid, text, specs, 7)
+        b = make_variants(pid, text, specs, 7)
+        assert [(v.text.encode(), v.seed, v.variant_id, v.meta) for v in a] == [
+            (v.text.encode(), v.seed, v.variant_id, v.meta) for v in b]
+    v = make_variant("p1", BASE, specs[0], 7)
+    seed = derive_seed(7, "p1", specs[0].as_dict(), "rules-v1")
+    assert v.seed == seed and v.variant_id == stable_hash("p1", specs[0].as_dict(), seed, "rules-v1")
+    # strength given as int or float is the same spec
+    s_int = VariantSpec("social_register", "politeness", 3, "SUFFIX")
+    assert make_variant("p1", BASE, s_int, 7).variant_id == make_variant(
+        "p1", BASE, VariantSpec("social_register", "politeness", 3.0, "SUFFIX"), 7).variant_id
+
+
+def test_different_run_seed_changes_some_texts():
+    specs = full_grid()
+    for pid, text in FIRST16[:3]:
+        a = [v.text for v in make_variants(pid, text, specs, 0)]
+        b = [v.text for v in make_variants(pid, text, specs, 1)]
+        assert sum(x != y for x, y in zip(a, b)) >= 20
+        assert len({v.variant_id for v in make_variants(pid, text, specs, 0)}) == len(specs)
+
+
+def test_phrasing_index_and_errors():
+    spec = VariantSpec("social_register", "politeness", 2, "PREFIX")
+    v0, v1 = (make_variant("p1", BASE, spec, 0, phrasing_index=k) for k in (0, 1))
+    assert v0.seed != v1.seed and v0.variant_id != v1.variant_id
+    assert (v0.meta["phrasing_index"], v1.meta["phrasing_index"]) == (0, 1)
+    for bad in ("", "   \n\t"):
+        with pytest.raises(ValueError, match="empty"):
+            make_variant("p1", bad, spec, 0)
+    with pytest.raises(ValueError):
+        make_variant("p1", BASE, VariantSpec("social_register", "politeness", 9, "PREFIX"), 0)
+
+
+# ---------------------------------------------------------------- surface_noise
+SURFACE = full_grid(["surface_noise"])
+
+
+@pytest.fixture(scope="module")
+def surface_variants():
+    return [(text, make_variant(pid, text, s, 0)) for pid, text in ALL for s in SURFACE]
+
+
+def test_denoise_recovers_every_surface_variant_of_every_real_prompt(surface_variants):
+    bad = [(t, v.text) for t, v in surface_variants if denoise(v.text) != denoise(t)]
+    assert not bad, bad[:3]
+    assert len(surface_variants) == len(ALL) * 27 and len(ALL) == 1100
+
+
+def test_surface_edits_confined_to_region(surface_variants):
+    for text, v in surface_variants:
+        a, b = region_bounds(text, v.spec.position)
+        assert v.meta["region"] == [a, b]
+        assert v.text.startswith(text[:a]), (text, v.text)
+        assert v.text[len(v.text) - (len(text) - b):] == text[b:], (text, v.text)
+        if v.spec.position == "PREFIX":
+            assert a == 0 and b >= len(text) // 3 and (b == len(text) or text[b].isspace())
+        elif v.spec.position == "SUFFIX":
+            assert b == len(text) and a <= len(text) - len(text) // 3 and (a == 0 or text[a - 1].isspace())
+
+
+def test_surface_meta_targets_and_dose(surface_variants):
+    targets = collections.defaultdict(collections.Counter)
+    edits = collections.defaultdict(list)
+    changed = 0
+    for _, v in surface_variants:
+        targets[(v.spec.subtype, v.spec.strength)][v.meta["target"]] += 1
+        edits[(v.spec.subtype, v.spec.strength)].append(v.meta["n_edits"])
+        changed += v.meta["changed"]
+    assert changed / len(surface_variants) > 0.99
+    assert set(targets[("case", 3.0)]) == {"upper"} and set(targets[("case", 1.0)]) == {"random_case"}
+    assert set(targets[("case", 2.0)]) <= {"lower", "random_case"} and targets[("case", 2.0)]["lower"] > 0
+    for u in ("spacing", "punctuation"):
+        assert set(targets[(u, 1.0)]) == set(targets[(u, 3.0)]) == {u}
+        means = [statistics.mean(edits[(u, float(s))]) for s in (1, 2, 3)]
+        assert means[0] < means[1] < means[2], (u, means)  # more noise as strength grows
+    v = make_variant("p", BASE, VariantSpec("surface_noise", "case", 3, "GLOBAL"), 0)
+    assert v.text == BASE.upper()
+
+
+# ---------------------------------------------------------------- structural
+def test_length_ratios_near_target_on_real_prompts():
+    """Tolerance: per prompt |achieved − target| ≤ max(0.15, 1.5/n) (n = base words, whole
+    words make small prompts coarse); mean |achieved − target| ≤ 0.05 per ratio."""
+    errs = collections.defaultdict(list)
+    for pid, text in ALL:
+        n = len(text.split())
+        for r in (0.5, 0.75, 1.5, 2.0):
+            v = make_variant(pid, text, VariantSpec("structural", "length", r, "GLOBAL"), 0)
+            achieved = len(v.text.split()) / n
+            assert v.meta["target_ratio"] == r and abs(v.meta["achieved_ratio"] - achieved) < 1e-4
+            assert v.meta["direction"] == ("compress" if r < 1 else "expand")
+            assert abs(achieved - r) <= max(0.15, 1.5 / n), (r, text, v.text)
+            errs[r].append(abs(achieved - r))
+    for r, e in errs.items():
+        assert statistics.mean(e) <= 0.05, (r, statistics.mean(e))
+
+
+def test_compression_keeps_content_words():
+    v = make_variant("p", BASE, VariantSpec("structural", "length", 0.5, "GLOBAL"), 0)
+    assert v.text == "What capital Australia?"
+    t = "Who did not sign the 1787 Constitution (the US one) in Philadelphia?"
+    v = make_variant("p", t, VariantSpec("structural", "length", 0.5, "GLOBAL"), 0)
+    for w in ("not", "1787", "Who"):
+        assert w in v.text.split()
+
+
+def test_expansion_embeds_the_prompt_verbatim():
+    for pid, text in FIRST16:
+        for r in (1.5, 2.0):
+            v = make_variant(pid, text, VariantSpec("structural", "length", r, "GLOBAL"), 0)
+            assert text.strip() in v.text
+
+
+def test_mood_flips_on_every_real_prompt():
+    spec = VariantSpec("structural", "mood", 1, "GLOBAL")
+    seen = collections.Counter()
+    for pid, text in ALL:
+        v = make_variant(pid, text, spec, 0)
+        src = detect_mood(text)
+        assert v.meta["source"] == src and v.meta["target"] == {"question": "imperative",
+                                                               "imperative": "question"}[src]
+        assert v.meta["changed"] and detect_mood(v.text) == v.meta["target"], (text, v.text)
+        if v.meta["target"] == "question":
+            assert "?" in v.text
+        else:
+            assert not v.text.rstrip().endswith("?")
+        seen[v.meta["target"]] += 1
+    assert seen["question"] > 50 and seen["imperative"] > 500
+    assert make_variant("p", BASE, spec, 0).text.endswith("the capital of Australia.")
+    v = make_variant("p", "Render a 3D model of a house", spec, 0)
+    assert v.text.endswith("render a 3D model of a house?")
+
+
+def test_rewriter_protocol_names_the_generator():
+    from sago_engine.variants.rewriter import Rewriter, RulesRewriter
+    from sago_engine.variants.structural import Structural
+
+    class Fake:
+        name = "llm-test"
+
+        def rewrite_length(self, text, ratio, rng):
+            return text + " extra"
+
+        def rewrite_mood(self, text, target, rng):
+            return text
+
+    assert isinstance(RulesRewriter(), Rewriter) and isinstance(Fake(), Rewriter)
+    fam = Structural(Fake())
+    assert fam.generator == "llm-test"
+    out, meta = fam.apply("a b", "length", 1.5, "GLOBAL", __import__("random").Random(0))
+    assert out == "a b extra" and meta["achieved_ratio"] == 1.5
+
+
+# ---------------------------------------------------------------- social_register
+SOCIAL = full_grid(["social_register"])
+
+
+@pytest.fixture(scope="module")
+def social_variants():
+    return [(text, make_variant(pid, text, s, 0)) for pid, text in FIRST16 for s in SOCIAL]
+
+
+def test_social_preserves_prompt_content(social_variants):
+    for text, v in social_variants:
+        body = text if v.spec.position == "PREFIX" else text.rstrip()
+        assert body in v.text, (text, v.text)
+        assert v.text.replace(v.meta["added_prefix"], "", 1).replace(v.meta["added_suffix"], "", 1) \
+            .strip() == (body + v.meta["terminal_added"]).strip()
+
+
+def test_social_meta_register_and_tone(social_variants):
+    for _, v in social_variants:
+        assert v.meta["register"] in REGISTERS and v.meta["tone"] in TONES
+        if v.spec.subtype == "politeness":
+            s = v.spec.strength
+            assert v.meta["tone"] == ("negative" if s < 0 else "neutral" if s == 0 else "polite")
+            if s <= -4:
+                assert v.meta["register"] == "rude"
+        if v.spec.position == "PREFIX":
+            assert v.meta["added_prefix"] and not v.meta["added_suffix"]
+        elif v.spec.position == "SUFFIX":
+            assert v.meta["added_suffix"] and not v.meta["added_prefix"]
+        else:
+            assert v.meta["added_prefix"] and v.meta["added_suffix"]
+
+
+def test_social_phrasings_vary_across_prompts(social_variants):
+    phrases = collections.defaultdict(set)
+    for _, v in social_variants:
+        phrases[(v.spec.subtype, v.spec.strength, v.spec.position)].add(
+            (v.meta["added_prefix"], v.meta["added_suffix"]))
+    assert len(phrases) == 78
+    for key, p in phrases.items():
+        assert len(p) >= 3, key
+
+
+def test_social_suffix_adds_missing_terminal_punctuation():
+    spec = VariantSpec("social_register", "gratitude", 1, "SUFFIX")
+    v = make_variant("p", "who is the first president to be impeached", spec, 0)
+    assert v.text.startswith("who is the first president to be impeached? ")
+    v = make_variant("p", "Render a 3D model of a house", spec, 0)
+    assert v.text.startswith("Render a 3D model of a house. ")
+
+
+# ---------------------------------------------------------------- sample_grid
+def test_sample_grid_deterministic_and_sized():
+    per = {"social_register": 6, "surface_noise": 3, "structural": 2}
+    a = sample_grid("p1", per, 0)
+    assert a == sample_grid("p1", per, 0)
+    counts = collections.Counter(s.family for s in a)
+    assert counts == per
+    assert sample_grid("p1", {"structural": 99}, 0) == full_grid(["structural"])
+    assert sample_grid("p1", per, 0, families=["surface_noise"]) == [s for s in a if s.family == "surface_noise"]
+    assert len({s.subtype for s in a if s.family == "social_register"}) >= 3  # spread over subtypes
+    assert sample_grid("p1", per, 0) != sample_grid("p1", per, 1) or sample_grid("p2", per, 0) != a
+    with pytest.raises(ValueError, match="did you mean"):
+        sample_grid("p1", {"socal_register": 2}, 0)
+    with pytest.raises(ValueError, match=">= 0"):
+        sample_grid("p1", {"structural": -1}, 0)
+
+
+def test_sample_grid_covers_every_cell_over_96_prompts():
+    per = {"social_register": 8, "surface_noise": 4, "structural": 2}
+    seen = set()
+    for pid, _ in FIRST16:
+        seen.update(sample_grid(pid, per, 0))
+    assert seen == set(full_grid())
+
+
+# ---------------------------------------------------------------- fixed vectors
+def _vector_cases(family: str):
+    grid = full_grid([family])
+    prompts = [("v1", BASE), ("v2", "Render a 3D model of a house"),
+               ("v3", "when did the first marvel vs capcom come out"),
+               ("v4", 'Which came to market first, "Hey Pa! There\'s a Goat on the Roof" or "Poleconomy"')]
+    step = max(1, len(grid) // 12)
+    cases = []
+    for k, spec in enumerate(grid[::step]):
+        pid, text = prompts[k % len(prompts)]
+        for seed in (0, 12345):
+            cases.append((pid, text, spec, seed))
+    return cases
+
+
+def _write_vectors() -> None:  # run once: python tests/test_variants.py --write-vectors
+    VECTORS.mkdir(parents=True, exist_ok=True)
+    for family in list_families():
+        out = []
+        for pid, text, spec, seed in _vector_cases(family):
+            v = make_variant(pid, text, spec, seed)
+            out.append({"prompt_id": pid, "text": text, "spec": spec.as_dict(), "run_seed": seed,
+                        "expected": {"text": v.text, "seed": v.seed, "variant_id": v.variant_id,
+                                     "generator": v.generator, "meta": v.meta}})
+        (VECTORS / f"{family}.json").write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
+
+
+@pytest.mark.parametrize("family", list_families())
+def test_fixed_vectors(family):
+    path = VECTORS / f"{family}.json"
+    assert path.exists(), f"family {family!r} has no fixed vectors file {path}"
+    cases = json.loads(path.read_text())
+    assert len(cases) >= 4
+    for c in cases:
+        v = make_variant(c["prompt_id"], c["text"], VariantSpec(**c["spec"]), c["run_seed"])
+        got = {"text": v.text, "seed": v.seed, "variant_id": v.variant_id,
+               "generator": v.generator, "meta": json.loads(json.dumps(v.meta))}
+        assert got == c["expected"], (c["spec"], c["run_seed"])
+
+
+# ---------------------------------------------------------------- semantic filter
+def test_map_threshold_formula_against_direct_computation():
+    b_ref = sf.reference_baseline()
+    assert b_ref == pytest.approx(0.83122575)
+    for t, b_enc in ((0.85, 0.12), (0.85, 0.5), (0.9, 0.3)):
+        direct = b_enc + (t - b_ref) / (1 - b_ref) * (1 - b_enc)
+        assert sf.map_threshold(t, b_ref, b_enc) == pytest.approx(direct, abs=1e-12)
+        # same rescaled value on both scales
+        assert (sf.map_threshold(t, b_ref, b_enc) - b_enc) / (1 - b_enc) == pytest.approx((t - b_ref) / (1 - b_ref))
+    assert sf.map_threshold(b_ref, b_ref, 0.2) == pytest.approx(0.2)
+    eff = sf.effective_threshold(sf.FilterConfig(encoder_baseline=0.2))
+    assert eff["threshold"] == pytest.approx(0.2 + (0.85 - b_ref) / (1 - b_ref) * 0.8)
+    assert eff["ref_layer"] == 17 and eff["b_enc"] == 0.2 and "encoder" in eff["encoder"]
+    raw = sf.effective_threshold(sf.FilterConfig(threshold=0.9, scale="raw"))
+    assert raw["threshold"] == 0.9 and raw["b_enc"] is None
+    with pytest.raises(ValueError):
+        sf.FilterConfig(scale="deberta")
+    with pytest.raises(ValueError):
+        sf.FilterConfig(level="dataset")
+    with pytest.raises(ValueError):
+        sf.map_threshold(0.85, 1.0, 0.1)
+
+
+def test_baseline_pairs_are_seeded_and_unrelated():
+    p = sf.baseline_pairs(40)
+    assert p == sf.baseline_pairs(40) and p != sf.baseline_pairs(40, seed=1)
+    ds_of = {}
+    for name, prompts in sf.load_prompts().items():
+        for t in prompts:
+            ds_of.setdefault(t, set()).add(name)
+    assert all(any(x != y for x in ds_of[a] for y in ds_of[b]) for a, b in p)
+
+
+def _filter_fixture():
+    specs = [VariantSpec("social_register", "politeness", 1, "PREFIX"),
+             VariantSpec("social_register", "politeness", -5, "GLOBAL"),
+             VariantSpec("structural", "length", 0.5, "GLOBAL"),
+             VariantSpec("surface_noise", "case", 3, "GLOBAL")]
+    base = {"a": BASE, "b": "Render a 3D model of a house"}
+    variants = [make_variant(p, t, s, 0) for p, t in base.items() for s in specs]
+    return base, variants
+
+
+def test_filter_levels_with_fake_scores(monkeypatch):
+    import sago_engine.bertscore as bs
+
+    base, variants = _filter_fixture()
+    calls = []
+    fake = {"social_register": 0.9, "structural": 0.95}
+
+    def fake_f1(cands, refs, batch_size=64):
+        calls.append(len(cands))
+        import numpy as np
+
+        out = []
+        for c in cands:
+            v = next(v for v in variants if v.text == c)
+            out.append(0.5 if v.spec.strength == -5 and v.prompt_id == "a" else fake[v.spec.family])
+        return np.array(out)
+
+    monkeypatch.setattr(bs, "bertscore_f1", fake_f1)
+    cfg = sf.FilterConfig(threshold=0.8, scale="raw", level="prompt")
+    ver = sf.apply_filter(variants, base, cfg)
+    assert calls == [6]  # one batched call, surface variants not scored
+    by = {(v.prompt_id, v.spec.family, v.spec.strength): x for v, x in zip(variants, ver)}
+    assert by[("a", "surface_noise", 3.0)] == sf.FilterVerdict(by[("a", "surface_noise", 3.0)].variant_id, None, True, True)
+    assert by[("a", "social_register", 1.0)].passes and not by[("a", "social_register", 1.0)].kept
+    assert not by[("a", "social_register", -5.0)].passes and not by[("a", "social_register", -5.0)].kept
+    assert by[("a", "structural", 0.5)].kept  # its own family group passes
+    assert all(x.kept for (p, _, _), x in by.items() if p == "b")
+    ver_v = sf.apply_filter(variants, base, sf.FilterConfig(threshold=0.8, scale="raw", level="variant"))
+    assert [x.kept for x in ver_v] == [x.passes for x in ver_v]
+    assert by[("a", "social_register", 1.0)].variant_id == variants[0].variant_id
+    with pytest.raises(KeyError, match="lacks prompt ids"):
+        sf.apply_filter(variants, {"a": BASE}, cfg)
+
+
+def test_filter_with_real_encoder():
+    from sago_engine.bertscore import bertscore_f1
+
+    pairs = sf.baseline_pairs(12)
+    direct = float(bertscore_f1([a for a, _ in pairs], [b for _, b in pairs]).mean())
+    assert sf.encoder_baseline(12) == pytest.approx(direct)
+    assert 0.0 < direct < 0.6
+    base, variants = _filter_fixture()
+    ver = sf.apply_filter(variants, base, sf.FilterConfig(encoder_baseline=direct))
+    scored = [x for v, x in zip(variants, ver) if v.spec.family != "surface_noise"]
+    assert all(0.0 < x.semantic_score < 1.0 for x in scored)
+    assert all(x.passes for x in scored)  # meaning-preserving variants clear the mapped threshold
+    off = make_variant("a", "Describe the water cycle in detail.", variants[0].spec, 0)
+    (x,) = sf.apply_filter([off], {"a": "Who won the 1998 World Cup?"}, sf.FilterConfig(threshold=0.85, scale="raw"))
+    assert not x.passes and not x.kept
+
+
+if __name__ == "__main__" and "--write-vectors" in sys.argv:
+    _write_vectors()
