@@ -56,7 +56,8 @@ class Plan:
 
 def make_plan(cfg: RunConfig, store: Store | None = None) -> Plan:
     """Load prompts, build variants, apply the semantic filter (only to variants new to the store)."""
-    from sago_engine.variants import FilterConfig, apply_filter, effective_threshold, full_grid, make_variants, sample_grid
+    from sago_engine.variants import full_grid, make_variants, sample_grid
+    from sago_engine.variants.semantic_filter import FilterConfig, apply_filter, effective_threshold
 
     prompts: list[Prompt] = []
     for d in cfg.datasets:
@@ -186,7 +187,8 @@ def fingerprint(record: dict) -> str:
             f"|seed:{record['seed']}|R:{rs}|torch:{v.get('torch','?')}|transformers:{v.get('transformers','?')}")
 
 
-def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = None) -> list[dict]:
+def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = None,
+        backend_factory: Callable | None = None) -> list[dict]:
     """Plan, then run every model (or ``only_models``) into ``cfg.store``. Returns per-model summaries."""
     Path(cfg.store).parent.mkdir(parents=True, exist_ok=True)
     with open_store(cfg.store, read_only=False, create=True) as store:
@@ -196,6 +198,6 @@ def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = N
         for m in cfg.models:
             if only_models and m.key not in only_models:
                 continue
-            out.append(run_model(cfg, m, plan, store, progress=progress))
+            out.append(run_model(cfg, m, plan, store, progress=progress, backend_factory=backend_factory))
         store.con.execute("CHECKPOINT")
     return out

@@ -1,0 +1,137 @@
+"""The precompute runner end to end (tiny random model): store contents, idempotent rerun, config errors, CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from precompute.__main__ import main as cli_main
+from precompute.config import ConfigError, load_config
+from precompute.runner import run
+from sago_engine.store import open_store
+from sago_engine.types import AXES
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TINY = """
+[run]
+store = "{store}"
+seed = 7
+max_new_tokens = 6
+chunk_prompts = 2
+
+[data]
+dir = "{data}"
+datasets = ["truthfulqa", "alpaca"]
+n_prompts = 2
+
+[variants]
+families = ["social_register", "surface_noise", "structural"]
+per_family = {{ social_register = 2, surface_noise = 2, structural = 1 }}
+
+[[models]]
+key = "tiny-random"
+batch_size = 4
+"""
+
+
+def _cfg(tmp_path, text=TINY, **kw):
+    p = tmp_path / "c.toml"
+    p.write_text(text.format(store=tmp_path / "s.duckdb", data=ROOT / "data" / "datasets", **kw))
+    return p
+
+
+class CountingFactory:
+    """Wraps get_backend and counts how many backends were built and prompts generated."""
+
+    def __init__(self):
+        self.built = 0
+        self.generated = 0
+
+    def __call__(self, spec):
+        from sago_engine.backends import get_backend
+
+        self.built += 1
+        b = get_backend(spec)
+        orig = b.generate
+
+        def generate(prompts, max_new_tokens):
+            self.generated += len(prompts)
+            return orig(prompts, max_new_tokens)
+
+        b.generate = generate
+        return b
+
+
+def test_end_to_end_then_idempotent_rerun(tmp_path):
+    cfg = load_config(_cfg(tmp_path))
+    f = CountingFactory()
+    [summary] = run(cfg, progress=False, backend_factory=f)
+    assert f.built == 1 and f.generated == 4 * (1 + 5) == summary["generated"]
+    with open_store(cfg.store) as st:
+        counts = st.counts()
+        assert counts["prompts"] == 4 and counts["variants"] == 20 and counts["units"] == 4
+        assert counts["responses"] == 4 * 6
+        assert counts["deltas"] == 20 * len(AXES)
+        d = st.deltas(kept_only=False)
+        assert set(d["axis"]) == set(AXES)
+        assert d["available"].all()  # hf_local measures all six axes
+        assert d["delta_norm"].between(-1, 1).all()
+        runs = st.runs()
+        assert len(runs) == 1 and runs.loc[0, "status"] == "complete"
+        for col in ("seed", "normalizers", "versions", "encoder", "fingerprint", "semantic_filter", "dtype"):
+            assert runs.loc[0, col] is not None
+        assert "tiny-random" in runs.loc[0, "fingerprint"]
+        base = st.con.execute("SELECT count(*) FROM responses WHERE variant_id IS NULL").fetchall()[0][0]
+        assert base == 4
+        assert len(st.view("sgs_total")) == len(AXES)
+    # rerun: no backend built, no generation, no new rows
+    f2 = CountingFactory()
+    [s2] = run(cfg, progress=False, backend_factory=f2)
+    assert f2.built == 0 and f2.generated == 0 and s2["pending"] == 0
+    with open_store(cfg.store) as st:
+        assert st.counts() == counts
+
+
+def test_partial_store_resumes_only_missing_units(tmp_path):
+    cfg = load_config(_cfg(tmp_path))
+    run(cfg, progress=False)
+    with open_store(cfg.store, read_only=False) as st:
+        pid = sorted(st.done_units(st.runs().loc[0, "run_id"]))[0]
+        st.con.execute("DELETE FROM units WHERE prompt_id = ?", [pid])
+        st.con.execute("DELETE FROM deltas WHERE prompt_id = ?", [pid])
+        st.con.execute("DELETE FROM responses WHERE prompt_id = ?", [pid])
+        before = st.view("sgs_total")
+    f = CountingFactory()
+    run(cfg, progress=False, backend_factory=f)
+    assert f.generated == 6  # one prompt unit: base + 5 variants
+    with open_store(cfg.store) as st:
+        assert st.counts()["units"] == 4
+
+
+@pytest.mark.parametrize(
+    "patch, match",
+    [
+        (("tiny-random", "tiny-randon"), r"unknown model 'tiny-randon'.*Did you mean 'tiny-random'"),
+        (('"alpaca"', '"alpacca"'), r"unknown dataset 'alpacca'.*Valid:.*alpaca"),
+        (('"structural"]', '"structurel"]'), r"unknown variant family 'structurel'.*structural"),
+        (("seed = 7", "seed = 7\nsede = 1"), r"unknown key 'sede'"),
+    ],
+)
+def test_config_errors_list_valid_choices(tmp_path, patch, match):
+    text = TINY.replace(*patch)
+    with pytest.raises(ConfigError, match=match):
+        load_config(_cfg(tmp_path, text))
+
+
+def test_cli_help_and_bad_config(tmp_path, capsys):
+    out = subprocess.run([sys.executable, "-m", "precompute", "--help"], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0
+    for opt in ("--config", "--store", "--model", "--n-prompts", "--plan", "--no-progress"):
+        assert opt in out.stdout
+    bad = _cfg(tmp_path, TINY.replace("tiny-random", "gpt-7"))
+    assert cli_main(["--config", str(bad)]) == 2
+    assert "unknown model 'gpt-7'" in capsys.readouterr().err
