@@ -8,8 +8,12 @@ from sago_engine.report import DEMO_STORE, find_stores
 
 st.set_page_config(page_title="sago — stability of LLM behaviour", layout="wide")
 
+import os
+
 stores = find_stores(DEMO_STORE.parent)
 options = [str(p) for p in stores] or [str(DEMO_STORE)]
+if os.environ.get("SAGO_STORE"):  # a store chosen at launch: SAGO_STORE=/path/run.duckdb
+    options.insert(0, os.environ["SAGO_STORE"])
 with st.sidebar:
     st.markdown("**Store**")
     choice = st.selectbox("Store file", options, key="app_store_pick", format_func=lambda p: Path(p).name)

@@ -3,7 +3,7 @@
 import plotly.graph_objects as go
 import streamlit as st
 
-from sago_engine.report import load_store_frames, profile_tables, radar_frame, wide_cells
+from sago_engine.report import load_store_frames, model_colors, profile_tables, radar_frame, wide_cells
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.store import StoreError
 
@@ -35,10 +35,12 @@ tables = profile_tables(deltas, MAIN_EPSILON)
 radar = radar_frame(tables["total"])
 
 fig = go.Figure()
+colors = model_colors(radar["model"])
 for model, grp in radar.groupby("model", sort=True):
     theta = list(grp["axis"]) + [grp["axis"].iloc[0]]
     r = list(grp["sgs"]) + [grp["sgs"].iloc[0]]
-    fig.add_trace(go.Scatterpolar(r=r, theta=theta, name=model, mode="lines+markers"))
+    fig.add_trace(go.Scatterpolar(r=r, theta=theta, name=model, mode="lines+markers",
+                                  line={"color": colors[model], "width": 2.5}))
 fig.update_layout(polar={"radialaxis": {"range": [0, 1], "title": {"text": "SGS"}}}, legend_title_text="model",
                   margin={"l": 40, "r": 40, "t": 40, "b": 40}, height=480)
 st.subheader("Total SGS per axis (all prompts of all datasets weigh the same)")

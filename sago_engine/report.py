@@ -52,6 +52,15 @@ def wide_cells(long: pd.DataFrame, index: list[str]) -> pd.DataFrame:
     return w.reset_index()
 
 
+#: Colour-blind-safe qualitative palette (Okabe–Ito); a model keeps its colour on every page.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000")
+
+
+def model_colors(models) -> dict[str, str]:
+    """Stable model → colour map: sorted model names take the palette in order (cycling)."""
+    return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(sorted(set(models)))}
+
+
 def radar_frame(total: pd.DataFrame) -> pd.DataFrame:
     """Radar data: model, axis label, SGS (NaN where the axis is unavailable), in the paper's axis order."""
     rows = []

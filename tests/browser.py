@@ -1,0 +1,85 @@
+"""Real-browser helpers: start the dashboard on a free port and drive Debian's chromium with Playwright."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def require_chromium():
+    """Skip when chromium is absent on a developer machine; in CI (CI=true) its absence is a failure."""
+    if not (Path(CHROMIUM).exists() or shutil.which("chromium")):
+        if os.environ.get("CI"):
+            pytest.fail("chromium is missing in CI: .ci/run installs Debian's chromium")
+        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def dashboard(store: Path, timeout: float = 60.0):
+    """Run ``streamlit run app.py`` with SAGO_STORE=store on 127.0.0.1; yield its URL."""
+    port = free_port()
+    env = {**os.environ, "SAGO_STORE": str(store), "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--client.toolbarMode", "minimal"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(url + "/_stcore/health", timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    raise RuntimeError(proc.stdout.read().decode(errors="replace"))
+                time.sleep(0.3)
+        else:
+            raise TimeoutError("dashboard did not start")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@contextmanager
+def browser_page(width: int = 1400, height: int = 1000):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            page = b.new_page(viewport={"width": width, "height": height})
+            yield page
+        finally:
+            b.close()
+
+
+def screenshot_dir() -> Path:
+    d = Path(os.environ.get("SAGO_SCREENSHOTS", ROOT / "artifacts" / "screenshots"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
