@@ -59,7 +59,15 @@ def main(argv: list[str] | None = None) -> int:
             done = store.done_units(rid) if store else set()
             print(f"  {m.key}: run {rid}, {len(plan.prompts) - len(done & {p.prompt_id for p in plan.prompts})} prompts pending")
         return 0
-    summaries = runner.run(cfg, progress=not args.no_progress, only_models=args.model)
+    from sago_engine.datasets import DatasetError
+    from sago_engine.models import ModelUnavailableError
+    from sago_engine.store import StoreError
+
+    try:
+        summaries = runner.run(cfg, progress=not args.no_progress, only_models=args.model)
+    except (DatasetError, StoreError, ModelUnavailableError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     for s in summaries:
         print(json.dumps(s))
     return 0

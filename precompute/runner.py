@@ -122,7 +122,11 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     """
     run_id = run_id_for(cfg, m, plan)
     done = store.done_units(run_id)
-    pending = [p for p in plan.prompts if p.prompt_id not in done]
+    # Chunks are fixed over the whole plan (not over what is pending), so a resumed or sharded
+    # run feeds the model exactly the same batches as an uninterrupted one: identical numbers.
+    chunks = [plan.prompts[i : i + cfg.chunk_prompts] for i in range(0, len(plan.prompts), cfg.chunk_prompts)]
+    chunks = [c for c in chunks if any(p.prompt_id not in done for p in c)]
+    pending = [p for c in chunks for p in c if p.prompt_id not in done]
     summary = {"run_id": run_id, "model": m.key, "pending": len(pending), "generated": 0, "seconds": 0.0}
     if not pending:
         log.info("run %s (%s): all %d prompts done; nothing to run", run_id, m.key, len(plan.prompts))
@@ -146,10 +150,9 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     }
     record["fingerprint"] = fingerprint(record)
     store.upsert_run(record)
-    total = sum(1 + len(plan.variants[p.prompt_id]) for p in pending)
+    total = sum(1 + len(plan.variants[p.prompt_id]) for c in chunks for p in c)
     bar = tqdm(total=total, desc=f"{m.key}", unit="gen", disable=not progress, dynamic_ncols=True)
-    for i in range(0, len(pending), cfg.chunk_prompts):
-        chunk = pending[i : i + cfg.chunk_prompts]
+    for chunk in chunks:
         texts, spans = [], []
         for p in chunk:
             vs = plan.variants[p.prompt_id]
