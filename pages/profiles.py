@@ -1,54 +1,107 @@
-"""Profiles: radar of total SGS per model over the six axes, and SGS per dataset × axis with markers."""
+"""Profiles: radar of SGS per model over the six axes (total or one dataset), bootstrap CIs, n/a axes, paper overlay."""
 
 import plotly.graph_objects as go
 import streamlit as st
 
-from sago_engine.report import load_store_frames, model_colors, profile_tables, radar_frame, wide_cells
+from pages import common
+from sago_engine import paper
+from sago_engine.report import wide_cells
 from sago_engine.scoring import MAIN_EPSILON
-from sago_engine.store import StoreError
+from sago_engine.types import AXES, AXIS_LABELS
 
-
-@st.cache_data(show_spinner="Reading the store…")
-def _frames(path: str, mtime: float):
-    return load_store_frames(path)
-
-
-path = st.session_state.get("store_path")
+f = common.current_filters()
 st.title("Model profiles")
 st.caption(
     "SGS per axis (lower = more stable; SAGO, arXiv 2610.01428). Axes are never added together. "
     f"Markers: one-sided t-test of H0: E[s] ≤ ε at ε = {MAIN_EPSILON}: * p<0.05, ** p<0.01, † p<0.001."
 )
-try:
-    from pathlib import Path
+scores = common.query("prompt_scores", f)
+common.empty_stop(scores, "deltas")
+datasets = sorted(scores["dataset"].unique())
 
-    frames = _frames(path, Path(path).stat().st_mtime)
-except (StoreError, FileNotFoundError, OSError) as e:
-    st.error(f"Cannot open the store: {e}")
-    st.stop()
+c1, c2, c3 = st.columns([2, 1, 1])
+with c1:
+    which = st.selectbox("Scope", ["Total (all datasets)", *datasets], key="profiles_scope",
+                         help="Total: every prompt of every dataset weighs the same.")
+with c2:
+    n_boot = st.number_input("Bootstrap resamples B", 100, 10000, 1000, step=100, key="profiles_boot",
+                             help="Percentile bootstrap over prompts (scipy.stats.bootstrap), seeded; 95% CI.")
+with c3:
+    ci_style = st.radio("CI", ["bands", "whiskers", "off"], key="profiles_ci", horizontal=True)
+overlay = st.toggle("Overlay values reported in arXiv 2610.01428 (Figure 2a, Table 1)", key="profiles_paper",
+                    help="Published totals, drawn dashed and labelled; never mixed into local numbers.")
 
-deltas = frames["deltas"]
-if deltas.empty:
-    st.warning("This store has no deltas yet.")
-    st.stop()
-tables = profile_tables(deltas, MAIN_EPSILON)
-radar = radar_frame(tables["total"])
+dataset = None if which.startswith("Total") else which
+radar = common.scored("radar_data", f, dataset=dataset, n_resamples=int(n_boot), seed=0)
+colors = common.model_colors()
+labels = [AXIS_LABELS[a] for a in AXES]
+
+
+def _closed(v):
+    return list(v) + [v[0]]
+
 
 fig = go.Figure()
-colors = model_colors(radar["model"])
 for model, grp in radar.groupby("model", sort=True):
-    theta = list(grp["axis"]) + [grp["axis"].iloc[0]]
-    r = list(grp["sgs"]) + [grp["sgs"].iloc[0]]
-    fig.add_trace(go.Scatterpolar(r=r, theta=theta, name=model, mode="lines+markers",
-                                  line={"color": colors[model], "width": 2.5}))
-fig.update_layout(polar={"radialaxis": {"range": [0, 1], "title": {"text": "SGS"}}}, legend_title_text="model",
-                  margin={"l": 40, "r": 40, "t": 40, "b": 40}, height=480)
-st.subheader("Total SGS per axis (all prompts of all datasets weigh the same)")
-st.plotly_chart(fig, key="profiles_radar", width="stretch")
+    grp = grp.set_index("axis").loc[list(AXES)]
+    col = colors.get(model, "#444444")
+    r = [None if not ok else v for v, ok in zip(grp["sgs"], grp["available"])]
+    hover = [f"{model}<br>{AXIS_LABELS[a]}: " + ("n/a (unavailable)" if not ok else f"{v:.3f} [{lo:.3f}, {hi:.3f}]")
+             for a, v, lo, hi, ok in zip(grp.index, grp["sgs"], grp["lo"], grp["hi"], grp["available"])]
+    if ci_style == "bands" and grp["available"].all() and grp["lo"].notna().all():
+        fig.add_trace(go.Scatterpolar(r=_closed(list(grp["hi"])) + _closed(list(grp["lo"]))[::-1],
+                                      theta=_closed(labels) + _closed(labels)[::-1], mode="lines",
+                                      fill="toself", fillcolor=col, opacity=0.18, line={"width": 0, "color": col},
+                                      name=f"{model} 95% CI", legendgroup=model, showlegend=False, hoverinfo="skip"))
+    fig.add_trace(go.Scatterpolar(r=_closed(r), theta=_closed(labels), name=model, legendgroup=model,
+                                  mode="lines+markers", line={"color": col, "width": 2.5}, connectgaps=False,
+                                  text=_closed(hover), hoverinfo="text"))
+    if ci_style == "whiskers":
+        for a, lab, lo, hi, ok in zip(grp.index, labels, grp["lo"], grp["hi"], grp["available"]):
+            if ok and lo == lo:
+                fig.add_trace(go.Scatterpolar(r=[lo, hi], theta=[lab, lab], mode="lines",
+                                              line={"color": col, "width": 5}, opacity=0.45, legendgroup=model,
+                                              showlegend=False, hoverinfo="skip", name=f"{model} 95% CI {lab}"))
+if overlay and dataset is None:
+    rep = paper.reported_totals()
+    pcol = paper.paper_colors()
+    for model, grp in rep.groupby("model", sort=False):
+        vals = dict(zip(grp["axis"], grp["sgs"]))
+        r = [vals.get(a) for a in AXES]
+        fig.add_trace(go.Scatterpolar(
+            r=_closed(r), theta=_closed(labels), mode="lines", connectgaps=False,
+            name=f"{model} ({paper.PAPER_SOURCE})", legendgroup="reported", legendgrouptitle_text="Reported (paper)",
+            line={"dash": "dash", "width": 1.5, "color": pcol[model]},
+            meta={"source": paper.PAPER_SOURCE}, visible=True))
+hi_max = radar[["sgs", "hi"]].max().max()
+rmax = max(0.05, float(hi_max if hi_max == hi_max else 1.0))
+if overlay and dataset is None:
+    rmax = max(rmax, float(paper.reported_totals()["sgs"].max()))
+fig.update_layout(polar={"radialaxis": {"range": [0, min(1.0, rmax * 1.1)], "title": {"text": "SGS"}}},
+                  legend_title_text="model", margin={"l": 40, "r": 40, "t": 40, "b": 40},
+                  height=common.chart_height(520),
+                  title={"text": f"SGS per axis — {which}"})
+common.chart(fig, "profiles_radar",
+             "Each line is one model; closer to the centre = more stable on that axis. Shaded band / whisker = 95% "
+             "bootstrap CI over prompts. A gap means the axis is unavailable for that model (n/a, not 0).",
+             data=radar)
+if overlay and dataset is not None:
+    st.info("The paper reports totals only: the overlay is drawn on the Total scope.")
 st.caption("Δ-Cos: under a chat template the layer-0 (embedding) cosine is trivially 1; the definition is kept.")
 
+tables = common.scored("score_tables", f, eps=MAIN_EPSILON)
 st.subheader("Total SGS, mean ± std over prompts")
-st.dataframe(wide_cells(tables["total"], ["model"]), key="profiles_total_table", hide_index=True, width="stretch")
+common.table(wide_cells(tables["total"], ["model"]), "profiles_total_table", "sago_sgs_total.csv")
 st.subheader("SGS per dataset × axis")
-st.dataframe(wide_cells(tables["per_dataset"], ["model", "dataset"]), key="profiles_dataset_table",
-             hide_index=True, width="stretch")
+common.table(wide_cells(tables["per_dataset"], ["model", "dataset"]), "profiles_dataset_table",
+             "sago_sgs_per_dataset.csv")
+
+st.subheader("Axis availability per model")
+avail = common.query("axis_availability", f)
+av = avail.assign(axis_label=avail["axis"].map(AXIS_LABELS),
+                  status=[("available" if ok else f"n/a — {why or 'not measured'}")
+                          for ok, why in zip(avail["available"], avail["reasons"])])
+av_w = av.pivot_table(index="model", columns="axis_label", values="status", aggfunc="first")
+av_w = av_w.reindex(columns=labels).fillna("n/a — no rows").reset_index()
+common.table(av_w, "profiles_availability", "sago_axis_availability.csv")
+common.provenance("profiles")

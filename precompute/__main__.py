@@ -8,19 +8,61 @@ import logging
 import sys
 
 
+def merge_main(argv: list[str]) -> int:
+    """``python -m precompute merge --out OUT IN [IN ...]``: combine shard stores into one."""
+    ap = argparse.ArgumentParser(
+        prog="python -m precompute merge",
+        description="Merge stores written with --shard K/N into one store identical to a single run.",
+    )
+    ap.add_argument("--out", required=True, help="the merged store to create")
+    ap.add_argument("inputs", nargs="+", help="shard stores to merge")
+    ap.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    args = ap.parse_args(argv)
+    from sago_engine.store import StoreError, merge_stores
+
+    try:
+        counts = merge_stores(args.out, args.inputs, overwrite=args.force)
+    except (FileExistsError, FileNotFoundError, StoreError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps({"out": args.out, **counts}))
+    return 0
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shard takes K/N, e.g. 2/4; got {text!r}") from None
+    if not (n >= 1 and 1 <= k <= n):
+        raise argparse.ArgumentTypeError(f"--shard K/N needs 1 ≤ K ≤ N; got {text!r}")
+    return k, n
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "merge":
+        return merge_main(argv[1:])
     ap = argparse.ArgumentParser(
         prog="python -m precompute",
         description=(
             "Run models over dataset prompts and their variants (SAGO, arXiv 2610.01428) and write "
             "per-prompt, per-variant, per-axis deltas plus the raw responses into a DuckDB store. "
-            "Re-running skips every prompt already finished for the same run (no new rows, no model calls)."
+            "Re-running skips every prompt already finished for the same run (no new rows, no model calls). "
+            "The runner writes a private working copy and publishes consistent snapshots to the store, so the "
+            "dashboard can read it during a run; a killed run resumes with the same command. "
+            "Subcommand: `python -m precompute merge --out OUT IN...` combines --shard outputs."
         ),
     )
     ap.add_argument("--config", required=True, help="TOML run config, e.g. precompute/configs/demo.toml")
     ap.add_argument("--store", help="override run.store (path of the DuckDB file to write)")
     ap.add_argument("--model", action="append", help="run only this model key (repeatable); default: all in the config")
     ap.add_argument("--n-prompts", type=int, help="override data.n_prompts (prompts per dataset)")
+    ap.add_argument("--shard", type=_shard, metavar="K/N",
+                    help="run only part K of N (prompt chunks i with i mod N = K-1); default store "
+                         "<store>.shard-K-of-N.duckdb; combine the parts with `merge`")
+    ap.add_argument("--publish-every", type=float, default=30.0, metavar="SECONDS",
+                    help="publish a consistent snapshot of the store this often during a run (default 30)")
     ap.add_argument("--plan", action="store_true", help="print the plan (prompts, variants, pending work) and exit")
     ap.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     ap.add_argument("-v", "--verbose", action="store_true", help="log more")
@@ -39,6 +81,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.store:
         cfg = replace(cfg, store=args.store)
+    elif args.shard:
+        from pathlib import Path as _P
+
+        st = _P(cfg.store)
+        cfg = replace(cfg, store=str(st.with_name(f"{st.stem}.shard-{args.shard[0]}-of-{args.shard[1]}{st.suffix}")))
     if args.n_prompts:
         cfg = replace(cfg, n_prompts=args.n_prompts)
     if args.model:
@@ -64,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     from sago_engine.store import StoreError
 
     try:
-        summaries = runner.run(cfg, progress=not args.no_progress, only_models=args.model)
+        summaries = runner.run(cfg, progress=not args.no_progress, only_models=args.model, shard=args.shard,
+                               publish_every_s=args.publish_every)
     except (DatasetError, StoreError, ModelUnavailableError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

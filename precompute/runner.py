@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 import importlib.metadata as md
 import logging
+import os
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -17,7 +19,7 @@ from precompute.config import ModelConfig, RunConfig
 from sago_engine.datasets import Prompt, load_dataset
 from sago_engine.pipeline import Unit, compute_rows
 from sago_engine.seeds import stable_hash
-from sago_engine.store import Store, open_store
+from sago_engine.store import Store, StoreError, open_store
 from sago_engine.types import Variant
 
 log = logging.getLogger("sago.precompute")
@@ -88,7 +90,7 @@ def make_plan(cfg: RunConfig, store: Store | None = None) -> Plan:
         }
         for v in new_v
     ]
-    info = effective_threshold(fcfg) if new_v or store is None else {"config": cfg.filter}
+    info = effective_threshold(fcfg)
     return Plan(prompts, variants, pd.DataFrame(rows), info)
 
 
@@ -115,7 +117,8 @@ def write_plan(store: Store, plan: Plan) -> None:
 
 
 def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress: bool = True,
-              backend_factory: Callable | None = None) -> dict:
+              backend_factory: Callable | None = None, shard: tuple[int, int] | None = None,
+              on_chunk: Callable[[int, int], None] | None = None) -> dict:
     """Run one model over every pending prompt unit of the plan; commit per chunk of prompts.
 
     Returns a summary dict (run_id, pending, generated, seconds). A finished unit is never redone.
@@ -125,6 +128,9 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     # Chunks are fixed over the whole plan (not over what is pending), so a resumed or sharded
     # run feeds the model exactly the same batches as an uninterrupted one: identical numbers.
     chunks = [plan.prompts[i : i + cfg.chunk_prompts] for i in range(0, len(plan.prompts), cfg.chunk_prompts)]
+    if shard is not None:
+        k, n = shard
+        chunks = [c for i, c in enumerate(chunks) if i % n == k - 1]
     chunks = [c for c in chunks if any(p.prompt_id not in done for p in c)]
     pending = [p for c in chunks for p in c if p.prompt_id not in done]
     summary = {"run_id": run_id, "model": m.key, "pending": len(pending), "generated": 0, "seconds": 0.0}
@@ -172,10 +178,12 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
             store.insert_df("units", unit_rows)
         summary["generated"] += len(texts)
         bar.update(len(texts))
+        if on_chunk:
+            on_chunk(bar.n, total)
     bar.close()
     backend.close()
     store.upsert_run({"run_id": run_id, "finished_at": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
-                      "status": "complete"})
+                      "status": "complete" if shard is None else f"shard {shard[0]}/{shard[1]} complete"})
     summary["seconds"] = time.perf_counter() - t0
     return summary
 
@@ -190,17 +198,81 @@ def fingerprint(record: dict) -> str:
             f"|seed:{record['seed']}|R:{rs}|torch:{v.get('torch','?')}|transformers:{v.get('transformers','?')}")
 
 
+def work_path(target: str | Path) -> Path:
+    """The runner's private working copy next to the published store (``.<name>.work``)."""
+    target = Path(target)
+    return target.with_name(f".{target.name}.work")
+
+
+def publish(store: Store, target: str | Path, **meta) -> None:
+    """Atomically publish a consistent snapshot of the working store at ``target``.
+
+    CHECKPOINT folds the write-ahead log into the working file, which is then copied to a
+    temporary file beside ``target``, fsynced and renamed over it (``os.replace`` is atomic):
+    a dashboard reading ``target`` sees either the previous snapshot or this one, never a
+    half-written file, and is never locked out by the writer.
+    """
+    target = Path(target)
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
+    store.set_meta(published_at=now, **meta)
+    store.checkpoint()
+    tmp = target.with_name(f".{target.name}.publish-{os.getpid()}")
+    shutil.copyfile(store.path, tmp)
+    with open(tmp, "rb+") as fh:
+        os.fsync(fh.fileno())
+    os.replace(tmp, target)
+
+
 def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = None,
-        backend_factory: Callable | None = None) -> list[dict]:
-    """Plan, then run every model (or ``only_models``) into ``cfg.store``. Returns per-model summaries."""
-    Path(cfg.store).parent.mkdir(parents=True, exist_ok=True)
-    with open_store(cfg.store, read_only=False, create=True) as store:
+        backend_factory: Callable | None = None, shard: tuple[int, int] | None = None,
+        publish_every_s: float = 30.0) -> list[dict]:
+    """Plan, then run every model (or ``only_models``) into ``cfg.store``. Returns per-model summaries.
+
+    The runner writes a private working copy (``work_path``) and publishes consistent snapshots
+    to ``cfg.store`` every ``publish_every_s`` seconds and at the end. Killed at any moment, the
+    same command resumes from the working copy (or from the published store when there is no
+    working copy): committed prompt units are kept, none is duplicated.
+
+    Args:
+        shard: ``(K, N)`` with 1 ≤ K ≤ N — run only chunks whose index ≡ K−1 (mod N).
+    Raises:
+        StoreError: ``cfg.store`` exists but is not a sago store of this schema (never overwritten).
+    """
+    target = Path(cfg.store)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():
+        open_store(target, read_only=True).close()  # refuses a foreign file or another schema
+    work = work_path(target)
+    resumed = work.exists()  # a killed run's working copy may hold units not yet published
+    if resumed:
+        try:
+            open_store(work, read_only=True).close()
+        except StoreError:
+            raise StoreError(f"the working copy {work} is not a readable sago store; move it away to restart "
+                             f"from the published store {target}") from None
+    elif target.exists():
+        tmp = work.with_name(work.name + ".tmp")
+        shutil.copyfile(target, tmp)
+        os.replace(tmp, work)
+    out = []
+    with open_store(work, read_only=False, create=True) as store:
         plan = make_plan(cfg, store)
         write_plan(store, plan)
-        out = []
+        last = [time.monotonic()]
+
+        def on_chunk(done: int, total: int) -> None:
+            if time.monotonic() - last[0] >= publish_every_s:
+                publish(store, target, progress=f"{done}/{total}", status="running")
+                last[0] = time.monotonic()
+
         for m in cfg.models:
             if only_models and m.key not in only_models:
                 continue
-            out.append(run_model(cfg, m, plan, store, progress=progress, backend_factory=backend_factory))
-        store.con.execute("CHECKPOINT")
+            out.append(run_model(cfg, m, plan, store, progress=progress, backend_factory=backend_factory,
+                                 shard=shard, on_chunk=on_chunk))
+        if resumed or not plan.variant_rows.empty or any(s["generated"] for s in out) or not target.exists():
+            publish(store, target, progress="done", status="complete")
+        # else: nothing new — the published store stays byte-for-byte as it was
+    work.unlink(missing_ok=True)
+    work.with_name(work.name + ".wal").unlink(missing_ok=True)
     return out

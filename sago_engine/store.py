@@ -8,13 +8,17 @@ deterministic hashes, and writes use ``INSERT OR IGNORE``, so a re-run never dup
 from __future__ import annotations
 
 import json
+import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 import duckdb
 import pandas as pd
+
+if TYPE_CHECKING:  # only for annotations; filters.py has no store dependency
+    from sago_engine.filters import Filters
 
 SCHEMA_VERSION = 1
 APP_ID = "sago-store"
@@ -173,17 +177,35 @@ class Store:
             self.con.unregister("_sago_df")
 
     def upsert_run(self, run: dict[str, Any]) -> None:
-        """Insert the run record, or update its mutable fields (status, times, hashes) if it exists."""
+        """Insert the run record; if it exists (a resumed run) update only ``status``/``finished_at``.
+
+        The first record of a run (settings, versions, hashes) is what produced its first rows,
+        so a resume never rewrites it.
+        """
         row = {k: (_json(v) if isinstance(v, (dict, list, tuple)) else v) for k, v in run.items()}
         exists = self.con.execute("SELECT 1 FROM runs WHERE run_id = ?", [row["run_id"]]).fetchall()
         if exists:
-            sets = ", ".join(f'"{k}" = ?' for k in row if k not in ("run_id", "started_at"))
-            vals = [v for k, v in row.items() if k not in ("run_id", "started_at")]
-            self.con.execute(f"UPDATE runs SET {sets} WHERE run_id = ?", [*vals, row["run_id"]])
+            upd = {k: v for k, v in row.items() if k in ("status", "finished_at")}
+            if upd:
+                sets = ", ".join(f'"{k}" = ?' for k in upd)
+                self.con.execute(f"UPDATE runs SET {sets} WHERE run_id = ?", [*upd.values(), row["run_id"]])
         else:
             self.insert_df("runs", pd.DataFrame([row]))
 
+    def set_meta(self, **values: Any) -> None:
+        """Upsert ``meta`` key/value pairs (values stored as text)."""
+        for k, v in values.items():
+            self.con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [k, None if v is None else str(v)])
+
+    def checkpoint(self) -> None:
+        """Merge the write-ahead log into the database file (the file alone is then complete)."""
+        self.con.execute("CHECKPOINT")
+
     # ------------------------------------------------------------------ reads
+    def meta(self) -> dict[str, str]:
+        """All ``meta`` key/value pairs (app, schema_version, published_at, progress…)."""
+        return dict(self.con.execute("SELECT key, value FROM meta").fetchall())
+
     def done_units(self, run_id: str) -> set[str]:
         """Prompt ids whose unit (base + all variants) is finished for this run."""
         return {r[0] for r in self.con.execute("SELECT prompt_id FROM units WHERE run_id = ?", [run_id]).fetchall()}
@@ -265,6 +287,304 @@ class Store:
             raise ValueError(f"unknown view {name!r}")
         return self.con.execute(f"SELECT * FROM {name} ORDER BY ALL").df()
 
+    # --- dashboard queries (summary) ---
+    def _filter_where(self, f: "Filters | None", d: str = "d", v: str = "v", r: str = "r") -> tuple[str, list[Any]]:
+        """Turn ``Filters`` into a parameterised SQL condition over deltas ``d``, variants ``v``, runs ``r``.
+
+        Returns ``(sql, params)``; ``sql`` is ``"TRUE"`` when nothing is restricted. Values are
+        always bound parameters (never formatted into the SQL text).
+        """
+        if f is None:
+            return "TRUE", []
+        cols = {"models": f"{r}.model", "datasets": f"{d}.dataset", "families": f"{v}.family",
+                "subtypes": f"{v}.subtype", "strengths": f"{v}.strength", "positions": f"{v}.position"}
+        parts, params = [], []
+        for name, col in cols.items():
+            vals = getattr(f, name)
+            if vals is None:
+                continue
+            if not vals:
+                parts.append("FALSE")
+                continue
+            cast = "::DOUBLE[]" if name == "strengths" else "::VARCHAR[]"
+            parts.append(f"list_contains(?{cast}, {col})")
+            params.append([float(x) for x in vals] if name == "strengths" else [str(x) for x in vals])
+        return (" AND ".join(parts) or "TRUE"), params
+
+    def filter_options(self) -> dict[str, list]:
+        """Distinct values for the sidebar filters: models, datasets, families, subtypes, strengths, positions.
+
+        Models come from runs that have deltas; datasets from deltas; the variant fields from
+        kept variants. Each list is sorted.
+        """
+        q = self.con.execute
+        return {
+            "models": [x[0] for x in q("SELECT DISTINCT model FROM runs WHERE run_id IN (SELECT DISTINCT run_id FROM deltas) ORDER BY 1").fetchall()],
+            "datasets": [x[0] for x in q("SELECT DISTINCT dataset FROM deltas ORDER BY 1").fetchall()],
+            "families": [x[0] for x in q("SELECT DISTINCT family FROM variants WHERE kept ORDER BY 1").fetchall()],
+            "subtypes": [x[0] for x in q("SELECT DISTINCT subtype FROM variants WHERE kept ORDER BY 1").fetchall()],
+            "strengths": [float(x[0]) for x in q("SELECT DISTINCT strength FROM variants WHERE kept ORDER BY 1").fetchall()],
+            "positions": [x[0] for x in q("SELECT DISTINCT position FROM variants WHERE kept ORDER BY 1").fetchall()],
+        }
+
+    def prompt_scores(self, f: "Filters | None" = None) -> pd.DataFrame:
+        """Per-prompt RMS s_X(i) = sqrt(mean_v Δ̃²) over kept, available variants matching ``f``, in SQL.
+
+        SAGO (arXiv 2610.01428) §Notation. Aggregated inside DuckDB (never pulls raw deltas), so
+        it stays fast on millions of delta rows. Columns: run_id, model, dataset, prompt_id, axis,
+        s, n_variants. An axis a model cannot measure has no rows (shown as n/a, never 0).
+        """
+        where, params = self._filter_where(f)
+        sql = f"""
+            SELECT d.run_id, r.model, d.dataset, d.prompt_id, d.axis,
+                   sqrt(avg(d.delta_norm * d.delta_norm)) AS s,
+                   count(*)::INTEGER AS n_variants
+            FROM deltas d JOIN variants v USING (variant_id) JOIN runs r USING (run_id)
+            WHERE d.available AND d.delta_norm IS NOT NULL AND v.kept AND {where}
+            GROUP BY d.run_id, r.model, d.dataset, d.prompt_id, d.axis
+            ORDER BY r.model, d.dataset, d.prompt_id, d.axis
+        """
+        return self.con.execute(sql, params).df()
+
+    def delta_matrix(self, f: "Filters | None" = None) -> pd.DataFrame:
+        """The per-prompt delta matrix of the current filter (for CSV / Parquet export).
+
+        One row per (run, prompt, variant, axis) of kept variants: model, dataset, prompt_id,
+        variant_id, family, subtype, strength, position, axis, delta (signed, raw units),
+        delta_norm (Δ̃), available, reason. Unavailable axes keep NULL deltas with their reason.
+        """
+        where, params = self._filter_where(f)
+        sql = f"""
+            SELECT r.model, d.run_id, d.dataset, d.prompt_id, d.variant_id,
+                   v.family, v.subtype, v.strength, v.position,
+                   d.axis, d.delta, d.delta_norm, d.available, d.reason
+            FROM deltas d JOIN variants v USING (variant_id) JOIN runs r USING (run_id)
+            WHERE v.kept AND {where}
+            ORDER BY r.model, d.dataset, d.prompt_id, d.variant_id, d.axis
+        """
+        return self.con.execute(sql, params).df()
+
+    def run_records(self) -> pd.DataFrame:
+        """Provenance of every run: model, backend, fingerprint, seed, R_X, encoder, filter, versions, status.
+
+        JSON columns are returned as JSON text (shown verbatim in the provenance expander).
+        """
+        return self.con.execute(
+            """SELECT run_id, model, backend, model_source, weights_sha256, dtype, device, fingerprint, seed,
+                      CAST(decoding AS VARCHAR) AS decoding, CAST(normalizers AS VARCHAR) AS normalizers,
+                      CAST(encoder AS VARCHAR) AS encoder, CAST(semantic_filter AS VARCHAR) AS semantic_filter,
+                      CAST(versions AS VARCHAR) AS versions, started_at, finished_at, status
+               FROM runs ORDER BY model, started_at"""
+        ).df()
+
+    def axis_availability(self, f: "Filters | None" = None) -> pd.DataFrame:
+        """Per model and axis: how many delta rows are available / unavailable, and why.
+
+        Columns: model, axis, n_available, n_unavailable, available (True iff any row is
+        available), reasons (distinct reasons of unavailable rows, "; "-joined, or NULL).
+        """
+        where, params = self._filter_where(f)
+        sql = f"""
+            SELECT r.model, d.axis,
+                   count(*) FILTER (WHERE d.available AND d.delta_norm IS NOT NULL)::INTEGER AS n_available,
+                   count(*) FILTER (WHERE NOT d.available OR d.delta_norm IS NULL)::INTEGER AS n_unavailable,
+                   bool_or(d.available AND d.delta_norm IS NOT NULL) AS available,
+                   string_agg(DISTINCT d.reason, '; ') FILTER (WHERE NOT d.available) AS reasons
+            FROM deltas d JOIN variants v USING (variant_id) JOIN runs r USING (run_id)
+            WHERE v.kept AND {where}
+            GROUP BY r.model, d.axis ORDER BY r.model, d.axis
+        """
+        return self.con.execute(sql, params).df()
+
+    # --- dashboard queries (detail) ---
+    def _variant_cte(self) -> str:
+        """SQL for the variants with their tone and target length ratio (from ``meta``, else derived).
+
+        tone (social_register only): ``meta.tone``; else, for politeness, the sign of the
+        strength (negative < 0, neutral 0, polite > 0). target_ratio: ``meta.target_ratio``, else the
+        strength, for structural/length only (NULL otherwise).
+        """
+        return """
+            SELECT variant_id, prompt_id, family, subtype, strength, position, kept,
+                   CASE WHEN family = 'social_register' THEN coalesce(meta->>'tone', CASE WHEN subtype = 'politeness'
+                       THEN CASE WHEN strength < 0 THEN 'negative' WHEN strength > 0 THEN 'polite' ELSE 'neutral' END
+                   END) END AS tone,
+                   CASE WHEN family = 'structural' AND subtype = 'length'
+                        THEN coalesce(TRY_CAST(meta->>'target_ratio' AS DOUBLE), strength) END AS target_ratio
+            FROM variants
+        """
+
+    def prompt_list(self, f: "Filters | None" = None) -> pd.DataFrame:
+        """Prompts that have kept variants matching ``f``: dataset, prompt_id, text, n_variants.
+
+        The dataset and (F, u, s, p) filters apply; with a model filter only prompts that one of
+        those models answered (a base response exists) are listed. Sorted by dataset, prompt_id.
+        """
+        from dataclasses import replace
+
+        models = None if f is None else f.models
+        where, params = self._filter_where(None if f is None else replace(f, models=None), d="p")
+        sql = f"""
+            SELECT p.dataset, p.prompt_id, p.text, count(*)::INTEGER AS n_variants
+            FROM prompts p JOIN variants v USING (prompt_id)
+            WHERE v.kept AND {where}
+        """
+        if models is not None:
+            sql += """ AND p.prompt_id IN (SELECT x.prompt_id FROM responses x JOIN runs r USING (run_id)
+                                           WHERE x.variant_id IS NULL AND list_contains(?::VARCHAR[], r.model))"""
+            params.append([str(m) for m in models])
+        sql += " GROUP BY p.dataset, p.prompt_id, p.text ORDER BY p.dataset, p.prompt_id"
+        return self.con.execute(sql, params).df()
+
+    def prompt_detail(self, f: "Filters | None" = None, *, prompt_id: str) -> dict[str, pd.DataFrame]:
+        """Everything the Prompts page shows for one prompt, restricted by ``f``.
+
+        Returns a dict of DataFrames:
+            ``prompt``: 0 or 1 row (prompt_id, dataset, source_id, text, reference as JSON text, category);
+            ``variants``: its variants matching the (F, u, s, p) filters, kept or not — variant_id,
+            family, subtype, strength, position, text, seed, generator, meta (JSON text),
+            semantic_score, passes_filter, kept;
+            ``responses``: model, run_id, variant_id (NULL = the base prompt), response, n_tokens,
+            finish_reason, error — the base response and the responses to the listed variants,
+            for the filtered models;
+            ``deltas``: model, run_id, variant_id, axis, delta (signed Δ), delta_norm (Δ̃),
+            available, reason, detector — per listed variant × axis (unavailable axes keep NULLs).
+        Empty frames when the prompt is unknown or its dataset is filtered out.
+        """
+        from dataclasses import replace
+
+        from sago_engine.filters import Filters
+
+        q = self.con.execute
+        fv = None if f is None else replace(f, models=None)
+        vwhere, vparams = self._filter_where(fv, d="p")
+        dwhere, dparams = self._filter_where(None if f is None else Filters(datasets=f.datasets), d="p")
+        prompt = q(f"""SELECT prompt_id, dataset, source_id, text, CAST(reference AS VARCHAR) AS reference, category
+                       FROM prompts p WHERE prompt_id = ? AND {dwhere}""", [prompt_id, *dparams]).df()
+        variants = q(f"""
+            SELECT v.variant_id, v.family, v.subtype, v.strength, v.position, v.text, v.seed, v.generator,
+                   CAST(v.meta AS VARCHAR) AS meta, v.semantic_score, v.passes_filter, v.kept
+            FROM variants v JOIN prompts p USING (prompt_id)
+            WHERE v.prompt_id = ? AND {vwhere}
+            ORDER BY v.family, v.subtype, v.strength, v.position, v.variant_id""", [prompt_id, *vparams]).df()
+        if prompt.empty:
+            variants = variants.iloc[0:0]
+        vids = [str(x) for x in variants["variant_id"]]
+        mwhere, mparams = ("TRUE", []) if f is None or f.models is None else \
+            ("list_contains(?::VARCHAR[], r.model)", [[str(m) for m in f.models]])
+        if prompt.empty:
+            mwhere, mparams = "FALSE", []
+        # the dataset condition is implied by the prompt; it lets DuckDB skip other datasets' row groups
+        dataset = None if prompt.empty else str(prompt["dataset"].iloc[0])
+        responses = q(f"""
+            SELECT r.model, x.run_id, x.variant_id, x.response, x.n_tokens, x.finish_reason, x.error
+            FROM responses x JOIN runs r USING (run_id)
+            WHERE x.prompt_id = ? AND {mwhere} AND (x.variant_id IS NULL OR list_contains(?::VARCHAR[], x.variant_id))
+            ORDER BY r.model, x.run_id, x.variant_id NULLS FIRST""", [prompt_id, *mparams, vids]).df()
+        deltas = q(f"""
+            SELECT r.model, d.run_id, d.variant_id, d.axis, d.delta, d.delta_norm, d.available, d.reason, d.detector
+            FROM deltas d JOIN runs r USING (run_id)
+            WHERE d.prompt_id = ? AND d.dataset = ? AND {mwhere} AND list_contains(?::VARCHAR[], d.variant_id)
+            ORDER BY r.model, d.run_id, d.variant_id, d.axis""", [prompt_id, dataset, *mparams, vids]).df()
+        return {"prompt": prompt.reset_index(drop=True), "variants": variants, "responses": responses,
+                "deltas": deltas}
+
+    def variant_audit(self, f: "Filters | None" = None, with_meta: bool = True, with_ids: bool = True) -> pd.DataFrame:
+        """Every variant (kept or not) matching the dataset and (F, u, s, p) filters, for the audit.
+
+        Columns: variant_id, dataset, prompt_id, family, subtype, strength, position,
+        semantic_score (BERTScore-F1 vs the base prompt; NULL where not scored), passes_filter,
+        kept, meta (JSON text). ``with_meta=False`` drops meta and ``with_ids=False`` drops
+        variant_id, dataset and prompt_id: the audit charts need neither, and large stores
+        load several times faster without them. Variants do not depend on the model, so the
+        model filter does not apply. Rows come in store order.
+        """
+        from dataclasses import replace
+
+        where, params = self._filter_where(None if f is None else replace(f, models=None), d="p")
+        return self.con.execute(f"""
+            SELECT {"v.variant_id, p.dataset, v.prompt_id, " if with_ids else ""}
+                   v.family, v.subtype, v.strength, v.position,
+                   v.semantic_score, v.passes_filter, v.kept{", CAST(v.meta AS VARCHAR) AS meta" if with_meta else ""}
+            FROM variants v JOIN prompts p USING (prompt_id)
+            WHERE {where}""", params).df()
+
+    def semantic_thresholds(self) -> pd.DataFrame:
+        """The semantic filter each run applied: model, run_id, threshold (encoder scale),
+        threshold_config (the paper-scale value, 0.85), scale ("mapped" | "raw" | …), encoder (JSON text)."""
+        return self.con.execute("""
+            SELECT model, run_id,
+                   TRY_CAST(semantic_filter->>'threshold' AS DOUBLE) AS threshold,
+                   TRY_CAST(semantic_filter->>'threshold_config' AS DOUBLE) AS threshold_config,
+                   semantic_filter->>'scale' AS scale,
+                   CAST(semantic_filter->'encoder' AS VARCHAR) AS encoder
+            FROM runs ORDER BY model, run_id""").df()
+
+    def ablation_frame(self, f: "Filters | None" = None) -> dict[str, pd.DataFrame]:
+        """Sufficient statistics of Δ̃ for the ablations, aggregated inside DuckDB in one pass over deltas.
+
+        SAGO (arXiv 2610.01428) §Ablations. Kept variants and available axes only; ``f`` applies.
+        Grouping runs on a small integer cell code (a dense rank of the cell's fields, not the
+        strings; a dense code groups much faster than a hash), which keeps one pass over millions
+        of delta rows cheap; only the small aggregates come back to pandas.
+
+        Returns:
+            ``cells``: one row per (model, axis, family, subtype, strength, position, tone,
+            target_ratio) with ``n`` (number of Δ̃ values), ``sum_abs`` (Σ|Δ̃|), ``sum_sq``
+            (Σ Δ̃²), ``sum`` (Σ Δ̃). Additive, so ``sago_engine.ablations`` pools any coarser
+            grouping exactly. tone: ``meta.tone`` (else the sign of a politeness strength);
+            target_ratio: ``meta.target_ratio`` (else the strength) for structural/length only.
+            ``length``: one row per (model, axis, target_ratio) with ``n_prompts``, ``sum_s``
+            (Σ_i s_i) and ``sum_s2`` (Σ_i s_i²), where s_i = sqrt(mean Δ̃²) over prompt i's
+            length variants of that ratio — the per-prompt instability of the length factor
+            (the same per-prompt RMS as the ``prompt_scores`` view).
+        """
+        where, params = self._filter_where(f)
+        # runs are joined only when the model filter needs them; the model is attached after aggregation
+        join_runs = "JOIN runs r USING (run_id)" if f is not None and f.models is not None else ""
+        sql = f"""
+            WITH vt AS ({self._variant_cte()}),
+            cells AS (
+                SELECT variant_id, family, subtype, strength, position, tone, target_ratio,
+                       CASE WHEN target_ratio IS NOT NULL THEN prompt_id END AS pkey,
+                       dense_rank() OVER (ORDER BY family, subtype, strength, position,
+                                          tone NULLS FIRST, target_ratio NULLS FIRST)::INTEGER AS cell
+                FROM vt WHERE kept
+            ),
+            keys AS (SELECT DISTINCT cell, family, subtype, strength, position, tone, target_ratio FROM cells),
+            agg0 AS (
+                SELECT d.run_id, d.axis, v.cell, v.pkey AS prompt_id,
+                       count(*) AS n, sum(abs(d.delta_norm)) AS sum_abs,
+                       sum(d.delta_norm * d.delta_norm) AS sum_sq, sum(d.delta_norm) AS sum
+                FROM deltas d JOIN cells v USING (variant_id) {join_runs}
+                WHERE d.available AND d.delta_norm IS NOT NULL AND {where}
+                GROUP BY ALL
+            ),
+            agg AS (SELECT r.model, a.* EXCLUDE (run_id) FROM agg0 a JOIN runs r USING (run_id)),
+            pooled AS (
+                SELECT model, axis, cell, sum(n) AS n, sum(sum_abs) AS sum_abs, sum(sum_sq) AS sum_sq, sum(sum) AS sum
+                FROM agg GROUP BY ALL
+            ),
+            per_prompt AS (
+                SELECT a.model, a.axis, k.target_ratio, a.prompt_id, sqrt(sum(a.sum_sq) / sum(a.n)) AS s
+                FROM agg a JOIN keys k USING (cell) WHERE a.prompt_id IS NOT NULL GROUP BY ALL
+            )
+            SELECT 'cell' AS kind, p.model, p.axis, k.family, k.subtype, k.strength, k.position, k.tone,
+                   k.target_ratio, p.n::BIGINT AS n, p.sum_abs, p.sum_sq, p.sum,
+                   NULL::BIGINT AS n_prompts, NULL::DOUBLE AS sum_s, NULL::DOUBLE AS sum_s2
+            FROM pooled p JOIN keys k USING (cell)
+            UNION ALL
+            SELECT 'length', model, axis, NULL, NULL, NULL, NULL, NULL, target_ratio, NULL, NULL, NULL, NULL,
+                   count(*)::BIGINT, sum(s), sum(s * s)
+            FROM per_prompt GROUP BY model, axis, target_ratio
+        """
+        df = self.con.execute(sql, params).df()
+        keys = ["model", "axis", "family", "subtype", "strength", "position", "tone", "target_ratio"]
+        cells = df[df["kind"] == "cell"][keys + ["n", "sum_abs", "sum_sq", "sum"]]
+        length = df[df["kind"] == "length"][["model", "axis", "target_ratio", "n_prompts", "sum_s", "sum_s2"]]
+        return {"cells": cells.sort_values(keys, na_position="first").reset_index(drop=True),
+                "length": length.sort_values(["model", "axis", "target_ratio"]).reset_index(drop=True)}
+
     def schema_version(self) -> int:
         rows = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
         return int(rows[0][0]) if rows else 0
@@ -325,3 +645,72 @@ def open_store(path: str | Path, read_only: bool = True, create: bool = False) -
         con.close()
         raise
     return Store(path=path, con=con, read_only=read_only)
+
+
+#: Columns ignored when comparing two stores for identity (wall-clock facts, not results).
+VOLATILE_COLUMNS = {"runs": ("started_at", "finished_at", "status"), "units": ("finished_at",),
+                    "responses": ("latency_s",)}
+
+
+def merge_stores(out: str | Path, inputs: Sequence[str | Path], overwrite: bool = False) -> dict[str, int]:
+    """Merge shard stores into one (``python -m precompute merge``).
+
+    Rows are keyed deterministically, so ``INSERT OR IGNORE`` of every table of every input
+    gives the same rows as one unsharded run. Run records keep the earliest start, the latest
+    finish, and status ``complete`` when the merged units cover every prompt (else ``partial``).
+
+    Args:
+        out: the merged store to create.
+        inputs: shard stores (each must be a sago store of this schema version).
+        overwrite: replace ``out`` if it exists (otherwise refuse: nothing is overwritten unasked).
+    Returns:
+        Row counts per table of the merged store.
+    Raises:
+        FileExistsError: ``out`` exists and ``overwrite`` is False.
+        StoreError / FileNotFoundError: an input is not a readable sago store.
+    """
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise FileExistsError(f"{out} exists; pass --force to overwrite it")
+    for p in inputs:  # validate every input before writing anything
+        open_store(p, read_only=True).close()
+    tmp = out.with_name(f".{out.name}.merging")
+    tmp.unlink(missing_ok=True)
+    with open_store(tmp, read_only=False, create=True) as st:
+        for i, p in enumerate(inputs):
+            st.con.execute(f"ATTACH '{str(Path(p)).replace(chr(39), chr(39) * 2)}' AS src{i} (READ_ONLY)")
+            with st.transaction():
+                for t in TABLES:
+                    if t == "runs":
+                        continue
+                    st.con.execute(f"INSERT OR IGNORE INTO {t} SELECT * FROM src{i}.{t}")
+                st.con.execute(f"""
+                    INSERT INTO runs SELECT * FROM src{i}.runs s
+                    ON CONFLICT (run_id) DO UPDATE SET
+                        started_at = least(runs.started_at, excluded.started_at),
+                        finished_at = greatest(runs.finished_at, excluded.finished_at)""")
+            st.con.execute(f"DETACH src{i}")
+        st.con.execute("""UPDATE runs SET status = CASE
+            WHEN (SELECT count(*) FROM units u WHERE u.run_id = runs.run_id) = (SELECT count(*) FROM prompts)
+            THEN 'complete' ELSE 'partial' END""")
+        counts = st.counts()
+        st.checkpoint()
+    os.replace(tmp, out)
+    return counts
+
+
+def table_fingerprints(path: str | Path) -> dict[str, str]:
+    """sha256 per table over all rows (sorted, volatile columns dropped): equal ⇔ identical results."""
+    import hashlib
+
+    out = {}
+    with open_store(path, read_only=True) as st:
+        for t in TABLES:
+            cols = [r[0] for r in st.con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
+                [t]).fetchall() if r[0] not in VOLATILE_COLUMNS.get(t, ())]
+            sel = ", ".join(f'"{c}"' for c in cols)
+            df = st.con.execute(f"SELECT {sel} FROM {t} ORDER BY ALL").df()
+            out[t] = hashlib.sha256(pd.util.hash_pandas_object(df.astype(str), index=False).values.tobytes()).hexdigest()
+            out[t + ".rows"] = str(len(df))
+    return out

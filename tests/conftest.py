@@ -38,3 +38,46 @@ def smollm_backend():
         pytest.skip(str(exc))
     yield be
     be.close()
+
+
+TINY_STORE_TOML = """
+[run]
+store = "{store}"
+seed = 11
+max_new_tokens = 6
+chunk_prompts = 3
+
+[data]
+dir = "{data}"
+datasets = ["truthfulqa", "alpaca"]
+n_prompts = 3
+
+[variants]
+families = ["social_register", "surface_noise", "structural"]
+per_family = {{ social_register = 2, surface_noise = 2, structural = 1 }}
+
+[[models]]
+key = "tiny-random"
+batch_size = 8
+"""
+
+
+@pytest.fixture(scope="session")
+def tiny_store(tmp_path_factory):
+    """A real store built once per session with the real engine: tiny-random × 2 datasets × 3 prompts.
+
+    5 variants per prompt (2 social register, 2 surface noise, 1 structural), 6 new tokens.
+    Returns the store's ``Path``; open it read-only (tests must not write to it).
+    """
+    from pathlib import Path
+
+    from precompute.config import load_config
+    from precompute.runner import run
+
+    root = Path(__file__).resolve().parent.parent
+    d = tmp_path_factory.mktemp("tiny_store")
+    cfg_path = d / "tiny.toml"
+    store = d / "tiny.duckdb"
+    cfg_path.write_text(TINY_STORE_TOML.format(store=store, data=root / "data" / "datasets"))
+    run(load_config(cfg_path), progress=False)
+    return store

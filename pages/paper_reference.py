@@ -1,0 +1,41 @@
+"""Paper reference: the numbers published in arXiv 2610.01428, labelled as reported (never local statistics)."""
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from pages import common
+from sago_engine import paper
+from sago_engine.types import AXES, AXIS_LABELS
+
+st.title("Paper reference")
+st.caption(f"Every number on this page is {paper.PAPER_SOURCE} (Omar et al., NeurIPS 2026 TAE workshop), "
+           "transcribed as published. Nothing here is computed from a local store; Profiles and Pareto can "
+           "overlay these as separate, dashed, labelled traces.")
+
+fig2a = paper.figure_2a()
+labels = [AXIS_LABELS[a] for a in AXES]
+w = fig2a.pivot_table(index="model", columns="axis", values="sgs", aggfunc="first", sort=False).reindex(columns=list(AXES))
+fig = go.Figure(go.Heatmap(z=w.to_numpy(), x=labels, y=list(w.index), colorscale="Blues", zmin=0, zmax=1,
+                           text=[[f"{v:.2f}" for v in row] for row in w.to_numpy()], texttemplate="%{text}",
+                           colorbar={"title": {"text": "SGS"}}, name=paper.PAPER_SOURCE,
+                           hovertemplate="%{y}<br>%{x}: %{z:.2f}<extra>reported</extra>"))
+fig.update_layout(title={"text": f"Figure 2a — total SGS, eight open models ({paper.PAPER_SOURCE})"},
+                  height=common.chart_height(460), yaxis={"autorange": "reversed"}, margin={"t": 60})
+common.chart(fig, "paper_fig2a",
+             "Published total SGS per open model and axis; darker = less stable. Each column is one axis: "
+             "rows are never summed.", data=paper.wide(fig2a))
+
+st.subheader("Figure 2a — total SGS over six datasets, open models")
+common.table(paper.wide(fig2a), "paper_fig2a_table", "paper_figure_2a.csv")
+st.subheader("Table 1 — closed models, ε = 0.05, Total (mean ± std, marker)")
+common.table(paper.wide(paper.table_1()), "paper_table1", "paper_table_1.csv")
+st.caption("n/a: the API does not expose the quantity (no activations, no sequence log-prob; entropy only for GPT).")
+st.subheader("Appendix B — models rejecting H0 at p<0.05 / 0.01 / 0.001 (example row)")
+common.table(paper.threshold_example(), "paper_threshold", "paper_threshold_example.csv")
+st.markdown("**Claims reported in the paper** (for reading alongside local results):")
+st.markdown(
+    "- every open model exceeds ε = 0.05 on at least one axis;\n"
+    "- Δ-BLEU and Δ-MR are significant at p < 0.001 for all models;\n"
+    "- bigger models are not more stable; axes dissociate;\n"
+    "- Llama-3.1-8B's Δ-Cos varies 3.7× across datasets (max/min), Δ-MR more than 2× — enough to reverse rankings."
+)

@@ -1,0 +1,93 @@
+"""Pareto: SGS on two axes per model (default Δ-BLEU × Δ-MR), the Ideal point (0, 0), the Pareto frontier."""
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from pages import common
+from sago_engine import paper
+from sago_engine.scoring import MAIN_EPSILON
+from sago_engine.types import AXES, AXIS_LABELS
+
+f = common.current_filters()
+st.title("Pareto: stability on two axes")
+st.caption("SGS per model on two axes at once (lower = more stable on both; SAGO, arXiv 2610.01428). "
+           f"Markers: one-sided t-test against ε = {MAIN_EPSILON}: * p<0.05, ** p<0.01, † p<0.001.")
+scores = common.query("prompt_scores", f)
+common.empty_stop(scores, "deltas")
+datasets = sorted(scores["dataset"].unique())
+
+c1, c2, c3 = st.columns(3)
+with c1:
+    x_axis = st.selectbox("x axis", AXES, index=AXES.index("bleu"), key="pareto_x", format_func=AXIS_LABELS.get)
+with c2:
+    y_axis = st.selectbox("y axis", AXES, index=AXES.index("mr"), key="pareto_y", format_func=AXIS_LABELS.get)
+with c3:
+    which = st.selectbox("Scope", ["Total (all datasets)", *datasets], key="pareto_scope")
+c4, c5 = st.columns(2)
+with c4:
+    show_std = st.toggle("± std error bars", key="pareto_std")
+with c5:
+    overlay = st.toggle("Overlay values reported in arXiv 2610.01428", key="pareto_paper",
+                        help="Published totals (Figure 2a; Table 1 has std and markers); a separate labelled trace.")
+
+tables = common.scored("score_tables", f, eps=MAIN_EPSILON)
+if which.startswith("Total"):
+    total = tables["total"]
+else:
+    total = tables["per_dataset"][tables["per_dataset"]["dataset"] == which]
+pts = common.scored_frame("pareto_points", total, x_axis=x_axis, y_axis=y_axis)
+front = common.scored_frame("pareto_frontier", pts)
+xl, yl = f"SGS {AXIS_LABELS[x_axis]}", f"SGS {AXIS_LABELS[y_axis]}"
+colors = common.model_colors()
+missing = sorted(set(scores["model"]) - set(pts["model"]))
+
+fig = go.Figure()
+for _, p in pts.iterrows():
+    fig.add_trace(go.Scatter(
+        x=[float(p["x"])], y=[float(p["y"])], mode="markers", name=p["model"],
+        marker={"size": 14, "color": colors.get(p["model"], "#444")},
+        error_x={"type": "data", "array": [p["x_std"]], "visible": show_std},
+        error_y={"type": "data", "array": [p["y_std"]], "visible": show_std},
+        hovertemplate=f"<b>{p['model']}</b><br>{xl}: {p['x_cell']}<br>{yl}: {p['y_cell']}<extra></extra>"))
+if len(front) > 0:
+    fig.add_trace(go.Scatter(x=front["x"].tolist(), y=front["y"].tolist(), mode="lines+markers", name="Pareto frontier",
+                             line={"shape": "hv", "color": "#555", "width": 2}, hoverinfo="skip",
+                             marker={"symbol": "circle-open", "size": 24, "color": "#555", "line": {"width": 2}}))
+fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers+text", name="Ideal (0, 0)", text=["Ideal"],
+                         textposition="top right", marker={"symbol": "star", "size": 18, "color": "#000"},
+                         hovertemplate="Ideal point (0, 0)<extra></extra>"))
+if overlay:
+    rep = paper.reported_totals().set_index(["model", "axis"])
+    models = [m for m in dict.fromkeys(rep.index.get_level_values(0)) if (m, x_axis) in rep.index and (m, y_axis) in rep.index]
+
+    def _cell(m, a):
+        r = rep.loc[(m, a)]
+        return f"{r['sgs']:.3f}" + ("" if r["std"] != r["std"] else f"±{r['std']:.2f}") + str(r["marker"])
+
+    if models:
+        fig.add_trace(go.Scatter(
+            x=[float(rep.loc[(m, x_axis), "sgs"]) for m in models], y=[float(rep.loc[(m, y_axis), "sgs"]) for m in models],
+            mode="markers+text", text=models, textposition="bottom center",
+            textfont={"size": 9, "color": "#777"}, name=paper.PAPER_SOURCE[0].upper() + paper.PAPER_SOURCE[1:],
+            marker={"symbol": "diamond-open", "size": 11, "color": "#777", "line": {"width": 1.5}},
+            hovertext=[f"<b>{m}</b> ({paper.PAPER_SOURCE})<br>{xl}: {_cell(m, x_axis)}<br>{yl}: {_cell(m, y_axis)}"
+                       for m in models], hoverinfo="text", meta={"source": paper.PAPER_SOURCE}))
+xs = [t for tr in fig.data for t in (tr.x or ()) if t is not None]
+ys = [t for tr in fig.data for t in (tr.y or ()) if t is not None]
+xmax, ymax = max(xs + [0.05]) * 1.15, max(ys + [0.05]) * 1.15
+fig.update_layout(xaxis_title=xl, yaxis_title=yl, height=common.chart_height(560), legend_title_text="model",
+                  xaxis={"range": [-0.04 * xmax, xmax]}, yaxis={"range": [-0.04 * ymax, ymax]},
+                  title={"text": f"{yl} vs {xl} — {which}"}, margin={"t": 60})
+common.chart(fig, "pareto_scatter",
+             "Each dot is a model; down and left = more stable on both axes. The star is the Ideal (0, 0); the "
+             "line joins models no other model beats on both axes (the Pareto frontier).", data=pts)
+if missing:
+    st.info(f"Not plotted (an axis is unavailable, n/a): {', '.join(missing)}.")
+if x_axis == y_axis:
+    st.warning("x and y are the same axis: pick two different axes.")
+
+st.subheader("Points and frontier")
+show = pts.assign(on_frontier=pts["model"].isin(front["model"]))[["model", "x_cell", "y_cell", "on_frontier"]]
+show.columns = ["model", xl, yl, "on Pareto frontier"]
+common.table(show, "pareto_table", "sago_pareto.csv")
+common.provenance("pareto")

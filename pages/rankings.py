@@ -1,0 +1,80 @@
+"""Rankings: each model's rank per dataset on one axis (bump chart), ranking reversals, max/min SGS ratio."""
+
+import altair as alt
+import streamlit as st
+
+from pages import common
+from sago_engine.scoring import MAIN_EPSILON
+from sago_engine.types import AXES, AXIS_LABELS
+
+f = common.current_filters()
+st.title("Rankings across datasets")
+st.caption("Rank 1 = lowest SGS_X(d) (most stable) among the shown models on that dataset (SAGO, arXiv 2610.01428). "
+           "A dataset says nothing about another dataset: ranks can reverse.")
+scores = common.query("prompt_scores", f)
+common.empty_stop(scores, "deltas")
+per = common.scored("score_tables", f, eps=MAIN_EPSILON)["per_dataset"]
+ranks = common.scored_frame("rankings", per)
+axis = st.selectbox("Axis", AXES, index=AXES.index("cos"), key="rankings_axis", format_func=AXIS_LABELS.get)
+
+colors = common.model_colors()
+r = ranks[ranks["axis"] == axis].copy()
+r["SGS"] = r["sgs"].round(4)
+dom = sorted(r["model"].unique())
+n_models = int(r["rank"].max()) if len(r) else 1
+sel = alt.selection_point(fields=["model"], bind="legend")
+base = alt.Chart(r).encode(
+    x=alt.X("dataset:N", title="dataset", sort=sorted(r["dataset"].unique()), axis=alt.Axis(labelAngle=0)),
+    y=alt.Y("rank:Q", title=f"rank on {AXIS_LABELS[axis]} (1 = most stable)", scale=alt.Scale(reverse=True, domain=[1, max(1, n_models)]),
+            axis=alt.Axis(tickMinStep=1, format="d")),
+    color=alt.Color("model:N", scale=alt.Scale(domain=dom, range=[colors.get(m, "#444") for m in dom]), title="model"),
+    opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)),
+    tooltip=["model", "dataset", alt.Tooltip("rank:Q"), alt.Tooltip("SGS:Q", format=".4f")],
+)
+bump = (base.mark_line(strokeWidth=3) + base.mark_circle(size=160)).add_params(sel).properties(
+    height=common.chart_height(380), title=f"Rank per dataset — SGS {AXIS_LABELS[axis]}")
+common.altair_chart(bump, "rankings_bump",
+                    "Each line follows one model across datasets; a crossing means two models swap order "
+                    "(a ranking reversal). Higher = more stable.",
+                    data=r[["model", "dataset", "axis", "sgs", "rank", "n_models"]])
+
+absent = sorted(set(scores["model"]) - set(r["model"]))
+if absent:
+    st.caption(f"Not ranked on {AXIS_LABELS[axis]} (axis unavailable, n/a): {', '.join(absent)}.")
+
+st.subheader("Ranking reversals")
+rev = common.scored_frame("reversals", per)
+rev_axis = rev[rev["axis"] == axis]
+st.caption(f"{len(rev_axis)} model pair(s) flip order between datasets on {AXIS_LABELS[axis]} "
+           f"({len(rev)} over all axes).")
+common.table(rev_axis.drop(columns=["axis"]).rename(columns={"axis_label": "axis"}), "rankings_reversals",
+             f"sago_reversals_{axis}.csv")
+with st.expander("Reversals on every axis"):
+    common.table(rev.drop(columns=["axis"]).rename(columns={"axis_label": "axis"}), "rankings_reversals_all",
+                 "sago_reversals.csv")
+
+st.subheader("Spread across datasets: max / min SGS")
+ratio = common.scored_frame("dataset_ratio", per)
+if len(ratio):
+    heat_df = common.scored_frame("ratio_heatmap", ratio)
+    order = [AXIS_LABELS[a] for a in AXES]
+    hm = alt.Chart(heat_df).encode(
+        x=alt.X("axis_label:N", sort=order, title="axis", axis=alt.Axis(labelAngle=0, orient="top")),
+        y=alt.Y("model:N", title="model", axis=alt.Axis(labelLimit=320)))
+    heat = (hm.mark_rect().encode(
+        color=alt.Color("ratio_capped:Q", title="max/min", scale=alt.Scale(scheme="orangered", domainMin=1),
+                        legend=alt.Legend(orient="bottom", gradientLength=240)),
+        tooltip=["model", "axis_label", "max_dataset", alt.Tooltip("max_sgs:Q", format=".4f"), "min_dataset",
+                 alt.Tooltip("min_sgs:Q", format=".4f"), alt.Tooltip("ratio:Q", format=".2f")])
+        + hm.mark_text(fontSize=13).encode(text="ratio_label:N")).properties(
+        height=alt.Step(34), title="max/min of SGS_X(d) over datasets")
+    common.altair_chart(heat, "rankings_ratio_heatmap",
+                        "How many times larger a model's SGS is on its least stable dataset than on its most "
+                        "stable one (the paper reports 3.7× for Llama-3.1-8B on Δ-Cos). 1× = same on every dataset.",
+                        data=ratio)
+    show = ratio[["model", "axis_label", "max_dataset", "max_sgs", "min_dataset", "min_sgs", "ratio", "n_datasets"]]
+    common.table(show.rename(columns={"axis_label": "axis"}), "rankings_ratio", "sago_dataset_ratio.csv")
+else:
+    st.info("Needs at least one model with scores on two or more datasets.")
+st.caption("Ranks and ratios use the datasets, models and variants of the current filter.")
+common.provenance("rankings")
