@@ -470,7 +470,7 @@ def test_filter_with_real_encoder():
 
     pairs = sf.baseline_pairs(12)
     direct = float(bertscore_f1([a for a, _ in pairs], [b for _, b in pairs]).mean())
-    assert sf.encoder_baseline(12) == pytest.approx(direct)
+    assert sf.encoder_baseline(12) == pytest.approx(direct, abs=5e-7)  # rounded to 1e-6 for reproducibility
     assert 0.0 < direct < 0.6
     base, variants = _filter_fixture()
     ver = sf.apply_filter(variants, base, sf.FilterConfig(encoder_baseline=direct))
