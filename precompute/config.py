@@ -65,6 +65,8 @@ class RunConfig:
     """R_X per axis."""
     models: tuple[ModelConfig, ...]
     """Models to run."""
+    grid_filter: dict[str, tuple] = field(default_factory=dict)
+    """Optional restriction of the grid: ``subtypes``, ``strengths``, ``positions`` → allowed values."""
     chunk_prompts: int = 4
     """Prompts per committed unit batch (a kill loses at most this much work)."""
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
@@ -96,7 +98,7 @@ def load_config(path: str | Path, base_dir: str | Path | None = None) -> RunConf
     run, data, var = raw.get("run", {}), raw.get("data", {}), raw.get("variants", {})
     for sec, allowed in ((run, {"store", "seed", "max_new_tokens", "chunk_prompts"}),
                          (data, {"dir", "datasets", "n_prompts"}),
-                         (var, {"families", "per_family"})):
+                         (var, {"families", "per_family", "subtypes", "strengths", "positions"})):
         for k in sec:
             if k not in allowed:
                 raise _unknown("key", k, sorted(allowed))
@@ -110,6 +112,21 @@ def load_config(path: str | Path, base_dir: str | Path | None = None) -> RunConf
     for f in fams:
         if f not in list_families():
             raise _unknown("variant family", f, list_families())
+    from sago_engine.variants import full_grid
+
+    cells = full_grid(fams)
+    grid_filter: dict[str, tuple] = {}
+    for key, attr in (("subtypes", "subtype"), ("strengths", "strength"), ("positions", "position")):
+        if key in var:
+            valid = sorted({getattr(c, attr) for c in cells}, key=lambda x: (str(type(x)), x))
+            for val in var[key]:
+                if val not in valid:
+                    raise _unknown(key[:-1] if key != "strengths" else "strength", val, valid)
+            grid_filter[key] = tuple(var[key])
+    if grid_filter and not any(all(getattr(c, a) in grid_filter.get(k, (getattr(c, a),))
+                                   for k, a in (("subtypes", "subtype"), ("strengths", "strength"), ("positions", "position")))
+                               for c in cells):
+        raise ConfigError(f"variants: no (family, subtype, strength, position) cell matches {grid_filter}")
     per_family = var.get("per_family")
     if per_family is not None:
         for f, k in per_family.items():
@@ -155,6 +172,7 @@ def load_config(path: str | Path, base_dir: str | Path | None = None) -> RunConf
         n_prompts=n_prompts,
         families=fams,
         per_family=dict(per_family) if per_family else None,
+        grid_filter=grid_filter,
         filter=filt,
         normalizers=normalizers,
         models=tuple(models),

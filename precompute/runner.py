@@ -65,11 +65,18 @@ def make_plan(cfg: RunConfig, store: Store | None = None) -> Plan:
     for d in cfg.datasets:
         prompts.extend(load_dataset(Path(cfg.data_dir) / f"{d}.jsonl", n=cfg.n_prompts, dataset=d))
     variants: dict[str, list[Variant]] = {}
+    gf = cfg.grid_filter
+
+    def keep(spec) -> bool:
+        return (spec.subtype in gf.get("subtypes", (spec.subtype,)) and spec.strength in gf.get("strengths", (spec.strength,))
+                and spec.position in gf.get("positions", (spec.position,)))
+
     for p in prompts:
         if cfg.per_family:
-            specs = sample_grid(p.prompt_id, cfg.per_family, cfg.seed, families=list(cfg.families))
+            specs = sample_grid(p.prompt_id, cfg.per_family, cfg.seed, families=list(cfg.families),
+                                keep=keep if gf else None)
         else:
-            specs = full_grid(cfg.families)
+            specs = [s for s in full_grid(cfg.families) if keep(s)]
         variants[p.prompt_id] = make_variants(p.prompt_id, p.text, specs, cfg.seed)
     all_v = [v for vs in variants.values() for v in vs]
     fcfg = FilterConfig(**cfg.filter)

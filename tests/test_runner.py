@@ -124,12 +124,25 @@ def test_partial_store_resumes_only_missing_units(tmp_path):
         (('"alpaca"', '"alpacca"'), r"unknown dataset 'alpacca'.*Valid:.*alpaca"),
         (('"structural"]', '"structurel"]'), r"unknown variant family 'structurel'.*structural"),
         (("seed = 7", "seed = 7\nsede = 1"), r"unknown key 'sede'"),
+        (("per_family", 'positions = ["PREFIX", "MIDDLE"]\nper_family'), r"unknown position 'MIDDLE'.*GLOBAL.*PREFIX.*SUFFIX"),
+        (("per_family", "strengths = [1, 7]\nper_family"), r"unknown strength 7.*Valid: -5"),
+        (("per_family", 'subtypes = ["politness"]\nper_family'), r"unknown subtype 'politness'.*Did you mean 'politeness'"),
     ],
 )
 def test_config_errors_list_valid_choices(tmp_path, patch, match):
     text = TINY.replace(*patch)
     with pytest.raises(ConfigError, match=match):
         load_config(_cfg(tmp_path, text))
+
+
+def test_grid_filter_restricts_variants(tmp_path):
+    text = TINY.replace("per_family", 'positions = ["SUFFIX"]\nper_family')
+    from precompute.runner import make_plan
+
+    plan = make_plan(load_config(_cfg(tmp_path, text)))
+    specs = [v.spec for vs in plan.variants.values() for v in vs]
+    assert specs and {s.position for s in specs} == {"SUFFIX"}
+    assert "structural" not in {s.family for s in specs}  # structural is GLOBAL only
 
 
 def test_cli_help_and_bad_config(tmp_path, capsys):

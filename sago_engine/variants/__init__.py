@@ -7,7 +7,7 @@ always yields the same text, byte for byte.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Callable, Iterable
 
 from ..seeds import derive_seed, make_rng, stable_hash
 from ..types import POSITIONS, Variant, VariantSpec
@@ -149,6 +149,7 @@ def sample_grid(
     per_family: dict[str, int],
     run_seed: int,
     families: Iterable[str] | None = None,
+    keep: Callable[[VariantSpec], bool] | None = None,
 ) -> list[VariantSpec]:
     """A deterministic stratified sample of k specs per family for one prompt.
 
@@ -164,6 +165,8 @@ def sample_grid(
         run_seed: the run's seed.
         families: families to sample (default: the keys of ``per_family``); a family missing
             from ``per_family`` gets k = 0.
+        keep: optional predicate restricting each family's grid (e.g. to some positions)
+            before sampling; a family left with no cell contributes nothing.
     Returns:
         list of VariantSpec, grouped by family in registry order, each group in grid order.
     Raises:
@@ -178,8 +181,10 @@ def sample_grid(
         k = int(per_family.get(f, 0))
         if k < 0:
             raise ValueError(f"per_family[{f!r}] must be >= 0, got {k}")
-        grid = full_grid([f])
+        grid = [g for g in full_grid([f]) if keep is None or keep(g)]
         m = len(grid)
+        if m == 0:
+            continue
         if k >= m:
             out.extend(grid)
             continue
