@@ -17,8 +17,10 @@ PAGES = [
     st.Page("pages/pareto.py", title="Pareto", icon=":material/scatter_plot:", url_path="pareto"),
     st.Page("pages/rankings.py", title="Rankings", icon=":material/leaderboard:", url_path="rankings"),
     st.Page("pages/significance.py", title="Significance", icon=":material/functions:", url_path="significance"),
+    st.Page("pages/sample_size.py", title="Sample size", icon=":material/stacked_line_chart:", url_path="sample_size"),
     st.Page("pages/prompts.py", title="Prompts", icon=":material/chat:", url_path="prompts"),
     st.Page("pages/variants.py", title="Variants", icon=":material/tune:", url_path="variants"),
+    st.Page("pages/live.py", title="Live", icon=":material/bolt:", url_path="live"),
     st.Page("pages/paper_reference.py", title="Paper reference", icon=":material/menu_book:",
             url_path="paper_reference"),
 ]

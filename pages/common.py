@@ -397,3 +397,26 @@ def empty_stop(df: pd.DataFrame, what: str = "scores") -> None:
     if df is None or len(df) == 0:
         st.warning(f"No {what} for the current store and filters.")
         st.stop()
+
+
+# ---------------------------------------------------------------- statistics controls
+def correction_control(key: str) -> str:
+    """Multiple-comparison control (none / Holm / BH), shared by every page through ``sago_correction``.
+
+    Each page renders its own selectbox (key ``<page>_correction``); a change is copied to the
+    page-independent ``st.session_state["sago_correction"]`` so markers on Profiles / Pareto follow
+    the choice made on Significance. Returns "none" | "holm" | "bh".
+    """
+    from sago_engine.stats import CORRECTION_LABELS, CORRECTIONS
+
+    wkey = f"{key}_correction"
+    if wkey not in st.session_state:
+        st.session_state[wkey] = st.session_state.get("sago_correction", "none")
+
+    def _sync() -> None:
+        st.session_state["sago_correction"] = st.session_state[wkey]
+
+    return st.selectbox("Multiple-comparison control", list(CORRECTIONS), key=wkey, on_change=_sync,
+                        format_func=CORRECTION_LABELS.get,
+                        help="Adjusts p over every test the table shows (models × axes [× datasets]). "
+                             "Markers follow the adjusted p; raw p stays in the tables.")

@@ -11,7 +11,8 @@ from sago_engine.types import AXES, AXIS_LABELS
 f = common.current_filters()
 st.title("Pareto: stability on two axes")
 st.caption("SGS per model on two axes at once (lower = more stable on both; SAGO, arXiv 2610.01428). "
-           f"Markers: one-sided t-test against ε = {MAIN_EPSILON}: * p<0.05, ** p<0.01, † p<0.001.")
+           f"Markers: one-sided t-test against ε = {MAIN_EPSILON}: * p<0.05, ** p<0.01, † p<0.001 "
+           "(adjusted p when a multiple-comparison control is chosen).")
 scores = common.query("prompt_scores", f)
 common.empty_stop(scores, "deltas")
 datasets = sorted(scores["dataset"].unique())
@@ -23,18 +24,21 @@ with c2:
     y_axis = st.selectbox("y axis", AXES, index=AXES.index("mr"), key="pareto_y", format_func=AXIS_LABELS.get)
 with c3:
     which = st.selectbox("Scope", ["Total (all datasets)", *datasets], key="pareto_scope")
-c4, c5 = st.columns(2)
+c4, c5, c6 = st.columns(3)
 with c4:
-    show_std = st.toggle("± std error bars", key="pareto_std")
+    bars = st.radio("Error bars", ["95% bootstrap CI", "± std", "none"], key="pareto_bars", horizontal=True,
+                    help="CI: percentile bootstrap over prompts (scipy.stats.bootstrap, B = 1000, seed 0).")
+with c6:
+    correction = common.correction_control("pareto")
 with c5:
     overlay = st.toggle("Overlay values reported in arXiv 2610.01428", key="pareto_paper",
                         help="Published totals (Figure 2a; Table 1 has std and markers); a separate labelled trace.")
 
-tables = common.scored("score_tables", f, eps=MAIN_EPSILON)
 if which.startswith("Total"):
-    total = tables["total"]
+    total = common.scored("sgs_ci_table", f, eps=MAIN_EPSILON, correction=correction)
 else:
-    total = tables["per_dataset"][tables["per_dataset"]["dataset"] == which]
+    per = common.scored("sgs_ci_table", f, eps=MAIN_EPSILON, correction=correction, per_dataset=True)
+    total = per[per["dataset"] == which]
 pts = common.scored_frame("pareto_points", total, x_axis=x_axis, y_axis=y_axis)
 front = common.scored_frame("pareto_frontier", pts)
 xl, yl = f"SGS {AXIS_LABELS[x_axis]}", f"SGS {AXIS_LABELS[y_axis]}"
@@ -42,12 +46,22 @@ colors = common.model_colors()
 missing = sorted(set(scores["model"]) - set(pts["model"]))
 
 fig = go.Figure()
+
+
+def _err(p, c):
+    if bars == "± std":
+        return {"type": "data", "array": [p[f"{c}_std"]], "visible": True}
+    if bars.startswith("95%"):
+        return {"type": "data", "symmetric": False, "array": [max(0.0, p[f"{c}_hi"] - p[c])],
+                "arrayminus": [max(0.0, p[c] - p[f"{c}_lo"])], "visible": True}
+    return {"type": "data", "array": [0.0], "visible": False}
+
+
 for _, p in pts.iterrows():
     fig.add_trace(go.Scatter(
         x=[float(p["x"])], y=[float(p["y"])], mode="markers", name=p["model"],
         marker={"size": 14, "color": colors.get(p["model"], "#444")},
-        error_x={"type": "data", "array": [p["x_std"]], "visible": show_std},
-        error_y={"type": "data", "array": [p["y_std"]], "visible": show_std},
+        error_x=_err(p, "x"), error_y=_err(p, "y"),
         hovertemplate=f"<b>{p['model']}</b><br>{xl}: {p['x_cell']}<br>{yl}: {p['y_cell']}<extra></extra>"))
 if len(front) > 0:
     fig.add_trace(go.Scatter(x=front["x"].tolist(), y=front["y"].tolist(), mode="lines+markers", name="Pareto frontier",
@@ -87,7 +101,10 @@ if x_axis == y_axis:
     st.warning("x and y are the same axis: pick two different axes.")
 
 st.subheader("Points and frontier")
-show = pts.assign(on_frontier=pts["model"].isin(front["model"]))[["model", "x_cell", "y_cell", "on_frontier"]]
-show.columns = ["model", xl, yl, "on Pareto frontier"]
+show = pts.assign(on_frontier=pts["model"].isin(front["model"]),
+                  x_ci=[f"[{a:.3f}, {b:.3f}]" for a, b in zip(pts["x_lo"], pts["x_hi"])],
+                  y_ci=[f"[{a:.3f}, {b:.3f}]" for a, b in zip(pts["y_lo"], pts["y_hi"])])
+show = show[["model", "x_cell", "x_ci", "y_cell", "y_ci", "on_frontier"]]
+show.columns = ["model", xl, f"{xl} 95% CI", yl, f"{yl} 95% CI", "on Pareto frontier"]
 common.table(show, "pareto_table", "sago_pareto.csv")
 common.provenance("pareto")

@@ -5,7 +5,7 @@ import streamlit as st
 
 from pages import common
 from sago_engine import paper
-from sago_engine.report import wide_cells
+from sago_engine.report import wide_ci_cells, wide_cells
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.types import AXES, AXIS_LABELS
 
@@ -28,6 +28,7 @@ with c2:
                              help="Percentile bootstrap over prompts (scipy.stats.bootstrap), seeded; 95% CI.")
 with c3:
     ci_style = st.radio("CI", ["bands", "whiskers", "off"], key="profiles_ci", horizontal=True)
+correction = common.correction_control("profiles")
 overlay = st.toggle("Overlay values reported in arXiv 2610.01428 (Figure 2a, Table 1)", key="profiles_paper",
                     help="Published totals, drawn dashed and labelled; never mixed into local numbers.")
 
@@ -89,12 +90,22 @@ if overlay and dataset is not None:
     st.info("The paper reports totals only: the overlay is drawn on the Total scope.")
 st.caption("Δ-Cos: under a chat template the layer-0 (embedding) cosine is trivially 1; the definition is kept.")
 
-tables = common.scored("score_tables", f, eps=MAIN_EPSILON)
+tables = common.scored("score_tables", f, eps=MAIN_EPSILON, correction=correction)
+mc_note = "" if correction == "none" else f" Markers use {correction.upper() if correction == 'bh' else 'Holm'}-adjusted p."
 st.subheader("Total SGS, mean ± std over prompts")
 common.table(wide_cells(tables["total"], ["model"]), "profiles_total_table", "sago_sgs_total.csv")
+st.caption("Family of tests for the correction: every model × axis of this table." + mc_note)
 st.subheader("SGS per dataset × axis")
 common.table(wide_cells(tables["per_dataset"], ["model", "dataset"]), "profiles_dataset_table",
              "sago_sgs_per_dataset.csv")
+st.subheader("Total SGS with 95% bootstrap CI")
+ci_tab = common.scored("sgs_ci_table", f, eps=MAIN_EPSILON, correction=correction, n_resamples=int(n_boot))
+common.table(wide_ci_cells(ci_tab, ["model"]), "profiles_ci_table", "sago_sgs_total_ci.csv")
+st.caption("Percentile bootstrap over prompts (scipy.stats.bootstrap, seed 0). \"no variation\": every per-prompt "
+           "score is equal, so the interval has zero width (no NaN)." + mc_note)
+small = ci_tab[ci_tab["small_n"]]
+if len(small):
+    st.warning(f"{len(small)} model × axis group(s) rest on fewer than 5 prompts: intervals and tests are unreliable.")
 
 st.subheader("Axis availability per model")
 avail = common.query("axis_availability", f)

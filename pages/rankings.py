@@ -1,10 +1,11 @@
-"""Rankings: each model's rank per dataset on one axis (bump chart), ranking reversals, max/min SGS ratio."""
+"""Rankings: each model's rank per dataset on one axis (bump chart), bootstrap reversal probabilities, max/min SGS ratio."""
 
 import altair as alt
 import streamlit as st
 
 from pages import common
 from sago_engine.scoring import MAIN_EPSILON
+from sago_engine.stats import REVERSAL_THRESHOLD
 from sago_engine.types import AXES, AXIS_LABELS
 
 f = common.current_filters()
@@ -20,6 +21,8 @@ axis = st.selectbox("Axis", AXES, index=AXES.index("cos"), key="rankings_axis", 
 colors = common.model_colors()
 r = ranks[ranks["axis"] == axis].copy()
 r["SGS"] = r["sgs"].round(4)
+ci_d = common.scored("bootstrap_ci", f, by=("model", "dataset", "axis"))
+r = r.merge(ci_d[["model", "dataset", "axis", "lo", "hi"]], on=["model", "dataset", "axis"], how="left")
 dom = sorted(r["model"].unique())
 n_models = int(r["rank"].max()) if len(r) else 1
 sel = alt.selection_point(fields=["model"], bind="legend")
@@ -29,7 +32,8 @@ base = alt.Chart(r).encode(
             axis=alt.Axis(tickMinStep=1, format="d")),
     color=alt.Color("model:N", scale=alt.Scale(domain=dom, range=[colors.get(m, "#444") for m in dom]), title="model"),
     opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)),
-    tooltip=["model", "dataset", alt.Tooltip("rank:Q"), alt.Tooltip("SGS:Q", format=".4f")],
+    tooltip=["model", "dataset", alt.Tooltip("rank:Q"), alt.Tooltip("SGS:Q", format=".4f"),
+             alt.Tooltip("lo:Q", format=".4f", title="95% CI low"), alt.Tooltip("hi:Q", format=".4f", title="95% CI high")],
 )
 bump = (base.mark_line(strokeWidth=3) + base.mark_circle(size=160)).add_params(sel).properties(
     height=common.chart_height(380), title=f"Rank per dataset — SGS {AXIS_LABELS[axis]}")
@@ -42,16 +46,24 @@ absent = sorted(set(scores["model"]) - set(r["model"]))
 if absent:
     st.caption(f"Not ranked on {AXIS_LABELS[axis]} (axis unavailable, n/a): {', '.join(absent)}.")
 
-st.subheader("Ranking reversals")
-rev = common.scored_frame("reversals", per)
-rev_axis = rev[rev["axis"] == axis]
-st.caption(f"{len(rev_axis)} model pair(s) flip order between datasets on {AXIS_LABELS[axis]} "
-           f"({len(rev)} over all axes).")
-common.table(rev_axis.drop(columns=["axis"]).rename(columns={"axis_label": "axis"}), "rankings_reversals",
-             f"sago_reversals_{axis}.csv")
-with st.expander("Reversals on every axis"):
-    common.table(rev.drop(columns=["axis"]).rename(columns={"axis_label": "axis"}), "rankings_reversals_all",
-                 "sago_reversals.csv")
+st.subheader("Ranking reversals (bootstrap)")
+n_boot = st.number_input("Bootstrap resamples B", 200, 5000, 1000, step=100, key="rankings_boot",
+                         help="Prompts resampled with replacement within each dataset, the same prompts for every "
+                              "model (paired), seed 0.")
+rp = common.scored("reversal_table", f, n_resamples=int(n_boot), seed=0)
+thr = REVERSAL_THRESHOLD
+rp_axis = rp[rp["axis"] == axis]
+called = rp_axis[rp_axis["reversal"].astype(bool)]
+st.caption(f"A pair is called a reversal only when the bootstrap probability that its order on dataset A differs "
+           f"from its order on dataset B is ≥ {thr:.2f}. On {AXIS_LABELS[axis]}: {len(called)} reversal(s) called, "
+           f"{int(rp_axis['observed_flip'].sum())} order flip(s) in the point estimates "
+           f"({int(rp['reversal'].astype(bool).sum())} called over all axes).")
+cols = ["axis_label", "model_a", "model_b", "dataset_a", "dataset_b", "diff_a", "diff_b", "p_reversal"]
+common.table(called[cols].rename(columns={"axis_label": "axis"}), "rankings_reversals", f"sago_reversals_{axis}.csv")
+with st.expander("Every pair of models and datasets, with P(reversal) — including flips that are not called reversals"):
+    common.table(rp_axis[cols + ["observed_flip", "reversal"]].rename(columns={"axis_label": "axis"}),
+                 "rankings_reversals_all", "sago_reversal_probabilities.csv")
+    st.caption("diff = SGS(model_a) − SGS(model_b) on that dataset; opposite signs = an observed flip.")
 
 st.subheader("Spread across datasets: max / min SGS")
 ratio = common.scored_frame("dataset_ratio", per)

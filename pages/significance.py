@@ -1,13 +1,14 @@
 """Significance: ε slider, one-sided t-test per model × axis (× dataset), markers, rejection counts per axis."""
 
 import altair as alt
+import pandas as pd
 import streamlit as st
 
 from pages import common
 from sago_engine import paper
-from sago_engine.report import wide_cells
+from sago_engine.report import normalizer_comparison, wide_cells
 from sago_engine.scoring import EPSILONS, MAIN_EPSILON
-from sago_engine.types import AXES, AXIS_LABELS
+from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_NORMALIZERS
 
 f = common.current_filters()
 st.title("Significance: is the instability above ε?")
@@ -32,13 +33,20 @@ for col, v in zip(cs, EPSILONS):
     with col:
         st.button(f"ε = {v:g}", key=f"significance_preset_{v:g}", on_click=_preset, args=(v,),
                   type="primary" if abs(eps - v) < 1e-12 else "secondary")
-per_dataset = st.toggle("Per dataset", key="significance_per_dataset",
-                        help="One test per model × axis × dataset instead of pooling all prompts.")
+c5, c6 = st.columns(2)
+with c5:
+    per_dataset = st.toggle("Per dataset", key="significance_per_dataset",
+                            help="One test per model × axis × dataset instead of pooling all prompts.")
+with c6:
+    correction = common.correction_control("significance")
 
-sig = common.scored("significance_table", f, eps=float(eps), per_dataset=bool(per_dataset))
+sig = common.scored("significance_table", f, eps=float(eps), per_dataset=bool(per_dataset), correction=correction)
 st.subheader(f"SGS mean ± std and markers at ε = {eps:.3f}")
 index = ["model", "dataset"] if per_dataset else ["model"]
 common.table(wide_cells(sig, index), "significance_table", f"sago_significance_eps{eps:.3f}.csv")
+if correction != "none":
+    st.caption(f"Markers follow {'Holm' if correction == 'holm' else 'Benjamini–Hochberg'}-adjusted p over the "
+               f"{int(sig['p'].notna().sum())} tests of this table (models × axes{' × datasets' if per_dataset else ''}).")
 
 heat_df = common.scored_frame("significance_heatmap", sig)
 order = [AXIS_LABELS[a] for a in AXES]
@@ -57,15 +65,53 @@ common.altair_chart(heat, "significance_heatmap",
                     "shows SGS and its marker. Blank (missing) cells are unavailable axes (n/a).",
                     data=sig)
 
+with st.expander("Raw and adjusted p-values, with 95% bootstrap CIs", expanded=correction != "none"):
+    ci_sig = common.scored("sgs_ci_table", f, eps=float(eps), per_dataset=bool(per_dataset), correction=correction)
+    common.table(common.scored_frame("pvalue_table", ci_sig), "significance_pvalues",
+                 f"sago_pvalues_eps{eps:.3f}_{correction}.csv")
+    st.caption("p_raw: one-sided t-test; p_adj: after the chosen control (= p_raw for none). Holm: step-down, "
+               "family-wise error; BH: scipy.stats.false_discovery_control, false discovery rate. CI: percentile "
+               "bootstrap over prompts (B = 1000, seed 0).")
+    if ci_sig["small_n"].any():
+        st.warning("Some groups have fewer than 5 prompts: their tests and intervals are unreliable.")
+
 st.subheader(f"Models rejecting H0 per axis at ε = {eps:.3f}")
-rc = common.scored_frame("rejection_counts", common.scored("significance_table", f, eps=float(eps)))
+rc_sig = common.scored("significance_table", f, eps=float(eps), correction=correction)
+rc = common.scored_frame("rejection_counts", rc_sig.assign(p=rc_sig["p_adj"]))
 common.table(rc.drop(columns=["axis"]).rename(columns={"axis_label": "axis"}), "significance_counts",
              f"sago_rejections_eps{eps:.3f}.csv")
 st.caption("Counts use the pooled test per model × axis (all prompts of the filtered datasets).")
 
 st.subheader("Threshold robustness (appendix B): rejections at p<0.05 / 0.01 / 0.001")
-common.table(common.scored("threshold_table", f, epsilons=EPSILONS), "significance_threshold",
+common.table(common.scored("threshold_table", f, epsilons=EPSILONS, correction=correction), "significance_threshold",
              "sago_threshold_table.csv")
+if correction != "none":
+    st.caption("Counts use adjusted p; each ε's models × axes form one family.")
 with st.expander(f"For comparison — {paper.PAPER_SOURCE} (not computed here)"):
     st.dataframe(paper.threshold_example(), key="significance_paper_threshold", hide_index=True)
+
+st.subheader("How much do the normalizers R_X matter?")
+q = st.select_slider("Data-driven R_X = this quantile of |Δ| over the store (per axis)", [0.5, 0.9, 0.95, 0.99, 1.0],
+                     value=0.95, key="significance_rx_q")
+quant = common.query("delta_abs_quantiles", f, q=float(q))
+rx = common.scored_frame("data_driven_normalizers", quant, paper=tuple(sorted(DEFAULT_NORMALIZERS.items())))
+rescaled = common.query("prompt_scores_rescaled", f, normalizers=tuple(zip(rx["axis"], rx["r_data"])))
+cmp_ = normalizer_comparison(scores, rescaled, rx, eps=float(eps))
+common.table(cmp_, "significance_normalizers", f"sago_normalizers_q{q:g}.csv")
+st.caption("SGS and raw markers under the paper's fixed R_X (SPEC: 2, 100, 1, 250, 10, 1) and under R_X taken from "
+           "the data. ratio = SGS(data R) / SGS(paper R). When the quantile is 0 (e.g. most Δ-MR are 0) the max |Δ| is used.")
+
+st.subheader("Length-normalized log-prob (per token) beside Δ-Prob")
+ptok = common.scored_frame("per_token_prob", common.query("per_token_logprob_deltas", f))
+if len(ptok["table"]):
+    prob_ci = common.scored("bootstrap_ci", f, by=("model", "axis"))
+    prob_ci = prob_ci[prob_ci["axis"] == "prob"].assign(axis_label="Δ-Prob (R = 250, sequence)")
+    cols = ["model", "axis_label", "sgs", "lo", "hi", "n_prompts", "status"]
+    both = pd.concat([prob_ci[cols], ptok["table"][cols]]).sort_values(["model", "axis_label"])
+    common.table(both, "significance_per_token", "sago_prob_per_token.csv")
+    st.caption(f"Δ-Prob / token = Δ of seq_logprob / n_tokens (nats per token), normalized by R = {ptok['r']:.3f} "
+               "(the 95% quantile of |Δ per token| here; the paper fixes no constant for it). Δ-Prob itself is "
+               "length-sensitive on purpose (SPEC). CIs: percentile bootstrap over prompts.")
+else:
+    st.info("No sequence log-probs stored for the current filter (closed models: unavailable).")
 common.provenance("significance")

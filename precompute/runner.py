@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import importlib.metadata as md
 import logging
 import os
 import shutil
@@ -18,27 +17,12 @@ from tqdm import tqdm
 from precompute.config import ModelConfig, RunConfig
 from sago_engine.datasets import Prompt, load_dataset
 from sago_engine.pipeline import Unit, compute_rows
+from sago_engine.runrecord import VERSION_PACKAGES, fingerprint, library_versions  # noqa: F401 (re-exported)
 from sago_engine.seeds import stable_hash
 from sago_engine.store import Store, StoreError, open_store
 from sago_engine.types import Variant
 
 log = logging.getLogger("sago.precompute")
-
-VERSION_PACKAGES = ("sago", "torch", "transformers", "gguf", "accelerate", "sacrebleu", "bert-score", "duckdb", "numpy", "scipy")
-
-
-def library_versions() -> dict[str, str]:
-    """Installed versions of the libraries that can change a number (recorded per run)."""
-    import sago_engine
-
-    out = {"sago": sago_engine.__version__}
-    for p in VERSION_PACKAGES[1:]:
-        try:
-            out[p] = md.version(p)
-        except md.PackageNotFoundError:
-            out[p] = "not installed"
-    return out
-
 
 @dataclass
 class Plan:
@@ -193,16 +177,6 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
                       "status": "complete" if shard is None else f"shard {shard[0]}/{shard[1]} complete"})
     summary["seconds"] = time.perf_counter() - t0
     return summary
-
-
-def fingerprint(record: dict) -> str:
-    """A short readable signature of what produced the numbers (like sacrebleu's Signature)."""
-    v = record.get("versions", {})
-    r = record.get("normalizers", {})
-    rs = ",".join(f"{k}={r[k]:g}" for k in sorted(r))
-    return (f"sago:{v.get('sago','?')}|model:{record['model']}@{str(record.get('weights_sha256') or '?')[:12]}"
-            f"|dtype:{record.get('dtype')}|greedy|max_new:{record['decoding']['max_new_tokens']}"
-            f"|seed:{record['seed']}|R:{rs}|torch:{v.get('torch','?')}|transformers:{v.get('transformers','?')}")
 
 
 def work_path(target: str | Path) -> Path:

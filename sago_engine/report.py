@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from sago_engine import stats as stats_mod
 from sago_engine.scoring import MAIN_EPSILON, format_cell, prompt_scores, significance
+from sago_engine.stats import (  # noqa: F401  (re-exported: pages reach them through report)
+    REVERSAL_THRESHOLD, data_driven_normalizers, n_for_halfwidth, sample_size_std, sample_size_summary)
 from sago_engine.store import open_store
 from sago_engine.types import AXES, AXIS_LABELS
 
@@ -100,15 +103,19 @@ def _with_cells(df: pd.DataFrame) -> pd.DataFrame:
     return df
 
 
-def score_tables(scores: pd.DataFrame, eps: float = MAIN_EPSILON) -> dict[str, pd.DataFrame]:
+def score_tables(scores: pd.DataFrame, eps: float = MAIN_EPSILON, correction: str = "none") -> dict[str, pd.DataFrame]:
     """Total and per-dataset SGS ± std with one-sided t-test markers at ``eps`` from per-prompt scores.
 
     Total: every prompt of every dataset weighs the same (SAGO §Notation). Returns
     ``{"total": model, axis, ...; "per_dataset": model, dataset, axis, ...}`` with columns sgs,
-    std, n_prompts, t, p, marker, eps, cell. Axes never add together.
+    std, n_prompts, t, p (raw), p_adj, correction, marker (follows p_adj), eps, cell. Axes never
+    add together. ``correction`` ("none" | "holm" | "bh") adjusts each table over all its rows
+    (the family = the tests that table shows: models × axes, resp. models × datasets × axes).
     """
-    return {"total": _with_cells(significance(scores, eps, by=("model", "axis"))),
-            "per_dataset": _with_cells(significance(scores, eps, by=("model", "dataset", "axis")))}
+    return {"total": _with_cells(stats_mod.apply_correction(significance(scores, eps, by=("model", "axis")),
+                                                            correction)),
+            "per_dataset": _with_cells(stats_mod.apply_correction(
+                significance(scores, eps, by=("model", "dataset", "axis")), correction))}
 
 
 def axis_order(df: pd.DataFrame, col: str = "axis") -> pd.DataFrame:
@@ -121,35 +128,15 @@ def bootstrap_ci(scores: pd.DataFrame, by: tuple[str, ...] = ("model", "axis"), 
                  level: float = 0.95, seed: int = 0) -> pd.DataFrame:
     """Percentile-bootstrap CI of SGS (the mean of s_X(i)) over prompts, per group.
 
-    Uses ``scipy.stats.bootstrap(method="percentile")``, resampling prompts with replacement
-    ``n_resamples`` times. Each group's generator is seeded from ``seed`` and the group's key
+    Delegates to ``sago_engine.stats.bootstrap_sgs`` (the one bootstrap of sago):
+    ``scipy.stats.bootstrap(method="percentile")``, resampling prompts with replacement
+    ``n_resamples`` times; each group's generator is seeded from ``seed`` and the group's key
     (crc32), so a CI does not change when other groups are filtered in or out.
-    Returns ``by`` + sgs, lo, hi, n_prompts, n_resamples, level. Groups with < 2 prompts get
-    NaN bounds; groups whose scores are all equal get lo = hi = sgs.
+    Returns ``by`` + sgs, lo, hi, n_prompts, n_resamples, level, status, small_n. Groups with
+    < 2 prompts get NaN bounds ("too few prompts"); groups whose scores are all equal get
+    lo = hi = sgs ("no variation").
     """
-    import zlib
-
-    import numpy as np
-    from scipy import stats
-
-    rows = []
-    for key, grp in scores.groupby(list(by), sort=True, observed=True):
-        key = key if isinstance(key, tuple) else (key,)
-        s = grp["s"].to_numpy(dtype=float)
-        s = s[~np.isnan(s)]
-        m = float(np.mean(s)) if len(s) else float("nan")
-        if len(s) < 2:
-            lo = hi = float("nan")
-        elif np.ptp(s) == 0:
-            lo = hi = m
-        else:
-            rng = np.random.default_rng([seed, zlib.crc32(repr(key).encode())])
-            res = stats.bootstrap((s,), np.mean, n_resamples=n_resamples, confidence_level=level,
-                                  method="percentile", random_state=rng, vectorized=True)
-            lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-        rows.append({**dict(zip(by, key)), "sgs": m, "lo": lo, "hi": hi, "n_prompts": int(len(s)),
-                     "n_resamples": n_resamples, "level": level})
-    return pd.DataFrame(rows, columns=[*by, "sgs", "lo", "hi", "n_prompts", "n_resamples", "level"])
+    return stats_mod.bootstrap_sgs(scores, by, n_resamples=n_resamples, level=level, seed=seed)
 
 
 def radar_data(scores: pd.DataFrame, dataset: str | None = None, n_resamples: int = 1000, seed: int = 0,
@@ -189,8 +176,12 @@ def pareto_points(total: pd.DataFrame, x_axis: str = "bleu", y_axis: str = "mr")
     """
     def side(a, p):
         d = total[total["axis"] == a].set_index("model")
-        return pd.DataFrame({p: d["sgs"], f"{p}_std": d["std"], f"{p}_marker": d["marker"],
-                             f"{p}_cell": d["cell"] if "cell" in d else ""})
+        out = pd.DataFrame({p: d["sgs"], f"{p}_std": d["std"], f"{p}_marker": d["marker"],
+                            f"{p}_cell": d["cell"] if "cell" in d else ""})
+        for c in ("lo", "hi"):  # bootstrap bounds, when the table carries them (``sgs_ci_table``)
+            if c in d:
+                out[f"{p}_{c}"] = d[c]
+        return out
 
     out = side(x_axis, "x").join(side(y_axis, "y"), how="inner").dropna(subset=["x", "y"])
     return out.reset_index().rename(columns={"index": "model"}).sort_values("model").reset_index(drop=True)
@@ -273,10 +264,15 @@ def dataset_ratio(per_dataset: pd.DataFrame) -> pd.DataFrame:
     return axis_order(out).reset_index(drop=True) if len(out) else out
 
 
-def significance_table(scores: pd.DataFrame, eps: float, per_dataset: bool = False) -> pd.DataFrame:
-    """SGS mean ± std with the one-sided t-test against ``eps`` per model × axis (× dataset), with cells."""
+def significance_table(scores: pd.DataFrame, eps: float, per_dataset: bool = False,
+                       correction: str = "none") -> pd.DataFrame:
+    """SGS mean ± std with the one-sided t-test against ``eps`` per model × axis (× dataset), with cells.
+
+    ``correction`` ("none" | "holm" | "bh") adjusts p over every row of the table (the family of
+    tests the page shows); ``p`` stays raw, ``p_adj`` is adjusted and ``marker`` / ``cell`` follow it.
+    """
     by = ("model", "dataset", "axis") if per_dataset else ("model", "axis")
-    return _with_cells(significance(scores, eps, by=by))
+    return _with_cells(stats_mod.apply_correction(significance(scores, eps, by=by), correction))
 
 
 def rejection_counts(sig: pd.DataFrame, alphas: tuple[float, ...] = ALPHAS) -> pd.DataFrame:
@@ -299,11 +295,16 @@ def rejection_counts(sig: pd.DataFrame, alphas: tuple[float, ...] = ALPHAS) -> p
     return pd.DataFrame(rows, columns=["axis", "axis_label", *[f"p<{al:g}" for al in alphas], "n_models", "eps"])
 
 
-def threshold_table(scores: pd.DataFrame, epsilons=(0.01, 0.05, 0.10), alphas: tuple[float, ...] = ALPHAS) -> pd.DataFrame:
-    """Rejection counts for several ε at once (appendix B): axis_label × "ε=…" cells "n/n/n" over ``alphas``."""
+def threshold_table(scores: pd.DataFrame, epsilons=(0.01, 0.05, 0.10), alphas: tuple[float, ...] = ALPHAS,
+                    correction: str = "none") -> pd.DataFrame:
+    """Rejection counts for several ε at once (appendix B): axis_label × "ε=…" cells "n/n/n" over ``alphas``.
+
+    With a ``correction`` the counts use the adjusted p (each ε's table is its own family).
+    """
     out = None
     for e in epsilons:
-        rc = rejection_counts(significance_table(scores, e), alphas)
+        sig = significance_table(scores, e, correction=correction)
+        rc = rejection_counts(sig.assign(p=sig["p_adj"]), alphas)
         col = rc[["axis_label"]].copy()
         col[f"ε={e:g}"] = ["/".join(str(r[f"p<{al:g}"]) for al in alphas) for _, r in rc.iterrows()]
         out = col if out is None else out.merge(col, on="axis_label", how="outer", sort=False)
@@ -313,10 +314,10 @@ def threshold_table(scores: pd.DataFrame, epsilons=(0.01, 0.05, 0.10), alphas: t
 
 def significance_heatmap(sig: pd.DataFrame, cap: float = 10.0) -> pd.DataFrame:
     """Heatmap data for a ``significance_table``: adds axis_label, row (model[ · dataset]), label
-    ("mean" + marker) and neglog10p = −log10 p capped at ``cap`` (p = 0 → cap; NaN p stays NaN)."""
+    ("mean" + marker) and neglog10p = −log10 p (``p_adj`` when present) capped at ``cap`` (p = 0 → cap; NaN p stays NaN)."""
     import numpy as np
 
-    p = sig["p"].astype(float).to_numpy()
+    p = sig["p_adj" if "p_adj" in sig else "p"].astype(float).to_numpy()  # adjusted when a correction is on
     with np.errstate(divide="ignore"):
         nl = np.where(p > 0, -np.log10(np.where(p > 0, p, 1.0)), cap)
     nl = np.where(np.isnan(p), np.nan, np.minimum(nl, cap))
@@ -331,3 +332,110 @@ def ratio_heatmap(ratio: pd.DataFrame, cap: float = 10.0) -> pd.DataFrame:
 
     lab = ["∞" if np.isinf(v) else ("n/a" if np.isnan(v) else f"{v:.1f}×") for v in ratio["ratio"].astype(float)]
     return ratio.assign(ratio_label=lab, ratio_capped=ratio["ratio"].clip(upper=cap))
+
+
+# ====================================================================== statistics beyond the paper
+# Intervals, corrections, reversal probabilities, normalizer sensitivity (sago_engine.stats);
+# docs/METHOD.md §Statistics.
+
+def ci_cell(mean: float, lo: float, hi: float, mark: str, status: str = "ok", digits: int = 3) -> str:
+    """``"0.123 [0.101, 0.145]†"``; ``"0.000 (no variation)"``; ``"n/a"`` when mean is NaN."""
+    import numpy as np
+
+    if mean is None or not np.isfinite(mean):
+        return "n/a"
+    if status == stats_mod.STATUS_FLAT:
+        return f"{mean:.{digits}f} (no variation){mark}"
+    if lo is None or not np.isfinite(lo):
+        return f"{mean:.{digits}f} [n/a]{mark}"
+    return f"{mean:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]{mark}"
+
+
+def sgs_ci_table(scores: pd.DataFrame, eps: float = MAIN_EPSILON, per_dataset: bool = False,
+                 correction: str = "none", n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
+    """Significance table (raw p, adjusted p, marker after correction) joined with percentile-bootstrap CIs.
+
+    Columns: model, [dataset,] axis, sgs, std, n_prompts, t, p, p_adj, correction, marker, eps,
+    cell ("mean±std marker"), lo, hi, status, small_n, ci_cell ("mean [lo, hi] marker").
+    """
+    by = ["model", "dataset", "axis"] if per_dataset else ["model", "axis"]
+    sig = significance_table(scores, eps, per_dataset=per_dataset, correction=correction)
+    ci = stats_mod.bootstrap_sgs(scores, by, n_resamples=n_resamples, seed=seed)
+    out = sig.merge(ci[[*by, "lo", "hi", "status", "small_n"]], on=by, how="left")
+    out["ci_cell"] = [ci_cell(m, lo, hi, k, st) for m, lo, hi, k, st in
+                      zip(out["sgs"], out["lo"], out["hi"], out["marker"], out["status"])]
+    return out
+
+
+def wide_ci_cells(long: pd.DataFrame, index: list[str]) -> pd.DataFrame:
+    """``wide_cells`` over the ``ci_cell`` column of ``sgs_ci_table``."""
+    return wide_cells(long.assign(cell=long["ci_cell"]), index)
+
+
+def pvalue_table(sig: pd.DataFrame) -> pd.DataFrame:
+    """Long table of raw and adjusted p per test of a ``sgs_ci_table`` (axis labels, paper's order)."""
+    cols = [c for c in ("model", "dataset") if c in sig] + ["axis_label", "sgs", "lo", "hi", "n_prompts", "p",
+                                                            "p_adj", "marker", "status", "correction", "eps"]
+    out = axis_order(sig.assign(axis_label=sig["axis"].map(AXIS_LABELS)))
+    return out[cols].rename(columns={"p": "p_raw"}).reset_index(drop=True)
+
+
+def reversal_table(scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0,
+                   threshold: float = REVERSAL_THRESHOLD) -> pd.DataFrame:
+    """``stats.reversal_probabilities`` with axis labels, in the paper's axis order, likeliest first per axis."""
+    r = stats_mod.reversal_probabilities(scores, n_resamples=n_resamples, seed=seed, threshold=threshold)
+    r.insert(1, "axis_label", r["axis"].map(AXIS_LABELS))
+    if r.empty:
+        return r
+    order = {a: i for i, a in enumerate(AXES)}
+    return r.assign(_o=r["axis"].map(order)).sort_values(["_o", "p_reversal"], ascending=[True, False]).drop(
+        columns="_o").reset_index(drop=True)
+
+
+def normalizer_comparison(paper_scores: pd.DataFrame, data_scores: pd.DataFrame, normalizers: pd.DataFrame,
+                          eps: float = MAIN_EPSILON) -> pd.DataFrame:
+    """Total SGS per model × axis under the paper's R_X and under the data-driven R_X, with markers.
+
+    Args:
+        paper_scores / data_scores: per-prompt scores under each set of R_X.
+        normalizers: ``stats.data_driven_normalizers`` (axis, r_paper, r_data, source).
+    Returns model, axis_label, r_paper, r_data, source, sgs_paper, sgs_data, ratio (data/paper), cell_paper, cell_data.
+    """
+    a = significance_table(paper_scores, eps)
+    b = significance_table(data_scores, eps)
+    m = a[["model", "axis", "sgs", "cell"]].merge(b[["model", "axis", "sgs", "cell"]], on=["model", "axis"],
+                                                  suffixes=("_paper", "_data"), how="outer")
+    m = m.merge(normalizers[["axis", "r_paper", "r_data", "source"]], on="axis", how="left")
+    m["ratio"] = m["sgs_data"] / m["sgs_paper"].where(m["sgs_paper"] > 0)
+    m["axis_label"] = m["axis"].map(AXIS_LABELS)
+    m = axis_order(m)
+    return m[["model", "axis_label", "r_paper", "r_data", "source", "sgs_paper", "sgs_data", "ratio", "cell_paper",
+              "cell_data"]].reset_index(drop=True)
+
+
+def per_token_prob(per_token: pd.DataFrame, q: float = 0.95, n_resamples: int = 1000, seed: int = 0) -> dict:
+    """Length-normalized Δ-Prob (nats per token) beside the paper's Δ-Prob.
+
+    Args:
+        per_token: ``Store.per_token_logprob_deltas`` (model, dataset, prompt_id, delta_per_token, delta_seq).
+        q: R for the per-token view = the q-quantile of |Δ per token| over these rows (data-driven;
+            the paper fixes no constant for it).
+    Returns ``{"r": R, "table": model, axis_label, sgs, lo, hi, n_prompts, status, mean_abs_delta}``
+    — one row per model for "Δ-Prob / token"; empty when no log-probs are stored.
+    """
+    import numpy as np
+
+    cols = ["model", "axis_label", "sgs", "lo", "hi", "n_prompts", "status", "mean_abs_delta", "r"]
+    d = per_token.dropna(subset=["delta_per_token"])
+    if d.empty:
+        return {"r": float("nan"), "table": pd.DataFrame(columns=cols)}
+    r = float(np.quantile(np.abs(d["delta_per_token"].to_numpy(dtype=float)), q))
+    if not r > 0:
+        r = float(np.abs(d["delta_per_token"]).max()) or 1.0
+    ps = stats_mod.rms_scores(d, r, value="delta_per_token")
+    ci = stats_mod.bootstrap_sgs(ps, ("model",), n_resamples=n_resamples, seed=seed)
+    mad = d.groupby("model")["delta_per_token"].apply(lambda x: float(np.mean(np.abs(x))))
+    ci["axis_label"] = "Δ-Prob / token"
+    ci["mean_abs_delta"] = ci["model"].map(mad)
+    ci["r"] = r
+    return {"r": r, "table": ci[cols]}

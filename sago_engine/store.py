@@ -585,6 +585,101 @@ class Store:
         return {"cells": cells.sort_values(keys, na_position="first").reset_index(drop=True),
                 "length": length.sort_values(["model", "axis", "target_ratio"]).reset_index(drop=True)}
 
+    # --- live probes ---
+    def write_probe(self, run: dict[str, Any], frames: dict[str, pd.DataFrame]) -> None:
+        """Record one live probe (the Live page's "save to store") as a run, in one transaction.
+
+        Args:
+            run: the run record (``runs`` columns; JSON fields as Python objects).
+            frames: ``prompts``, ``variants``, ``responses``, ``deltas``, ``units`` frames with the
+                columns of those tables (``variants.meta`` as a JSON string). Rows are keyed, so
+                saving the same probe twice adds nothing.
+        Raises:
+            StoreError: the store is read-only.
+        """
+        if self.read_only:
+            raise StoreError(f"{self.path} is open read-only; live probes go to a writable user store")
+        with self.transaction():
+            self.upsert_run(run)
+            for table in ("prompts", "variants", "responses", "deltas", "units"):
+                if table in frames and not frames[table].empty:
+                    self.insert_df(table, frames[table])
+
+    # --- statistics ---
+    def cell_prompt_scores(self, f: "Filters | None" = None) -> pd.DataFrame:
+        """Per-prompt RMS of Δ̃ within each variant cell (F, u, s, p), for the sample-size view.
+
+        SAGO (arXiv 2610.01428) appendix D. Kept variants, available axes, ``f`` applies.
+        Columns: model, axis, dataset, prompt_id, family, subtype, strength, position,
+        s (sqrt(mean Δ̃²) over the prompt's variants in that cell), n_variants.
+        """
+        where, params = self._filter_where(f)
+        sql = f"""
+            SELECT r.model, d.axis, d.dataset, d.prompt_id, v.family, v.subtype, v.strength, v.position,
+                   sqrt(avg(d.delta_norm * d.delta_norm)) AS s, count(*)::INTEGER AS n_variants
+            FROM deltas d JOIN variants v USING (variant_id) JOIN runs r USING (run_id)
+            WHERE d.available AND d.delta_norm IS NOT NULL AND v.kept AND {where}
+            GROUP BY ALL ORDER BY ALL
+        """
+        return self.con.execute(sql, params).df()
+
+    def delta_abs_quantiles(self, f: "Filters | None" = None, *, q: float = 0.95) -> pd.DataFrame:
+        """Per axis over the store (kept, available, ``f``): n, q, q_abs = quantile_cont(|Δ|, q), max_abs."""
+        where, params = self._filter_where(f)
+        sql = f"""
+            SELECT d.axis, count(*)::BIGINT AS n, ?::DOUBLE AS q,
+                   quantile_cont(abs(d.delta), ?::DOUBLE) AS q_abs, max(abs(d.delta)) AS max_abs
+            FROM deltas d JOIN variants v USING (variant_id) JOIN runs r USING (run_id)
+            WHERE d.available AND d.delta IS NOT NULL AND v.kept AND {where}
+            GROUP BY d.axis ORDER BY d.axis
+        """
+        return self.con.execute(sql, [float(q), float(q), *params]).df()
+
+    def prompt_scores_rescaled(self, f: "Filters | None" = None, *, normalizers: tuple = ()) -> pd.DataFrame:
+        """``prompt_scores`` recomputed from raw Δ under other R_X: s = sqrt(mean clip(Δ/R, −1, 1)²).
+
+        ``normalizers``: ((axis, R), …) pairs (a tuple, so it can key a cache); axes not listed
+        are left out. Same columns as ``prompt_scores``.
+        """
+        pairs = [(str(a), float(r)) for a, r in normalizers if float(r) > 0]
+        if not pairs:
+            return self.prompt_scores(f).iloc[0:0]
+        where, params = self._filter_where(f)
+        sql = f"""
+            WITH rx AS (SELECT unnest(?::VARCHAR[]) AS axis, unnest(?::DOUBLE[]) AS rr)
+            SELECT d.run_id, r.model, d.dataset, d.prompt_id, d.axis,
+                   sqrt(avg(pow(least(greatest(d.delta / rx.rr, -1.0), 1.0), 2))) AS s,
+                   count(*)::INTEGER AS n_variants
+            FROM deltas d JOIN rx USING (axis) JOIN variants v USING (variant_id) JOIN runs r USING (run_id)
+            WHERE d.available AND d.delta IS NOT NULL AND v.kept AND {where}
+            GROUP BY d.run_id, r.model, d.dataset, d.prompt_id, d.axis
+            ORDER BY r.model, d.dataset, d.prompt_id, d.axis
+        """
+        return self.con.execute(sql, [[a for a, _ in pairs], [r for _, r in pairs], *params]).df()
+
+    def per_token_logprob_deltas(self, f: "Filters | None" = None) -> pd.DataFrame:
+        """Δ of the length-normalized log-prob per kept variant: seq_logprob/n_tokens (variant − base).
+
+        Columns: model, dataset, prompt_id, variant_id, delta_per_token (nats per token),
+        delta_seq (the paper's Δ-Prob, not normalized). Responses without a log-prob or with 0
+        tokens are left out (closed models: no rows, i.e. unavailable, never 0).
+        """
+        where, params = self._filter_where(f, d="p")
+        sql = f"""
+            SELECT r.model, p.dataset, x.prompt_id, x.variant_id,
+                   x.seq_logprob / x.n_tokens - b.seq_logprob / b.n_tokens AS delta_per_token,
+                   x.seq_logprob - b.seq_logprob AS delta_seq
+            FROM responses x
+            JOIN responses b ON b.run_id = x.run_id AND b.prompt_id = x.prompt_id AND b.variant_id IS NULL
+            JOIN variants v ON v.variant_id = x.variant_id
+            JOIN prompts p ON p.prompt_id = x.prompt_id
+            JOIN runs r ON r.run_id = x.run_id
+            WHERE v.kept AND x.seq_logprob IS NOT NULL AND b.seq_logprob IS NOT NULL
+                  AND x.n_tokens > 0 AND b.n_tokens > 0 AND x.error IS NULL AND b.error IS NULL AND {where}
+            ORDER BY r.model, p.dataset, x.prompt_id, x.variant_id
+        """
+        return self.con.execute(sql, params).df()
+
     def schema_version(self) -> int:
         rows = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
         return int(rows[0][0]) if rows else 0

@@ -1,0 +1,78 @@
+"""Live-page latency: smollm2-135m-instruct warm, one prompt, 24 variants over the three families, 48 new tokens.
+
+Usage: ``python benchmarks/live_latency.py [--model KEY] [--profile]``. A warm-up probe (another
+prompt) loads the model, the BERTScore encoder and the semantic filter's baseline first, as a
+running server would have. Prints per-stage seconds, optionally the top of a cProfile, and as
+its last line ``first_result_s: X full_profile_s: Y`` (first scored batch; all variants scored,
+filtered, s_X computed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import os
+import pstats
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from sago_engine import live  # noqa: E402
+
+FAMILIES = ["social_register", "surface_noise", "structural"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--model", default=live.DEFAULT_MODEL)
+    ap.add_argument("--prompt", default="What is the capital of Australia?")
+    ap.add_argument("--variants", type=int, default=24)
+    ap.add_argument("--max-new", type=int, default=48)
+    ap.add_argument("--first", type=int, default=3, help="variants in the first batch (with the base prompt)")
+    ap.add_argument("--batch", type=int, default=8, help="variants per later batch")
+    ap.add_argument("--profile", action="store_true", help="print the top of a cProfile of the measured probe")
+    a = ap.parse_args()
+
+    t = time.perf_counter()
+    backend = live.load_backend(a.model, batch_size=max(a.batch, a.first + 1))
+    load_s = time.perf_counter() - t
+    warm = live.plan_probe("Name a mammal that can fly.", live.choose_specs(FAMILIES, max_variants=6))
+    t = time.perf_counter()
+    live.run_probe(backend, warm, a.max_new)
+    print(f"model load {load_s:.2f} s; warm-up probe {time.perf_counter() - t:.2f} s")
+
+    t0 = time.perf_counter()
+    specs = live.choose_specs(FAMILIES, max_variants=a.variants, prompt_id="bench")
+    probe = live.plan_probe(a.prompt, specs)
+    plan_s = time.perf_counter() - t0
+    marks: list[tuple[int, float]] = []
+    prof = cProfile.Profile() if a.profile else None
+    if prof:
+        prof.enable()
+    res = live.run_probe(backend, probe, a.max_new, first_batch=a.first, batch_size=a.batch,
+                         on_batch=lambda r: marks.append((r.done, time.perf_counter() - t0)))
+    live.prompt_profile(res)
+    full = time.perf_counter() - t0
+    if prof:
+        prof.disable()
+    tm = res.timings
+    fams = {f: sum(v.spec.family == f for v in probe.variants) for f in FAMILIES}
+    print(f"variants: {len(probe.variants)} {fams}; threads: {backend.info().get('threads')}")
+    print(f"batches (variants done, s since start): {marks}")
+    print(f"stages: variant generation {plan_s:.3f} s | generate {tm['generate']:.2f} s | "
+          f"score (compute_rows: BLEU, BERTScore, MR, cos) {tm['score']:.2f} s | semantic filter {tm['filter']:.2f} s")
+    if prof:
+        s = io.StringIO()
+        pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(25)
+        print(s.getvalue())
+    first = marks[0][1] if marks else float("nan")
+    print(f"first_result_s: {first:.2f} full_profile_s: {full:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""Live: perturb one typed prompt and watch each variant's deltas arrive, then its s_X radar beside the model's profile."""
+
+import os
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from pages import common
+from sago_engine import live
+from sago_engine.datasets import DATASETS
+from sago_engine.filters import Filters
+from sago_engine.textdiff import diff_html, diff_segments
+from sago_engine.types import AXES, AXIS_LABELS, POSITIONS
+
+ROOT = Path(__file__).resolve().parent.parent
+ss = st.session_state
+
+
+@st.cache_resource(show_spinner=False, max_entries=3)
+def _backend(model: str):
+    """The loaded model, once per server process (shared read-only by sessions; generate calls are serialised)."""
+    return live.load_backend(model)
+
+
+@st.cache_data(show_spinner=False)
+def _dataset_prompts(name: str) -> list[str]:
+    from sago_engine.datasets import load_dataset
+
+    return [p.text for p in load_dataset(ROOT / "data" / "datasets" / f"{name}.jsonl", n=50, dataset=name)]
+
+
+@st.cache_data(show_spinner=False)
+def _grid_options(families: tuple[str, ...]) -> dict[str, list]:
+    from sago_engine.variants import full_grid
+
+    g = full_grid(list(families)) if families else []
+    return {"subtypes": list(dict.fromkeys(s.subtype for s in g)), "strengths": sorted({s.strength for s in g})}
+
+
+def _fill_from_dataset() -> None:
+    if ss.get("live_pick"):
+        ss["live_prompt"] = ss["live_pick"]
+
+
+st.title("Live: probe one prompt")
+st.caption("Type a prompt, choose a model and variant families: each variant v = (F, u, s, p) rewrites the prompt, "
+           "the model answers base and variants greedily, and each row shows how far every axis moved "
+           "(Δ̃, SAGO arXiv 2610.01428). Text is shown exactly as typed and generated.")
+
+# ---------------------------------------------------------------- inputs
+with st.expander("Pick a prompt from a dataset"):
+    c1, c2 = st.columns([1, 3])
+    with c1:
+        ds = st.selectbox("Dataset", DATASETS, key="live_dataset")
+    with c2:
+        try:
+            texts = _dataset_prompts(ds)
+        except Exception as e:  # a missing sample file: say so, keep the page usable
+            texts = []
+            st.warning(f"Cannot read the {ds} sample: {e}")
+        st.selectbox("Prompt", [""] + texts, key="live_pick", on_change=_fill_from_dataset,
+                     format_func=lambda t: t[:120] or "(choose)")
+text = st.text_area("Prompt", key="live_prompt", placeholder="What is the capital of Australia?", height=90)
+
+c1, c2, c3 = st.columns([2, 2, 1])
+with c1:
+    from sago_engine.models import valid_keys
+
+    keys = valid_keys()
+    model = st.selectbox("Model", keys, index=keys.index(live.DEFAULT_MODEL) if live.DEFAULT_MODEL in keys else 0,
+                         key="live_model", help="Local zoo models (tiny-random is a random test model).")
+    custom = st.text_input("…or a local model folder", key="live_model_path", placeholder="/path/to/hf-model")
+    model = custom.strip() or model
+with c2:
+    fams = st.multiselect("Families", ["social_register", "surface_noise", "structural"],
+                          default=["social_register", "surface_noise", "structural"], key="live_families")
+    opts = _grid_options(tuple(fams))
+    subtypes = st.multiselect("Subtypes", opts["subtypes"], key="live_subtypes", placeholder="all")
+with c3:
+    max_v = st.number_input("Max variants", 1, 200, 24, key="live_max_variants",
+                            help="A stratified sample over the families when more cells match.")
+    max_new = st.number_input("New tokens", 1, 256, 48, key="live_max_new")
+c1, c2 = st.columns(2)
+with c1:
+    strengths = st.multiselect("Strengths", opts["strengths"], key="live_strengths", placeholder="all",
+                               format_func=lambda v: f"{v:g}")
+with c2:
+    positions = st.multiselect("Positions", list(POSITIONS), key="live_positions", placeholder="all")
+
+# ---------------------------------------------------------------- variants, at once
+probe, problem = None, None
+try:
+    t = live.check_prompt(text)
+    specs = live.choose_specs(fams, subtypes, strengths, positions, int(max_v),
+                              prompt_id=f"live:{live.stable_hash(t, length=12)}")
+    probe = live.plan_probe(t, specs)
+except live.LiveError as e:
+    problem = str(e)
+
+b1, b2, _ = st.columns([1, 1, 4])
+run = b1.button("Run probe", key="live_run", type="primary", icon=":material/play_arrow:")
+b2.button("Cancel", key="live_cancel", on_click=lambda: ss.__setitem__("live_stop", True), icon=":material/stop:")
+
+if problem:
+    (st.error if run or text.strip() else st.info)(problem)
+    st.stop()
+
+assert probe is not None
+st.subheader(f"Variants ({len(probe.variants)})")
+with st.expander("The edit of each variant (red struck = removed, green = added)", expanded=False):
+    for v, row in zip(probe.variants, live.variant_table(probe).itertuples()):
+        st.caption(row.label)
+        st.html(diff_html(diff_segments(probe.text, v.text)))
+
+if "live_cache" not in ss:
+    ss["live_cache"] = {}  # per browser session: results of this session only
+key = (model, int(max_new), probe.prompt_id, tuple(v.variant_id for v in probe.variants))
+progress = st.empty()
+table_slot = st.empty()
+
+
+def _show(res: "live.ProbeResult") -> None:
+    n = len(res.probe.variants)
+    progress.progress(res.done / n if n else 1.0,
+                      text=f"{res.done}/{n} variants scored" + (" (cancelled)" if res.cancelled else "")
+                      + (f" — {res.cached} from this session's cache" if res.cached else ""))
+    ss["live_draws"] = ss.get("live_draws", 0) + 1  # a fresh key per redraw of the slot
+    table_slot.dataframe(live.result_table(res), key=f"live_results_{ss['live_draws']}", hide_index=True,
+                         width="stretch",
+                         column_config={AXIS_LABELS[a]: st.column_config.NumberColumn(format="%+.3f") for a in AXES})
+
+
+if run:
+    ss["live_stop"] = False
+    try:
+        with st.spinner(f"Loading {model} (once per server process)…"):
+            backend = _backend(model)
+    except Exception as e:  # noqa: BLE001 - any load failure is shown to the user
+        st.error(f"Cannot load the model {model!r}: {type(e).__name__}: {e}")
+        st.stop()
+    info = backend.info()
+
+    def _on_batch(partial: "live.ProbeResult") -> None:
+        ss["live_result"] = (key, partial, info)  # kept if a Cancel click interrupts this run
+        _show(partial)
+
+    res = live.run_probe(backend, probe, int(max_new), cache=ss["live_cache"], on_batch=_on_batch,
+                         should_stop=lambda: bool(ss.get("live_stop")))
+    ss["live_result"] = (key, res, info)
+elif ss.get("live_result") and ss["live_result"][0] == key:
+    res = ss["live_result"][1]
+    if ss.get("live_stop") and not res.complete:
+        res.cancelled = True
+else:
+    table_slot.dataframe(live.variant_table(probe), key="live_variants", hide_index=True, width="stretch")
+    st.caption("Press Run probe to answer the base prompt and these variants.")
+    st.stop()
+
+if not run:
+    _show(res)
+st.caption(f"Base response ({res.model}):")
+st.code(res.base.text if res.base is not None else "(not generated)", language=None, wrap_lines=True)
+st.caption("Δ̃ ∈ [−1, 1] per axis: 0 = same as the base response; n/a = the backend cannot measure the axis. "
+           "Mirroring: whether the reply starts/stops reflecting the variant's surface attribute. "
+           "kept: the semantic filter's verdict (only kept variants count in s_X).")
+tm = res.timings
+st.caption(f"Timing: first result {tm.get('first_result_s', 0):.2f} s, total {tm.get('total_s', 0):.2f} s "
+           f"(generate {tm['generate']:.2f} s, scoring {tm['score']:.2f} s, semantic filter {tm['filter']:.2f} s).")
+if res.cancelled:
+    st.warning(f"Cancelled: {res.done} of {len(res.probe.variants)} variants were scored.")
+if not res.done:
+    st.stop()
+
+# ---------------------------------------------------------------- radar: this prompt vs the model's profile
+prof = live.prompt_profile(res)
+labels = [AXIS_LABELS[a] for a in AXES]
+fig = go.Figure()
+r = [None if v != v else v for v in prof["s"]]
+fig.add_trace(go.Scatterpolar(r=r + r[:1], theta=labels + labels[:1], name="this prompt: s_X", mode="lines+markers",
+                              line={"color": "#D55E00", "width": 3}, connectgaps=False))
+store_note = "The current store has no run of this model."
+try:
+    opts_store = common.query("filter_options")
+    if res.model in opts_store.get("models", []):
+        from sago_engine.scoring import sgs
+
+        scores = common.query("prompt_scores", Filters(models=(res.model,)))
+        tot = sgs(scores, by=("model", "axis")).set_index("axis")["sgs"] if len(scores) else pd.Series(dtype=float)
+        rr = [float(tot[a]) if a in tot.index else None for a in AXES]
+        fig.add_trace(go.Scatterpolar(r=rr + rr[:1], theta=labels + labels[:1], name=f"{res.model}: SGS_X (store)",
+                                      mode="lines+markers", line={"color": "#0072B2", "dash": "dash"},
+                                      connectgaps=False))
+        store_note = (f"Dashed: {res.model}'s SGS_X over all prompts of the store "
+                      f"{Path(common.store_path()).name}.")
+except Exception:  # noqa: BLE001 - the radar of the probe stands on its own
+    pass
+fig.update_layout(polar={"radialaxis": {"range": [0, 1], "title": {"text": "s_X"}}}, height=common.chart_height(460),
+                  legend={"orientation": "h"}, margin={"t": 30})
+common.chart(fig, key="live_radar", caption="This prompt's per-axis instability s_X = RMS of Δ̃ over its kept "
+             "variants (lower = more stable; axes are never added). " + store_note, data=prof)
+
+# ---------------------------------------------------------------- save
+target = live.default_user_store()
+if st.button("Save to store", key="live_save", icon=":material/save:",
+             help=f"Adds this probe as a run (dataset 'live') to {target}; never to the shipped demo store."):
+    try:
+        path, run_id = live.save_probe(res, target, ss["live_result"][2])
+        st.success(f"Saved as run {run_id} in {path}. Open that file in the sidebar's store picker "
+                   "(…or a path to another store) to see it on the other pages.")
+    except Exception as e:  # noqa: BLE001
+        st.error(f"Could not save: {type(e).__name__}: {e}")

@@ -1,0 +1,459 @@
+"""Live probes: perturb one typed prompt, run base + variants in batches, score each batch as it lands.
+
+SAGO (arXiv 2610.01428) §Notation, §Variants, §Axes. All numbers come from the same functions
+as the offline runner: variants from ``sago_engine.variants``, Δ rows from
+``sago_engine.pipeline.compute_rows``, s_X(i) from ``sago_engine.scoring.prompt_scores``.
+Nothing here keeps results in module globals: the caller passes a cache (the Live page keeps
+one per browser session in ``st.session_state``), so two sessions never see each other's probes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, MutableMapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from sago_engine.pipeline import Unit, compute_rows, response_id
+from sago_engine.scoring import prompt_scores, resolve_normalizers
+from sago_engine.seeds import stable_hash
+from sago_engine.types import AXES, AXIS_LABELS, GenerationResult, Variant, VariantSpec
+
+__all__ = [
+    "DEFAULT_MODEL", "LIVE_DATASET", "LiveError", "LiveProbe", "ProbeResult", "GENERATE_CALLS",
+    "max_prompt_chars", "check_prompt", "choose_specs", "plan_probe", "batch_slices", "load_backend",
+    "run_probe", "variant_table", "result_table", "prompt_profile", "default_user_store", "save_probe",
+]
+
+#: Default model of the Live page (small enough for a 2-core CPU).
+DEFAULT_MODEL = "smollm2-135m-instruct"
+#: Dataset name under which live probes are stored.
+LIVE_DATASET = "live"
+#: Default cap on the prompt length (characters); override with ``SAGO_LIVE_MAX_CHARS``.
+DEFAULT_MAX_CHARS = 2000
+#: Counter of backend ``generate`` calls made by ``run_probe`` (process-wide; a metric, not a result).
+GENERATE_CALLS = {"n": 0}
+
+_locks: dict[int, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+class LiveError(ValueError):
+    """A probe that cannot run (empty or too long prompt, no variant selected); the message is for the user."""
+
+
+def max_prompt_chars() -> int:
+    """The prompt length cap: ``$SAGO_LIVE_MAX_CHARS`` or ``DEFAULT_MAX_CHARS``."""
+    try:
+        return max(1, int(os.environ.get("SAGO_LIVE_MAX_CHARS", DEFAULT_MAX_CHARS)))
+    except ValueError:
+        return DEFAULT_MAX_CHARS
+
+
+def check_prompt(text: str | None, max_chars: int | None = None) -> str:
+    """The prompt stripped of surrounding whitespace.
+
+    Raises:
+        LiveError: empty / whitespace-only, or longer than ``max_chars`` (default ``max_prompt_chars()``).
+    """
+    t = (text or "").strip()
+    cap = max_prompt_chars() if max_chars is None else max_chars
+    if not t:
+        raise LiveError("The prompt is empty: type a prompt (or pick one from a dataset) first.")
+    if len(t) > cap:
+        raise LiveError(f"The prompt has {len(t):,} characters; the live page accepts at most {cap:,} "
+                        "(set SAGO_LIVE_MAX_CHARS to change the limit).")
+    return t
+
+
+def choose_specs(families: Iterable[str], subtypes: Iterable[str] | None = None,
+                 strengths: Iterable[float] | None = None, positions: Iterable[str] | None = None,
+                 max_variants: int | None = None, prompt_id: str = "live", seed: int = 0) -> list[VariantSpec]:
+    """The (F, u, s, p) cells of the chosen families that match the selections (empty/None = all).
+
+    When more than ``max_variants`` cells match, a deterministic stratified sample
+    (``variants.sample_grid``) of about max_variants/len(families) per family is taken, so every
+    family is represented.
+
+    Raises:
+        LiveError: no family chosen, or no cell matches the selections.
+    """
+    from sago_engine.variants import full_grid, sample_grid
+
+    fams = list(dict.fromkeys(families))
+    if not fams:
+        raise LiveError("Choose at least one variant family.")
+    su = set(subtypes) if subtypes else None
+    st = {float(s) for s in strengths} if strengths else None
+    po = set(positions) if positions else None
+
+    def keep(s: VariantSpec) -> bool:
+        return (su is None or s.subtype in su) and (st is None or s.strength in st) and (po is None or s.position in po)
+
+    grid = [s for s in full_grid(fams) if keep(s)]
+    if not grid:
+        raise LiveError("No variant matches the chosen families, subtypes, strengths and positions.")
+    if max_variants is None or len(grid) <= max_variants:
+        return grid
+    sizes = {f: sum(1 for s in grid if s.family == f) for f in fams}
+    present = [f for f in fams if sizes[f]]
+    # share max_variants across the families present; a small family gives its unused share to the others
+    per: dict[str, int] = {}
+    left, todo = int(max_variants), sorted(present, key=lambda f: sizes[f])
+    while todo:
+        f = todo.pop(0)
+        per[f] = min(sizes[f], left // (len(todo) + 1))
+        left -= per[f]
+    return sample_grid(prompt_id, per, seed, families=present, keep=keep)
+
+
+@dataclass(frozen=True)
+class LiveProbe:
+    """One typed prompt and its variants (built before any model runs)."""
+
+    prompt_id: str
+    """``"live:<hash of the text>"``."""
+    text: str
+    """The base prompt x (stripped)."""
+    variants: tuple[Variant, ...]
+    """x^(v) for each chosen (F, u, s, p), in grid order."""
+    seed: int
+    """Run seed the variants' seeds derive from."""
+
+
+def plan_probe(text: str, specs: Sequence[VariantSpec], seed: int = 0, max_chars: int | None = None) -> LiveProbe:
+    """Check the prompt and build its variants (``variants.make_variants``); no model is touched.
+
+    Raises:
+        LiveError: bad prompt (see ``check_prompt``) or no spec.
+    """
+    from sago_engine.variants import make_variants
+
+    t = check_prompt(text, max_chars)
+    if not specs:
+        raise LiveError("No variant selected.")
+    pid = f"live:{stable_hash(t, length=12)}"
+    return LiveProbe(pid, t, tuple(make_variants(pid, t, specs, seed)), int(seed))
+
+
+def batch_slices(n: int, first: int = 3, size: int = 8) -> list[slice]:
+    """Variant index ranges per batch: a small first batch (it also carries the base prompt), then ``size``."""
+    out, i = [], 0
+    if n and first > 0:
+        out.append(slice(0, min(first, n)))
+        i = min(first, n)
+    while i < n:
+        out.append(slice(i, min(i + max(1, size), n)))
+        i = out[-1].stop
+    return out
+
+
+def load_backend(model: str, dtype: str = "float32", device: str = "cpu", batch_size: int = 8):
+    """Load a local model (zoo key, ``"tiny-random"`` or folder) through ``backends.get_backend``.
+
+    Sets torch's thread count to ``$SAGO_LIVE_THREADS`` (default 1) unless ``SAGO_THREADS`` is set.
+
+    Raises:
+        whatever the backend raises (ModelUnavailableError, ValueError, OSError …); the page shows it.
+    """
+    from sago_engine.backends import get_backend
+
+    if not os.environ.get("SAGO_THREADS"):
+        import torch
+
+        # Measured on the 2-core dev box under load: 1 thread generates ~10x faster than 2
+        # (OpenMP threads spin against other processes). Override with SAGO_LIVE_THREADS.
+        torch.set_num_threads(max(1, int(os.environ.get("SAGO_LIVE_THREADS", "1"))))
+    return get_backend({"name": "hf_local", "model": model, "dtype": dtype, "device": device,
+                        "batch_size": batch_size})
+
+
+def _lock_for(backend: Any) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(id(backend), threading.Lock())
+
+
+def _generate(backend: Any, texts: list[str], max_new_tokens: int) -> list[GenerationResult]:
+    """One ``backend.generate`` call, serialised per backend (sessions share the loaded model)."""
+    with _lock_for(backend):
+        GENERATE_CALLS["n"] += 1
+        return backend.generate(texts, max_new_tokens)
+
+
+@dataclass
+class ProbeResult:
+    """What a (possibly partial) probe produced so far."""
+
+    probe: LiveProbe
+    model: str
+    max_new_tokens: int
+    normalizers: dict[str, float]
+    capabilities: frozenset[str]
+    base: GenerationResult | None = None
+    responses: dict[str, dict] = field(default_factory=dict)
+    """variant_id → response row (``compute_rows`` columns)."""
+    deltas: dict[str, pd.DataFrame] = field(default_factory=dict)
+    """variant_id → its six delta rows."""
+    kept: dict[str, bool] = field(default_factory=dict)
+    """variant_id → semantic filter verdict (filled after the last batch)."""
+    semantic: dict[str, float | None] = field(default_factory=dict)
+    filter_info: dict = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    """Seconds per stage: generate, score, filter; and first_result_s / total_s."""
+    cached: int = 0
+    """How many variants came from the cache."""
+    cancelled: bool = False
+
+    @property
+    def done(self) -> int:
+        return len(self.deltas)
+
+    @property
+    def complete(self) -> bool:
+        return self.done == len(self.probe.variants) and not self.cancelled
+
+    def delta_frame(self) -> pd.DataFrame:
+        """All delta rows so far (``compute_rows`` columns), in variant order."""
+        parts = [self.deltas[v.variant_id] for v in self.probe.variants if v.variant_id in self.deltas]
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
+            columns=["run_id", "dataset", "prompt_id", "variant_id", "axis", "delta", "delta_norm", "available",
+                     "reason", "detector"])
+
+
+def _key(model: str, max_new: int, normalizers: dict, text: str, variant_id: str) -> tuple:
+    return (model, int(max_new), tuple(sorted(normalizers.items())), text, variant_id)
+
+
+def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = 48, normalizers: dict | None = None,
+              cache: MutableMapping | None = None, on_batch: Callable[[ProbeResult], None] | None = None,
+              should_stop: Callable[[], bool] | None = None, first_batch: int = 3, batch_size: int = 8,
+              semantic_filter: bool = True) -> ProbeResult:
+    """Run base + variants in batches; after each batch its rows are scored and ``on_batch`` is called.
+
+    The first batch holds the base prompt and ``first_batch`` variants (a fast first result);
+    later batches hold ``batch_size`` variants. Each batch is scored with
+    ``pipeline.compute_rows`` (the offline runner's code). Results are cached in ``cache`` per
+    (model, max_new_tokens, R_X, prompt, variant) — a repeated probe makes no generate call.
+    ``should_stop`` is checked between batches; a stopped probe is returned partial with
+    ``cancelled=True``. After the last batch the semantic filter (SAGO §Variants) marks which
+    variants are kept for s_X, as in a stored run.
+    """
+    t0 = time.perf_counter()
+    norms = resolve_normalizers(normalizers)
+    cache = {} if cache is None else cache
+    model = str(getattr(backend, "model_id", "?"))
+    res = ProbeResult(probe, model, int(max_new_tokens), norms, frozenset(backend.capabilities))
+    tim = {"generate": 0.0, "score": 0.0, "filter": 0.0}
+    res.timings = tim
+    bkey = _key(model, max_new_tokens, norms, probe.text, "<base>")
+    res.base = cache.get(bkey)
+    variants = list(probe.variants)
+    todo = []
+    for v in variants:
+        hit = cache.get(_key(model, max_new_tokens, norms, probe.text, v.variant_id))
+        if hit is not None and res.base is not None:
+            res.responses[v.variant_id], res.deltas[v.variant_id] = hit
+            res.cached += 1
+        else:
+            todo.append(v)
+    if res.deltas and on_batch:
+        tim["first_result_s"] = time.perf_counter() - t0
+        on_batch(res)
+    for sl in batch_slices(len(todo), first_batch, batch_size) or ([slice(0, 0)] if res.base is None else []):
+        if should_stop and should_stop():
+            res.cancelled = True
+            break
+        batch = todo[sl]
+        texts = ([probe.text] if res.base is None else []) + [v.text for v in batch]
+        t = time.perf_counter()
+        out = _generate(backend, texts, max_new_tokens)
+        tim["generate"] += time.perf_counter() - t
+        if res.base is None:
+            res.base, out = out[0], out[1:]
+            cache[bkey] = res.base
+        t = time.perf_counter()
+        if batch:
+            resp, dl = compute_rows("live", [Unit(probe.prompt_id, LIVE_DATASET, res.base, batch, out)], norms,
+                                    res.capabilities)
+            for v in batch:
+                r = resp[resp["variant_id"] == v.variant_id].iloc[0].to_dict()
+                d = dl[dl["variant_id"] == v.variant_id].reset_index(drop=True)
+                res.responses[v.variant_id], res.deltas[v.variant_id] = r, d
+                cache[_key(model, max_new_tokens, norms, probe.text, v.variant_id)] = (r, d)
+        tim["score"] += time.perf_counter() - t
+        tim.setdefault("first_result_s", time.perf_counter() - t0)
+        if on_batch:
+            on_batch(res)
+    if semantic_filter and res.done:
+        t = time.perf_counter()
+        _apply_filter(res, cache)
+        tim["filter"] += time.perf_counter() - t
+    tim["total_s"] = time.perf_counter() - t0
+    return res
+
+
+def _apply_filter(res: ProbeResult, cache: MutableMapping) -> None:
+    """Semantic filter verdicts for the scored variants (cached per prompt + variant set)."""
+    from sago_engine.variants.semantic_filter import FilterConfig, apply_filter, effective_threshold
+
+    vs = [v for v in res.probe.variants if v.variant_id in res.deltas]
+    key = ("filter", res.probe.text, tuple(v.variant_id for v in vs))
+    if key not in cache:
+        cfg = FilterConfig()
+        verdicts = apply_filter(vs, {res.probe.prompt_id: res.probe.text}, cfg)
+        cache[key] = ({vd.variant_id: vd.kept for vd in verdicts},
+                      {vd.variant_id: vd.semantic_score for vd in verdicts},
+                      {vd.variant_id: vd.passes for vd in verdicts}, effective_threshold(cfg))
+    res.kept, res.semantic, _, res.filter_info = cache[key]
+
+
+# ---------------------------------------------------------------- tables and the radar
+def _label(spec: VariantSpec) -> str:
+    from sago_engine.detail import variant_label
+
+    return variant_label(spec.family, spec.subtype, spec.strength, spec.position)
+
+
+def variant_table(probe: LiveProbe) -> pd.DataFrame:
+    """One row per variant: label, family, subtype, strength, position, text, changed."""
+    return pd.DataFrame([{"label": _label(v.spec), **v.spec.as_dict(), "text": v.text,
+                          "changed": v.text != probe.text} for v in probe.variants],
+                        columns=["label", "family", "subtype", "strength", "position", "text", "changed"])
+
+
+def _mirroring_verdict(d: float | None) -> str:
+    if d is None or d != d:
+        return "n/a"
+    return {1: "starts mirroring", -1: "stops mirroring"}.get(int(round(d)), "no change")
+
+
+def result_table(res: ProbeResult) -> pd.DataFrame:
+    """The variant table with, per finished variant, its response, Δ̃ per axis and the mirroring verdict.
+
+    Unfinished variants have status "pending" and empty cells; an unavailable axis is NaN (n/a).
+    """
+    rows = []
+    for v in res.probe.variants:
+        row: dict[str, Any] = {"label": _label(v.spec), **v.spec.as_dict(), "variant": v.text}
+        d = res.deltas.get(v.variant_id)
+        if d is None:
+            row.update(status="pending", response=None, mirroring=None, kept=None)
+            row.update({AXIS_LABELS[a]: np.nan for a in AXES})
+        else:
+            by = d.set_index("axis")
+            row.update(status="done", response=res.responses[v.variant_id]["response"],
+                       kept=res.kept.get(v.variant_id))
+            for a in AXES:
+                ok = a in by.index and bool(by.loc[a, "available"])
+                row[AXIS_LABELS[a]] = float(by.loc[a, "delta_norm"]) if ok else np.nan
+            mr = by.loc["mr", "delta"] if "mr" in by.index and bool(by.loc["mr", "available"]) else None
+            row["mirroring"] = _mirroring_verdict(mr)
+        rows.append(row)
+    cols = ["status", "label", "family", "subtype", "strength", "position", "variant", "response",
+            *[AXIS_LABELS[a] for a in AXES], "mirroring", "kept"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def prompt_profile(res: ProbeResult) -> pd.DataFrame:
+    """s_X of the probed prompt per axis (``scoring.prompt_scores``): axis, axis_label, s, n_variants.
+
+    Only variants the semantic filter keeps count (as in a stored run); an axis with no
+    available delta gets NaN (shown as n/a, never 0).
+    """
+    d = res.delta_frame()
+    if res.kept:
+        d = d[d["variant_id"].map(lambda vid: res.kept.get(vid, True))]
+    d = d.assign(delta_norm=d["delta_norm"].where(d["available"].astype(bool)))
+    sc = prompt_scores(d) if len(d) else pd.DataFrame(columns=["axis", "s", "n_variants"])
+    vals = dict(zip(sc["axis"], sc["s"]))
+    ns = dict(zip(sc["axis"], sc["n_variants"]))
+    return pd.DataFrame([{"axis": a, "axis_label": AXIS_LABELS[a], "s": float(vals.get(a, np.nan)),
+                          "n_variants": int(ns.get(a, 0))} for a in AXES])
+
+
+# ---------------------------------------------------------------- save to a user store
+def default_user_store() -> Path:
+    """Where "save to store" writes: ``$SAGO_USER_STORE``, else ``${SAGO_CACHE_DIR:-~/.cache/sago}/probes.duckdb``."""
+    if os.environ.get("SAGO_USER_STORE"):
+        return Path(os.environ["SAGO_USER_STORE"]).expanduser()
+    root = Path(os.environ.get("SAGO_CACHE_DIR") or Path.home() / ".cache" / "sago").expanduser()
+    return root / "probes.duckdb"
+
+
+def probe_run_id(res: ProbeResult) -> str:
+    """Deterministic run key of a saved probe: model, decoding, seed, R_X and the variant ids."""
+    return stable_hash("live", res.model, {"greedy": True, "max_new_tokens": res.max_new_tokens}, res.probe.seed,
+                       res.normalizers, res.probe.prompt_id, [v.variant_id for v in res.probe.variants
+                                                             if v.variant_id in res.deltas], length=16)
+
+
+def probe_frames(res: ProbeResult, backend_info: dict | None = None) -> tuple[dict, dict[str, pd.DataFrame]]:
+    """The run record and the table frames of a finished (or partial) probe, keyed like the runner's."""
+    from sago_engine.bertscore import encoder_info
+    from sago_engine.runrecord import fingerprint, library_versions
+
+    info = backend_info or {}
+    run_id = probe_run_id(res)
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    record = {
+        "run_id": run_id, "model": res.model, "backend": info.get("backend", "hf_local"),
+        "model_source": str(info.get("source", "")),
+        "weights_sha256": info.get("weights_sha256") or info.get("gguf_sha256"), "dtype": info.get("dtype"),
+        "device": str(info.get("device", "")),
+        "decoding": {"greedy": True, "max_new_tokens": res.max_new_tokens, "batch_size": info.get("decoding", {}).get("batch_size")},
+        "seed": res.probe.seed, "normalizers": res.normalizers, "semantic_filter": res.filter_info,
+        "encoder": encoder_info(), "capabilities": sorted(res.capabilities), "versions": library_versions(),
+        "config": {"source": "live page", "prompt_id": res.probe.prompt_id}, "started_at": now,
+        "finished_at": now, "status": "complete" if res.complete else "partial",
+    }
+    record["fingerprint"] = fingerprint(record)
+    done = [v for v in res.probe.variants if v.variant_id in res.deltas]
+    prompts = pd.DataFrame([{"prompt_id": res.probe.prompt_id, "dataset": LIVE_DATASET, "source_id": None,
+                             "text": res.probe.text, "reference": None, "category": None}])
+    variants = pd.DataFrame([{
+        "variant_id": v.variant_id, "prompt_id": v.prompt_id, **v.spec.as_dict(), "text": v.text, "seed": v.seed,
+        "generator": v.generator, "meta": json.dumps(v.meta, sort_keys=True, ensure_ascii=False),
+        "semantic_score": res.semantic.get(v.variant_id), "passes_filter": res.kept.get(v.variant_id, True),
+        "kept": res.kept.get(v.variant_id, True)} for v in done])
+    resp_rows = []
+    base_row = compute_rows(run_id, [Unit(res.probe.prompt_id, LIVE_DATASET, res.base, [], [])], res.normalizers,
+                            res.capabilities)[0] if res.base is not None else pd.DataFrame()
+    for v in done:
+        r = dict(res.responses[v.variant_id])
+        r["run_id"], r["response_id"] = run_id, response_id(run_id, res.probe.prompt_id, v.variant_id)
+        resp_rows.append(r)
+    responses = pd.concat([base_row, pd.DataFrame(resp_rows)], ignore_index=True)
+    deltas = res.delta_frame().assign(run_id=run_id)
+    units = pd.DataFrame([{"run_id": run_id, "prompt_id": res.probe.prompt_id, "n_variants": len(done),
+                           "finished_at": now}])
+    return record, {"prompts": prompts, "variants": variants, "responses": responses, "deltas": deltas,
+                    "units": units}
+
+
+def save_probe(res: ProbeResult, path: str | Path | None = None, backend_info: dict | None = None) -> tuple[Path, str]:
+    """Write the probe as a run into a user store (created if new). Returns (path, run_id).
+
+    Raises:
+        LiveError: ``path`` is the shipped demo store, or the probe has no finished variant.
+        StoreError: the file exists but is not a sago store.
+    """
+    from sago_engine.report import DEMO_STORE
+    from sago_engine.store import open_store
+
+    p = Path(path) if path else default_user_store()
+    if p.resolve() == Path(DEMO_STORE).resolve():
+        raise LiveError("Live probes are never written into the shipped demo store; choose a user store.")
+    if not res.done or res.base is None:
+        raise LiveError("Nothing to save yet: run the probe first.")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    record, frames = probe_frames(res, backend_info)
+    with open_store(p, read_only=False, create=True) as store:
+        store.write_probe(record, frames)
+    return p, record["run_id"]

@@ -1,0 +1,30 @@
+"""Run records shared by the offline runner and the live page: library versions and the run fingerprint."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+
+VERSION_PACKAGES = ("sago", "torch", "transformers", "gguf", "accelerate", "sacrebleu", "bert-score", "duckdb", "numpy", "scipy")
+
+
+def library_versions() -> dict[str, str]:
+    """Installed versions of the libraries that can change a number (recorded per run)."""
+    import sago_engine
+
+    out = {"sago": sago_engine.__version__}
+    for p in VERSION_PACKAGES[1:]:
+        try:
+            out[p] = md.version(p)
+        except md.PackageNotFoundError:
+            out[p] = "not installed"
+    return out
+
+
+def fingerprint(record: dict) -> str:
+    """A short readable signature of what produced the numbers (like sacrebleu's Signature)."""
+    v = record.get("versions", {})
+    r = record.get("normalizers", {})
+    rs = ",".join(f"{k}={r[k]:g}" for k in sorted(r))
+    return (f"sago:{v.get('sago','?')}|model:{record['model']}@{str(record.get('weights_sha256') or '?')[:12]}"
+            f"|dtype:{record.get('dtype')}|greedy|max_new:{record['decoding']['max_new_tokens']}"
+            f"|seed:{record['seed']}|R:{rs}|torch:{v.get('torch','?')}|transformers:{v.get('transformers','?')}")

@@ -1,0 +1,335 @@
+"""Statistics beyond the paper: bootstrap CIs, Holm / BH control, sample size, reversal probabilities, R_X choice.
+
+SAGO (arXiv 2610.01428) rests on N = 16 prompts per dataset and one-sided t-tests with stars;
+this module adds what a statistician asks for next. Pure functions over pandas DataFrames
+(scipy / numpy only, every random draw from a seeded ``numpy.random.Generator``); nothing
+here touches the store or Streamlit. docs/METHOD.md §Statistics states every choice.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+import zlib
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from sago_engine.scoring import marker
+
+#: Below this many prompts a group's interval and test are flagged as unreliable.
+SMALL_N = 5
+#: Multiple-comparison corrections a page can switch between.
+CORRECTIONS: tuple[str, ...] = ("none", "holm", "bh")
+CORRECTION_LABELS = {"none": "none (raw p)", "holm": "Holm (FWER)", "bh": "Benjamini–Hochberg (FDR)"}
+#: Sample sizes of the paper's appendix D.
+SAMPLE_SIZES: tuple[int, ...] = (4, 8, 16, 32, 64, 128)
+#: A pair of models is *called* a ranking reversal only when the bootstrap probability that its
+#: order differs between two datasets is at least this.
+REVERSAL_THRESHOLD = 0.95
+#: Variant-cell keys of the sample-size view (F, u, s, p).
+CELL = ("family", "subtype", "strength", "position")
+
+STATUS_OK, STATUS_FLAT, STATUS_TINY = "ok", "no variation", "too few prompts"
+
+
+def group_rng(seed: int, key) -> np.random.Generator:
+    """Generator for one group: seeded from ``seed`` and crc32 of the group key, so a group's draws
+    do not change when other groups are filtered in or out."""
+    return np.random.default_rng([int(seed), zlib.crc32(repr(key).encode())])
+
+
+# ====================================================================== 1. bootstrap CIs
+def bootstrap_mean_ci(s: np.ndarray, n_resamples: int = 1000, level: float = 0.95,
+                      rng: np.random.Generator | None = None, method: str = "percentile") -> tuple[float, float, float, str]:
+    """Bootstrap CI of the mean of per-prompt scores (resampling prompts with replacement).
+
+    ``scipy.stats.bootstrap(method=...)`` (``"percentile"`` by default; ``"BCa"`` allowed).
+    Returns (mean, lo, hi, status): status ``"ok"``; ``"no variation"`` when every score is
+    equal (lo = hi = mean, instead of scipy's NaN); ``"too few prompts"`` with < 2 (NaN bounds).
+    """
+    x = np.asarray(s, dtype=np.float64)
+    x = x[~np.isnan(x)]
+    if len(x) == 0:
+        return float("nan"), float("nan"), float("nan"), STATUS_TINY
+    m = float(np.mean(x))
+    if len(x) < 2:
+        return m, float("nan"), float("nan"), STATUS_TINY
+    if np.ptp(x) == 0:
+        return m, m, m, STATUS_FLAT
+    res = stats.bootstrap((x,), np.mean, n_resamples=int(n_resamples), confidence_level=level, method=method,
+                          random_state=rng if rng is not None else np.random.default_rng(0), vectorized=True)
+    return m, float(res.confidence_interval.low), float(res.confidence_interval.high), STATUS_OK
+
+
+def bootstrap_sgs(scores: pd.DataFrame, by: Sequence[str] = ("model", "axis"), n_resamples: int = 1000,
+                  level: float = 0.95, seed: int = 0, method: str = "percentile") -> pd.DataFrame:
+    """Bootstrap CI of SGS (the mean of s_X(i) over prompts) per group — the one bootstrap of sago.
+
+    SAGO (arXiv 2610.01428) §Notation defines SGS; the interval is ours. Each group resamples its
+    own prompts ``n_resamples`` times with a generator seeded from ``seed`` and the group key.
+
+    Args:
+        scores: per-prompt scores (``Store.prompt_scores``: ``by`` columns + ``s``).
+        method: ``"percentile"`` (default; what the pages show) or ``"BCa"``.
+    Returns:
+        ``by`` + sgs, lo, hi, n_prompts, n_resamples, level, status (``ok`` | ``no variation`` |
+        ``too few prompts``), small_n (n_prompts < ``SMALL_N``).
+    """
+    by = list(by)
+    rows = []
+    for key, grp in scores.groupby(by, sort=True, observed=True):
+        key = key if isinstance(key, tuple) else (key,)
+        s = grp["s"].to_numpy(dtype=float)
+        m, lo, hi, status = bootstrap_mean_ci(s, n_resamples, level, group_rng(seed, key), method)
+        n = int(np.sum(~np.isnan(s)))
+        rows.append({**dict(zip(by, key)), "sgs": m, "lo": lo, "hi": hi, "n_prompts": n,
+                     "n_resamples": int(n_resamples), "level": level, "status": status, "small_n": n < SMALL_N})
+    return pd.DataFrame(rows, columns=[*by, "sgs", "lo", "hi", "n_prompts", "n_resamples", "level", "status",
+                                       "small_n"])
+
+
+# ====================================================================== 2. multiple comparisons
+def holm(p: Iterable[float]) -> np.ndarray:
+    """Holm's step-down adjusted p-values (controls the family-wise error rate).
+
+    Sort the m finite p-values ascending, p_(1) ≤ … ≤ p_(m); p̃_(i) = max_{j ≤ i} min(1, (m − j + 1) p_(j)).
+    NaN p-values (no test) stay NaN and do not count in m. Returns them in input order.
+    """
+    p = np.asarray(list(p), dtype=np.float64)
+    out = np.full(p.shape, np.nan)
+    ok = np.isfinite(p)
+    m = int(ok.sum())
+    if m == 0:
+        return out
+    q = p[ok]
+    order = np.argsort(q, kind="mergesort")
+    adj = np.minimum(1.0, (m - np.arange(m)) * q[order])
+    adj = np.maximum.accumulate(adj)
+    res = np.empty(m)
+    res[order] = adj
+    out[ok] = res
+    return out
+
+
+def benjamini_hochberg(p: Iterable[float]) -> np.ndarray:
+    """Benjamini–Hochberg adjusted p-values (controls the false discovery rate), via
+    ``scipy.stats.false_discovery_control(method="bh")``. NaN stays NaN and does not count in m."""
+    p = np.asarray(list(p), dtype=np.float64)
+    out = np.full(p.shape, np.nan)
+    ok = np.isfinite(p)
+    if ok.any():
+        out[ok] = stats.false_discovery_control(p[ok], method="bh")
+    return out
+
+
+def adjust_pvalues(p: Iterable[float], correction: str = "none") -> np.ndarray:
+    """Adjusted p-values: ``"none"`` (raw), ``"holm"`` or ``"bh"``; raises ValueError otherwise."""
+    if correction == "none":
+        return np.asarray(list(p), dtype=np.float64)
+    if correction == "holm":
+        return holm(p)
+    if correction == "bh":
+        return benjamini_hochberg(p)
+    raise ValueError(f"unknown correction {correction!r}; valid: {', '.join(CORRECTIONS)}")
+
+
+def apply_correction(sig: pd.DataFrame, correction: str = "none") -> pd.DataFrame:
+    """Adjust the ``p`` column of a significance table over ALL its rows (= the family of tests shown).
+
+    Adds ``p_adj`` and ``correction``; ``marker`` follows ``p_adj`` (raw p when ``"none"``);
+    ``p`` stays the raw p-value. Returns a copy.
+    """
+    out = sig.copy()
+    out["p_adj"] = adjust_pvalues(out["p"].to_numpy(dtype=float), correction) if len(out) else np.array([])
+    out["correction"] = correction
+    out["marker"] = [marker(p) for p in out["p_adj"]]
+    return out
+
+
+# ====================================================================== 3. sample size (appendix D)
+def sample_size_std(cell_scores: pd.DataFrame, sizes: Sequence[int] = SAMPLE_SIZES, n_repeats: int = 500,
+                    seed: int = 0, by: Sequence[str] = ("model", "axis")) -> pd.DataFrame:
+    """Std across repeats of the mean over N prompts drawn without replacement, per (F, u, s, p) group.
+
+    SAGO (arXiv 2610.01428) appendix D. For each ``by`` × (family, subtype, strength, position)
+    group with M prompts and each N in ``sizes`` (capped at M; N = M is then drawn once, std 0):
+    draw N of the M prompts without replacement ``n_repeats`` times, take the mean of the
+    per-prompt cell score in each draw, report the sample std (ddof=1) of those means. The
+    draws for different N share one random permutation per repeat (the first N of it), so the
+    curve is monotone in expectation and cheap; each is still a uniform draw without replacement.
+
+    Args:
+        cell_scores: ``Store.cell_prompt_scores`` — ``by`` + family, subtype, strength, position,
+            prompt_id, s (RMS of Δ̃ over that prompt's variants in the cell).
+    Returns:
+        ``by`` + family, subtype, strength, position, n (the N used), n_requested, n_available (M),
+        std_mean, pop_std (σ of the M scores, ddof=0), expected_std = σ/√N·√((M−N)/(M−1))
+        (the exact finite-population value), n_repeats.
+    """
+    keys = [*by, *CELL]
+    rows = []
+    for key, grp in cell_scores.groupby(keys, sort=True, observed=True, dropna=False):
+        x = grp["s"].to_numpy(dtype=np.float64)
+        x = x[~np.isnan(x)]
+        m = len(x)
+        if m == 0:
+            continue
+        rng = group_rng(seed, key)
+        perm = np.argsort(rng.random((int(n_repeats), m)), axis=1)
+        sigma = float(np.std(x))
+        done = set()
+        for n_req in sizes:
+            n = min(int(n_req), m)
+            if n in done and n == m:  # capped sizes repeat the same N: keep the first
+                continue
+            done.add(n)
+            means = x[perm[:, :n]].mean(axis=1)
+            if n == m:  # every prompt drawn: the mean is fixed (exactly 0, not rounding noise)
+                sd = 0.0
+            else:
+                sd = float(np.std(means, ddof=1)) if n_repeats > 1 else float("nan")
+            exp_sd = sigma / math.sqrt(n) * math.sqrt((m - n) / (m - 1)) if m > 1 else 0.0
+            rows.append({**dict(zip(keys, key)), "n": n, "n_requested": int(n_req), "n_available": m,
+                         "std_mean": sd, "pop_std": sigma, "expected_std": exp_sd, "n_repeats": int(n_repeats)})
+    return pd.DataFrame(rows, columns=[*keys, "n", "n_requested", "n_available", "std_mean", "pop_std",
+                                       "expected_std", "n_repeats"])
+
+
+def sample_size_summary(curve: pd.DataFrame, by: Sequence[str] = ("model", "axis")) -> pd.DataFrame:
+    """Per ``by`` and N: median (and max) over (F, u, s, p) groups of the std of the mean, for the chart."""
+    g = curve.groupby([*by, "n"], sort=True, observed=True)
+    out = g.agg(median_std=("std_mean", "median"), max_std=("std_mean", "max"), n_groups=("std_mean", "size"),
+                median_expected=("expected_std", "median")).reset_index()
+    return out
+
+
+def n_for_halfwidth(scores: pd.DataFrame, halfwidth: float = 0.02, level: float = 0.95,
+                    by: Sequence[str] = ("model", "axis")) -> pd.DataFrame:
+    """Prompts needed for a CI of SGS with half-width h: n = ⌈(z·σ/h)²⌉ (normal approximation).
+
+    z = ``scipy.stats.norm.ppf(1 − (1 − level)/2)``, σ = sample std (ddof=1) of s_X(i) in the
+    group. Returns ``by`` + sigma, n_now, halfwidth_now (z·σ/√n_now), n_needed (0 when σ = 0:
+    "no variation"), halfwidth, level, status.
+    """
+    if not halfwidth > 0:
+        raise ValueError(f"half-width must be > 0, got {halfwidth}")
+    z = float(stats.norm.ppf(1 - (1 - level) / 2))
+    rows = []
+    for key, grp in scores.groupby(list(by), sort=True, observed=True):
+        key = key if isinstance(key, tuple) else (key,)
+        s = grp["s"].dropna().to_numpy(dtype=float)
+        n = len(s)
+        sd = float(np.std(s, ddof=1)) if n > 1 else float("nan")
+        status = STATUS_TINY if n < 2 else (STATUS_FLAT if sd == 0 else STATUS_OK)
+        need = (0 if sd == 0 else int(math.ceil((z * sd / halfwidth) ** 2))) if n > 1 else None
+        rows.append({**dict(zip(by, key)), "sigma": sd, "n_now": n,
+                     "halfwidth_now": z * sd / math.sqrt(n) if n > 1 else float("nan"),
+                     "n_needed": need, "halfwidth": halfwidth, "level": level, "status": status})
+    return pd.DataFrame(rows, columns=[*by, "sigma", "n_now", "halfwidth_now", "n_needed", "halfwidth", "level",
+                                       "status"])
+
+
+# ====================================================================== 4. reversals with uncertainty
+def _boot_means(scores: pd.DataFrame, axis: str, dataset: str, models: list[str], n_resamples: int,
+                seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Observed and bootstrap SGS_X(d) per model (columns) — prompts resampled jointly across models (paired)."""
+    g = scores[(scores["axis"] == axis) & (scores["dataset"] == dataset)]
+    w = g.pivot_table(index="prompt_id", columns="model", values="s", aggfunc="mean").reindex(columns=models)
+    x = w.to_numpy(dtype=np.float64)
+    rng = group_rng(seed, (axis, dataset))
+    idx = rng.integers(0, len(x), size=(int(n_resamples), len(x)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a model without prompts here: NaN mean
+        boot = np.nanmean(x[idx], axis=1)  # (B, n_models)
+        obs = np.nanmean(x, axis=0)
+    return obs, boot
+
+
+def reversal_probabilities(scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0,
+                           threshold: float = REVERSAL_THRESHOLD) -> pd.DataFrame:
+    """Bootstrap probability that two models' order on an axis differs between two datasets.
+
+    For each axis, dataset d, a bootstrap replicate resamples d's prompts with replacement — the
+    same prompts for every model (the models answered the same prompts, so the draw is paired).
+    For models a < b and datasets A < B, P(reversal) = share of replicates where
+    sign(SGS_a(A) − SGS_b(A)) and sign(SGS_a(B) − SGS_b(B)) are strictly opposite. Datasets are
+    resampled independently. Only pairs with P ≥ ``threshold`` (default 0.95) are *called*
+    reversals (``reversal`` True); the point-estimate flips are kept as ``observed_flip``.
+
+    Returns:
+        axis, model_a, model_b, dataset_a, dataset_b, diff_a (SGS_a − SGS_b on dataset_a),
+        diff_b (on dataset_b), observed_flip, p_reversal, reversal, n_resamples, threshold.
+    """
+    cols = ["axis", "model_a", "model_b", "dataset_a", "dataset_b", "diff_a", "diff_b", "observed_flip",
+            "p_reversal", "reversal", "n_resamples", "threshold"]
+    rows = []
+    for axis, ga in scores.groupby("axis", sort=True):
+        models = sorted(ga["model"].unique())
+        datasets = sorted(ga["dataset"].unique())
+        if len(models) < 2 or len(datasets) < 2:
+            continue
+        bm = {d: _boot_means(ga, axis, d, models, n_resamples, seed) for d in datasets}
+        for i, a in enumerate(models):
+            for j in range(i + 1, len(models)):
+                b = models[j]
+                for k, da in enumerate(datasets):
+                    for db in datasets[k + 1:]:
+                        oa, ba = bm[da]
+                        ob, bb = bm[db]
+                        d1, d2 = oa[i] - oa[j], ob[i] - ob[j]
+                        if not (np.isfinite(d1) and np.isfinite(d2)):
+                            continue
+                        s1, s2 = np.sign(ba[:, i] - ba[:, j]), np.sign(bb[:, i] - bb[:, j])
+                        p = float(np.mean(s1 * s2 < 0))
+                        rows.append({"axis": axis, "model_a": a, "model_b": b, "dataset_a": da, "dataset_b": db,
+                                     "diff_a": float(d1), "diff_b": float(d2), "observed_flip": bool(d1 * d2 < 0),
+                                     "p_reversal": p, "reversal": p >= threshold, "n_resamples": int(n_resamples),
+                                     "threshold": threshold})
+    return pd.DataFrame(rows, columns=cols)
+
+
+# ====================================================================== 5. normalizers and per-token log-prob
+def data_driven_normalizers(quantiles: pd.DataFrame, paper: Mapping[str, float] | Iterable[tuple[str, float]]) -> pd.DataFrame:
+    """R_X chosen from the data next to the paper's constants.
+
+    Args:
+        quantiles: ``Store.delta_abs_quantiles`` — axis, n, q (the quantile level), q_abs (that
+            quantile of |Δ|), max_abs.
+        paper: the paper's / run's R_X per axis.
+    Returns:
+        axis, n, q, q_abs, max_abs, r_paper, r_data, source. r_data = q_abs; if that is 0 (e.g.
+        Δ-MR where most Δ are 0) the max |Δ| is used (source "max |Δ|"); if that is 0 too, the
+        paper's R (source "paper (no variation)").
+    """
+    paper = dict(paper)
+    rows = []
+    for r in quantiles.itertuples(index=False):
+        rp = float(paper.get(r.axis, float("nan")))
+        if r.q_abs is not None and np.isfinite(r.q_abs) and r.q_abs > 0:
+            rd, src = float(r.q_abs), f"{r.q:.0%} quantile of |Δ|"
+        elif r.max_abs is not None and np.isfinite(r.max_abs) and r.max_abs > 0:
+            rd, src = float(r.max_abs), "max |Δ|"
+        else:
+            rd, src = rp, "paper (no variation)"
+        rows.append({"axis": r.axis, "n": int(r.n), "q": float(r.q), "q_abs": r.q_abs, "max_abs": r.max_abs,
+                     "r_paper": rp, "r_data": rd, "source": src})
+    return pd.DataFrame(rows, columns=["axis", "n", "q", "q_abs", "max_abs", "r_paper", "r_data", "source"])
+
+
+def rms_scores(deltas: pd.DataFrame, r: float, value: str = "delta",
+               by: Sequence[str] = ("model", "dataset", "prompt_id")) -> pd.DataFrame:
+    """Per-prompt RMS s(i) = sqrt(mean clip(Δ/R, −1, 1)²) of any raw Δ column (SAGO §Notation formula).
+
+    Used for the length-normalized (per-token) log-prob: ``value="delta_per_token"``.
+    Returns ``by`` + s, n_variants.
+    """
+    if not r > 0:
+        raise ValueError(f"normalizer must be > 0, got {r}")
+    d = deltas.dropna(subset=[value])
+    x = np.clip(d[value].to_numpy(dtype=np.float64) / r, -1.0, 1.0)
+    g = d.assign(_sq=x * x).groupby(list(by), sort=True, observed=True)["_sq"]
+    out = g.agg(s=lambda v: float(np.sqrt(np.mean(v))), n_variants="size").reset_index()
+    return out

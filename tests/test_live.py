@@ -1,0 +1,160 @@
+"""The Live page: plan → batched run → Δ rows → s_X radar, the session cache, input limits, save to a user store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from sago_engine import live
+from tests.factories import make_store
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPT = "What is the capital of Australia?"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return make_store(tmp_path_factory.mktemp("live") / "s.duckdb")
+
+
+def _page(store_path, prompt: str | None = PROMPT, model: str = "tiny-random"):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.session_state["app_store_custom"] = str(store_path)
+    at.switch_page("pages/live.py")
+    at.run()
+    assert not at.exception, at.exception
+    if prompt is not None:
+        at.text_area(key="live_prompt").input(prompt)
+    at.selectbox(key="live_model").select(model)
+    at.multiselect(key="live_families").set_value(["social_register", "surface_noise"])
+    at.number_input(key="live_max_variants").set_value(5)
+    at.number_input(key="live_max_new").set_value(6)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_variants_appear_before_any_run(store):
+    at = _page(store)
+    table = at.dataframe[0].value
+    assert len(table) == 5 and set(table["family"]) == {"social_register", "surface_noise"}
+    assert {"family", "subtype", "strength", "position", "text"} <= set(table.columns)
+
+
+def test_run_fills_deltas_then_second_run_hits_the_cache(store):
+    at = _page(store)
+    before = live.GENERATE_CALLS["n"]
+    at.button(key="live_run").click().run()
+    assert not at.exception, at.exception
+    assert not at.error, [e.value for e in at.error]
+    res = at.dataframe[0].value
+    assert len(res) == 5 and (res["status"] == "done").all()
+    assert res["Δ-BLEU"].notna().all() and res["Δ-Cos"].notna().all()
+    assert set(res["mirroring"]) <= {"no change", "starts mirroring", "stops mirroring", "n/a"}
+    assert len(at.get("plotly_chart")) == 1  # the s_X radar
+    calls = live.GENERATE_CALLS["n"]
+    assert calls > before
+    at.button(key="live_run").click().run()  # same probe again: served from this session's cache
+    assert not at.exception
+    assert live.GENERATE_CALLS["n"] == calls
+    pd.testing.assert_frame_equal(at.dataframe[0].value, res)
+
+
+@pytest.mark.parametrize("prompt,env,message", [
+    ("   ", None, "The prompt is empty"),
+    ("x" * 41, "40", "at most 40"),
+])
+def test_bad_prompt_gives_clear_error(store, monkeypatch, prompt, env, message):
+    if env:
+        monkeypatch.setenv("SAGO_LIVE_MAX_CHARS", env)
+    at = _page(store, prompt=prompt)
+    at.button(key="live_run").click().run()
+    assert not at.exception
+    assert any(message in e.value for e in at.error), [e.value for e in at.error]
+    assert not at.get("plotly_chart")
+
+
+def test_model_that_fails_to_load_gives_clear_error(store, tmp_path):
+    at = _page(store)
+    at.text_input(key="live_model_path").input(str(tmp_path / "no-such-model"))
+    at.button(key="live_run").click().run()
+    assert not at.exception
+    assert any("Cannot load the model" in e.value for e in at.error), [e.value for e in at.error]
+
+
+# ---------------------------------------------------------------- engine
+def test_batches_and_spec_sampling():
+    assert live.batch_slices(24, 3, 8) == [slice(0, 3), slice(3, 11), slice(11, 19), slice(19, 24)]
+    assert live.batch_slices(0) == []
+    specs = live.choose_specs(["social_register", "surface_noise", "structural"], max_variants=24)
+    by = pd.Series([s.family for s in specs]).value_counts().to_dict()
+    assert len(specs) == 24 and by["structural"] == 5 and set(by) == {"social_register", "surface_noise", "structural"}
+    with pytest.raises(live.LiveError, match="No variant matches"):
+        live.choose_specs(["structural"], positions=["PREFIX"])
+    with pytest.raises(live.LiveError, match="at least one"):
+        live.choose_specs([])
+
+
+def test_cache_is_per_caller_and_save_goes_to_a_user_store(tiny_backend, tmp_path):
+    specs = live.choose_specs(["surface_noise"], max_variants=3)
+    probe = live.plan_probe(PROMPT, specs)
+    mine, theirs = {}, {}
+    seen = []
+    r1 = live.run_probe(tiny_backend, probe, 4, cache=mine, on_batch=lambda r: seen.append(r.done), first_batch=1,
+                        batch_size=2)
+    assert seen == [1, 3] and r1.complete
+    n = live.GENERATE_CALLS["n"]
+    live.run_probe(tiny_backend, probe, 4, cache=theirs)  # another session: its own cache, so it generates
+    assert live.GENERATE_CALLS["n"] == n + 1
+    stopped = live.run_probe(tiny_backend, probe, 4, cache={}, should_stop=lambda: True)
+    assert stopped.cancelled and stopped.done == 0
+
+    from sago_engine.report import DEMO_STORE
+    from sago_engine.store import open_store
+
+    with pytest.raises(live.LiveError, match="demo store"):
+        live.save_probe(r1, DEMO_STORE)
+    path, run_id = live.save_probe(r1, tmp_path / "user.duckdb", tiny_backend.info())
+    live.save_probe(r1, path, tiny_backend.info())  # idempotent
+    with open_store(path) as st:
+        scores = st.prompt_scores()
+        assert set(scores["run_id"]) == {run_id} and set(scores["dataset"]) == {"live"}
+        assert st.counts()["responses"] == 4  # base + 3 variants
+    prof = live.prompt_profile(r1).set_index("axis")
+    merged = scores.set_index("axis")["s"]
+    for a in merged.index:
+        assert prof.loc[a, "s"] == pytest.approx(merged[a], abs=1e-9)
+
+
+# ---------------------------------------------------------------- real browser, real model
+@pytest.mark.browser
+def test_live_page_in_a_real_browser_with_smollm():
+    """Type the prompt on /live with smollm2-135m-instruct, run, wait for the radar, screenshot."""
+    from sago_engine.models import ModelUnavailableError, resolve_model
+    from sago_engine.report import DEMO_STORE
+    from tests.browser import browser_page, dashboard, require_chromium, screenshot_dir
+
+    require_chromium()
+    try:
+        resolve_model(live.DEFAULT_MODEL)
+    except ModelUnavailableError as e:
+        pytest.skip(str(e))
+    with dashboard(DEMO_STORE) as url, browser_page(1400, 2200) as page:
+        page.goto(f"{url}/live", wait_until="domcontentloaded")
+        box = page.locator("[data-testid='stTextArea'] textarea").first
+        box.wait_for(timeout=60_000)
+        box.fill(PROMPT)
+        box.press("Control+Enter")
+        page.get_by_text("Variants (24)").wait_for(timeout=30_000)
+        page.get_by_role("button", name="Run probe").click()
+        page.locator("[data-testid='stPlotlyChart'] .main-svg").first.wait_for(timeout=120_000)
+        page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=60_000)
+        page.wait_for_timeout(800)
+        assert page.locator("[data-testid='stException']").count() == 0
+        assert page.get_by_text("24/24 variants scored").count() == 1
+        legend = page.locator(".js-plotly-plot .legend").first.text_content()
+        assert "this prompt" in legend and live.DEFAULT_MODEL in legend  # the demo store has smollm's profile
+        page.screenshot(path=str(screenshot_dir() / "live.png"), full_page=True)

@@ -1,0 +1,235 @@
+"""Statistics beyond the paper (sago_engine.stats): each statistic against a direct scipy / numpy computation."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+from streamlit.testing.v1 import AppTest
+
+from sago_engine import report, stats
+from sago_engine.scoring import marker, significance
+from sago_engine.store import open_store
+from tests.factories import make_store
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXED = np.array([0.12, 0.31, 0.05, 0.22, 0.18, 0.40, 0.09, 0.27, 0.15, 0.33, 0.02, 0.21])
+
+
+# ---------------------------------------------------------------- 1. bootstrap
+def test_bootstrap_ci_equals_scipy_and_is_deterministic():
+    rng = stats.group_rng(7, ("m", "bleu"))
+    m, lo, hi, st = stats.bootstrap_mean_ci(FIXED, 2000, 0.95, rng)
+    ref = sps.bootstrap((FIXED,), np.mean, n_resamples=2000, method="percentile", vectorized=True,
+                        random_state=np.random.default_rng([7, __import__("zlib").crc32(repr(("m", "bleu")).encode())]))
+    assert (lo, hi) == (ref.confidence_interval.low, ref.confidence_interval.high) and st == "ok"
+    assert m == pytest.approx(FIXED.mean()) and lo < m < hi
+    df = pd.DataFrame({"model": "m", "axis": "bleu", "s": FIXED})
+    a = stats.bootstrap_sgs(df, seed=7, n_resamples=500)
+    b = stats.bootstrap_sgs(df, seed=7, n_resamples=500)
+    c = stats.bootstrap_sgs(df, seed=8, n_resamples=500)
+    pd.testing.assert_frame_equal(a, b)
+    assert a.loc[0, "lo"] != c.loc[0, "lo"]
+    # report.bootstrap_ci is the same bootstrap (unified), and BCa is available
+    pd.testing.assert_frame_equal(report.bootstrap_ci(df, n_resamples=500, seed=7), a)
+    bca = stats.bootstrap_sgs(df, seed=7, n_resamples=500, method="BCa")
+    assert bca.loc[0, "lo"] < FIXED.mean() < bca.loc[0, "hi"]
+
+
+def test_bootstrap_degenerate_no_variation_and_tiny_n():
+    df = pd.DataFrame({"model": ["z"] * 6 + ["t"] * 3 + ["one"], "axis": "mr",
+                       "s": [0.0] * 6 + [0.1, 0.2, 0.3] + [0.5]})
+    out = stats.bootstrap_sgs(df, by=("model",)).set_index("model")
+    assert out.loc["z", "status"] == "no variation" and out.loc["z", ["lo", "hi", "sgs"]].tolist() == [0, 0, 0]
+    assert out.loc["t", "small_n"] and out.loc["t", "status"] == "ok" and not out.loc["z", "small_n"]
+    assert out.loc["one", "status"] == "too few prompts" and np.isnan(out.loc["one", "lo"])
+    assert report.ci_cell(0.0, 0.0, 0.0, "", "no variation") == "0.000 (no variation)"
+    need = stats.n_for_halfwidth(df, 0.05, by=("model",)).set_index("model")
+    assert need.loc["z", "n_needed"] == 0 and need.loc["z", "status"] == "no variation"
+
+
+# ---------------------------------------------------------------- 2. Holm / BH
+BH95 = [0.0001, 0.0004, 0.0019, 0.0095, 0.0201, 0.0278, 0.0298, 0.0344, 0.0459, 0.3240, 0.4262, 0.5719, 0.6528,
+        0.7590, 1.000]  # Benjamini & Hochberg (1995), §4: 15 p-values
+
+
+def test_holm_textbook_examples():
+    np.testing.assert_allclose(stats.holm([0.01, 0.04, 0.03, 0.005]), [0.03, 0.06, 0.06, 0.02])
+    adj = stats.holm(BH95)
+    assert int((adj <= 0.05).sum()) == 3  # Holm rejects 3 of the 15 at 0.05 (BH rejects 4)
+    # direct step-down computation
+    p = np.sort(BH95)
+    m = len(p)
+    ref = np.maximum.accumulate(np.minimum(1, (m - np.arange(m)) * p))
+    np.testing.assert_allclose(adj, ref)
+    nan = stats.holm([0.01, np.nan, 0.04])
+    assert np.isnan(nan[1]) and nan[0] == pytest.approx(0.02) and nan[2] == pytest.approx(0.04)
+
+
+def test_benjamini_hochberg_textbook_and_scipy():
+    adj = stats.benjamini_hochberg(BH95)
+    assert int((adj <= 0.05).sum()) == 4  # the paper's worked example rejects the 4 smallest
+    np.testing.assert_allclose(adj, sps.false_discovery_control(BH95, method="bh"))
+    p = np.array(BH95)
+    m = len(p)
+    ref = np.minimum.accumulate((m * p / np.arange(1, m + 1))[::-1])[::-1]
+    np.testing.assert_allclose(adj, np.minimum(ref, 1))
+    sig = pd.DataFrame({"p": [0.001, 0.02, 0.04, np.nan]})
+    out = stats.apply_correction(sig, "holm")
+    assert out["marker"].tolist() == [marker(0.003), marker(0.04), marker(0.04), ""]
+    assert out["p"].tolist()[:3] == [0.001, 0.02, 0.04]  # raw p kept
+    with pytest.raises(ValueError):
+        stats.adjust_pvalues([0.1], "bonferonni")
+
+
+def test_holm_markers_in_report_tables():
+    rng = np.random.default_rng(1)
+    scores = pd.DataFrame([{"model": m, "dataset": "d", "axis": a, "prompt_id": i, "s": abs(rng.normal(mu, 0.05))}
+                           for m, mu in (("a", 0.08), ("b", 0.06)) for a in ("bleu", "mr") for i in range(16)])
+    raw = report.score_tables(scores, 0.05)["total"]
+    adj = report.score_tables(scores, 0.05, correction="holm")["total"]
+    np.testing.assert_allclose(adj["p_adj"], stats.holm(raw["p"]))
+    assert adj["marker"].tolist() == [marker(p) for p in stats.holm(raw["p"])]
+    assert (adj["p"] == raw["p"]).all()
+
+
+# ---------------------------------------------------------------- 3. sample size
+def test_sample_size_known_variance():
+    """Synthetic population with known σ: std of the mean of N drawn without replacement = σ/√N·√((M−N)/(M−1))."""
+    M = 64
+    x = np.random.default_rng(0).normal(0.3, 0.1, M)
+    cells = pd.DataFrame({"model": "m", "axis": "bleu", "family": "surface_noise", "subtype": "case", "strength": 1.0,
+                          "position": "GLOBAL", "prompt_id": range(M), "s": x})
+    out = stats.sample_size_std(cells, sizes=(4, 16, 32, 64, 128), n_repeats=4000, seed=1)
+    assert out["n"].tolist() == [4, 16, 32, 64]  # 128 capped at M
+    sigma = np.std(x)
+    for r in out.itertuples():
+        exact = sigma / math.sqrt(r.n) * math.sqrt((M - r.n) / (M - 1))
+        assert r.expected_std == pytest.approx(exact)
+        assert r.std_mean == pytest.approx(exact, rel=0.06, abs=1e-12)
+    # direct numpy re-computation of one N with the same generator
+    rng = stats.group_rng(1, ("m", "bleu", "surface_noise", "case", 1.0, "GLOBAL"))
+    perm = np.argsort(rng.random((4000, M)), axis=1)
+    assert out.iloc[1]["std_mean"] == pytest.approx(np.std(x[perm[:, :16]].mean(axis=1), ddof=1))
+
+
+def test_sample_size_on_synthetic_store(tmp_path):
+    p = make_store(tmp_path / "s.duckdb", datasets=("truthfulqa", "nq_open", "alpaca"), n_prompts=10, n_variants=3)
+    with open_store(p) as st:
+        cells = st.cell_prompt_scores()
+        d = st.deltas(kept_only=True)
+    assert len(cells) == len(d.dropna(subset=["delta_norm"]))  # one variant per (prompt, cell) in the factory
+    out = stats.sample_size_std(cells, n_repeats=300, seed=0)
+    assert set(out["n"]) == {4, 8, 16, 30} and (out["n_available"] == 30).all()
+    summ = stats.sample_size_summary(out)
+    for _, g in summ.groupby(["model", "axis"]):
+        v = g.sort_values("n")["median_std"].to_numpy()
+        assert v[-1] == 0 and (np.diff(v) < 0).all()  # shrinks with N, 0 when every prompt is drawn
+    s = np.array([0.1, 0.3, 0.2, 0.4])
+    need = stats.n_for_halfwidth(pd.DataFrame({"model": "m", "axis": "a", "s": s}), 0.05, 0.95)
+    assert need.loc[0, "n_needed"] == math.ceil((sps.norm.ppf(0.975) * np.std(s, ddof=1) / 0.05) ** 2)
+
+
+# ---------------------------------------------------------------- 4. reversals
+def _rev_scores():
+    rng = np.random.default_rng(5)
+    rows = []
+    for d, (ma, mb) in {"A": (0.2, 0.5), "B": (0.5, 0.2), "C": (0.30, 0.31)}.items():
+        for i in range(20):
+            for m, mu in (("a", ma), ("b", mb)):
+                rows.append({"model": m, "dataset": d, "axis": "cos", "prompt_id": f"{d}{i}", "s": mu + rng.normal(0, 0.05)})
+    return pd.DataFrame(rows)
+
+
+def test_reversal_probability_against_numpy():
+    sc = _rev_scores()
+    r = stats.reversal_probabilities(sc, n_resamples=500, seed=3).set_index(["dataset_a", "dataset_b"])
+    assert r.loc[("A", "B"), "reversal"] and r.loc[("A", "B"), "p_reversal"] == 1.0
+    assert not r.loc[("A", "C"), "reversal"] and r.loc[("A", "C"), "p_reversal"] < 0.95
+    # direct numpy computation for (A, C)
+    def boot(d):
+        w = sc[sc["dataset"] == d].pivot_table(index="prompt_id", columns="model", values="s").to_numpy()
+        idx = stats.group_rng(3, ("cos", d)).integers(0, len(w), size=(500, len(w)))
+        return np.nanmean(w[idx], axis=1)
+    ba, bc = boot("A"), boot("C")
+    ref = np.mean(np.sign(ba[:, 0] - ba[:, 1]) * np.sign(bc[:, 0] - bc[:, 1]) < 0)
+    assert r.loc[("A", "C"), "p_reversal"] == pytest.approx(ref)
+    again = stats.reversal_probabilities(sc, n_resamples=500, seed=3)
+    assert (again["p_reversal"].to_numpy() == r["p_reversal"].to_numpy()).all()
+
+
+# ---------------------------------------------------------------- 5. normalizers, per-token log-prob
+def test_data_driven_normalizers_and_rescaled_scores(tmp_path):
+    from sago_engine.types import DEFAULT_NORMALIZERS
+
+    p = make_store(tmp_path / "n.duckdb", n_prompts=5)
+    with open_store(p) as st:
+        q = st.delta_abs_quantiles(q=0.9)
+        d = st.deltas(kept_only=True).dropna(subset=["delta"])
+        rx = stats.data_driven_normalizers(q, DEFAULT_NORMALIZERS)
+        for r in rx.itertuples():
+            assert r.r_data == pytest.approx(np.quantile(np.abs(d[d["axis"] == r.axis]["delta"]), 0.9))
+        same = st.prompt_scores_rescaled(normalizers=tuple(DEFAULT_NORMALIZERS.items()))
+        ref = st.prompt_scores()
+        np.testing.assert_allclose(same["s"], ref["s"], atol=1e-12)
+        half = st.prompt_scores_rescaled(normalizers=(("bleu", 50.0),))
+        assert set(half["axis"]) == {"bleu"}
+    g = d[(d["axis"] == "bleu")]
+    x = np.clip(g["delta"] / 50.0, -1, 1)
+    exp = np.sqrt((x ** 2).groupby([g["run_id"], g["prompt_id"]]).mean()).sort_values().to_numpy()
+    np.testing.assert_allclose(np.sort(half["s"].to_numpy()), exp)
+    zero = stats.data_driven_normalizers(pd.DataFrame({"axis": ["mr"], "n": [3], "q": [0.95], "q_abs": [0.0],
+                                                       "max_abs": [0.0]}), {"mr": 1.0})
+    assert zero.loc[0, "r_data"] == 1.0 and zero.loc[0, "source"].startswith("paper")
+
+
+def test_rms_scores_per_token():
+    d = pd.DataFrame({"model": "m", "dataset": "x", "prompt_id": ["p", "p", "q"], "delta_per_token": [0.1, -0.3, 2.0]})
+    out = stats.rms_scores(d, 0.5, value="delta_per_token")
+    np.testing.assert_allclose(out["s"], [math.sqrt((0.04 + 0.36) / 2), 1.0])
+
+
+# ---------------------------------------------------------------- pages
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory):
+    p = tmp_path_factory.mktemp("stats") / "synth.duckdb"
+    return make_store(p, models=("model-a", "model-b"), datasets=("truthfulqa", "nq_open"), n_prompts=6, n_variants=3,
+                      seed=4)
+
+
+def _app(store, page):
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.session_state["app_store_custom"] = str(store)
+    at.run()
+    at.switch_page(f"pages/{page}.py")
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_significance_page_holm_switch_shows_raw_and_adjusted(synth):
+    at = _app(synth, "significance")
+    at.selectbox(key="significance_correction").set_value("holm").run()
+    assert not at.exception, at.exception
+    with open_store(synth) as st:
+        ps = st.prompt_scores()
+    sig = significance(ps, 0.05, by=("model", "axis"))
+    pv = next(df.value for df in at.dataframe if "p_adj" in df.value.columns)
+    m = pv.merge(sig.assign(axis_label=sig["axis"].map(__import__("sago_engine.types", fromlist=["x"]).AXIS_LABELS)),
+                 on=["model", "axis_label"])
+    np.testing.assert_allclose(m["p_raw"], m["p"])
+    np.testing.assert_allclose(np.sort(m["p_adj"]), np.sort(stats.holm(sig["p"])))
+    assert at.session_state["sago_correction"] == "holm"
+    # the choice follows to Pareto (markers there use the adjusted p)
+    at.switch_page("pages/pareto.py").run()
+    assert not at.exception and at.selectbox(key="pareto_correction").value == "holm"
+
+
+@pytest.mark.parametrize("page", ["sample_size", "rankings", "profiles"])
+def test_stats_pages_render(synth, page):
+    at = _app(synth, page)
+    assert not at.error
