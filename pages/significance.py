@@ -59,7 +59,7 @@ heat = (hm.mark_rect().encode(
              alt.Tooltip("p:Q", format=".2e"), "marker", "n_prompts"])
     + hm.mark_text(fontSize=12).encode(
         text="label:N", color=alt.condition("datum.neglog10p > 5", alt.value("white"), alt.value("black")))).properties(
-    height=alt.Step(34), title=f"p-values of H0: E[s] ≤ {eps:.3f}")
+    height=alt.Step(34), title=f"SGS ± markers per model × axis, coloured by −log10 p of H0: E[s] ≤ {eps:.3f}")
 common.altair_chart(heat, "significance_heatmap",
                     "Darker = stronger evidence that the model's instability on that axis exceeds ε; the cell "
                     "shows SGS and its marker. Blank (missing) cells are unavailable axes (n/a).",
@@ -83,8 +83,10 @@ common.table(rc.drop(columns=["axis"]).rename(columns={"axis_label": "axis"}), "
 st.caption("Counts use the pooled test per model × axis (all prompts of the filtered datasets).")
 
 st.subheader("Threshold robustness (appendix B): rejections at p<0.05 / 0.01 / 0.001")
-common.table(common.scored("threshold_table", f, epsilons=EPSILONS, correction=correction), "significance_threshold",
-             "sago_threshold_table.csv")
+thr = common.scored("threshold_table", f, epsilons=EPSILONS, correction=correction)
+if "axis_label" in thr:
+    thr = thr.drop(columns=[c for c in ("axis",) if c in thr]).rename(columns={"axis_label": "axis"})
+common.table(thr, "significance_threshold", "sago_threshold_table.csv")
 if correction != "none":
     st.caption("Counts use adjusted p; each ε's models × axes form one family.")
 with st.expander(f"For comparison — {paper.PAPER_SOURCE} (not computed here)"):

@@ -29,6 +29,36 @@ def merge_main(argv: list[str]) -> int:
     return 0
 
 
+def print_plan(cfg, runner, shard) -> None:
+    """Print prompts, variants, kept counts and pending prompt units per model (``--plan``)."""
+    from pathlib import Path
+
+    from sago_engine.store import open_store
+
+    store = open_store(cfg.store, read_only=True) if Path(cfg.store).exists() else None
+    plan = runner.make_plan(cfg, None)
+    n_var = sum(len(v) for v in plan.variants.values())
+    print(f"prompts: {len(plan.prompts)}  variants: {n_var}  kept: {int(plan.variant_rows['kept'].sum())}")
+    ids = [p.prompt_id for p in runner.shard_prompts(plan.prompts, cfg.chunk_prompts, shard)]
+    for m in cfg.models:
+        rid = runner.run_id_for(cfg, m, plan)
+        done = store.done_units(rid) if store else set()
+        part = f" (shard {shard[0]}/{shard[1]}: {len(ids)} prompts)" if shard else ""
+        print(f"  {m.key}: run {rid}, {len(set(ids) - done)} prompts pending{part}")
+    if store:
+        store.close()
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return v
+
+
 def _shard(text: str) -> tuple[int, int]:
     try:
         k, n = (int(x) for x in text.split("/"))
@@ -57,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", required=True, help="TOML run config, e.g. precompute/configs/demo.toml")
     ap.add_argument("--store", help="override run.store (path of the DuckDB file to write)")
     ap.add_argument("--model", action="append", help="run only this model key (repeatable); default: all in the config")
-    ap.add_argument("--n-prompts", type=int, help="override data.n_prompts (prompts per dataset)")
+    ap.add_argument("--n-prompts", type=_positive, help="override data.n_prompts (prompts per dataset)")
     ap.add_argument("--shard", type=_shard, metavar="K/N",
                     help="run only part K of N (prompt chunks i with i mod N = K-1); default store "
                          "<store>.shard-K-of-N.duckdb; combine the parts with `merge`")
@@ -86,30 +116,24 @@ def main(argv: list[str] | None = None) -> int:
 
         st = _P(cfg.store)
         cfg = replace(cfg, store=str(st.with_name(f"{st.stem}.shard-{args.shard[0]}-of-{args.shard[1]}{st.suffix}")))
-    if args.n_prompts:
+    if args.n_prompts is not None:
         cfg = replace(cfg, n_prompts=args.n_prompts)
     if args.model:
         bad = [k for k in args.model if k not in [m.key for m in cfg.models]]
         if bad:
             print(f"error: --model {bad} not in the config; valid: {[m.key for m in cfg.models]}", file=sys.stderr)
             return 2
-    if args.plan:
-        from sago_engine.store import open_store
-        from pathlib import Path
-
-        store = open_store(cfg.store, read_only=True) if Path(cfg.store).exists() else None
-        plan = runner.make_plan(cfg, None)
-        n_var = sum(len(v) for v in plan.variants.values())
-        print(f"prompts: {len(plan.prompts)}  variants: {n_var}  kept: {int(plan.variant_rows['kept'].sum())}")
-        for m in cfg.models:
-            rid = runner.run_id_for(cfg, m, plan)
-            done = store.done_units(rid) if store else set()
-            print(f"  {m.key}: run {rid}, {len(plan.prompts) - len(done & {p.prompt_id for p in plan.prompts})} prompts pending")
-        return 0
     from sago_engine.datasets import DatasetError
     from sago_engine.models import ModelUnavailableError
     from sago_engine.store import StoreError
 
+    if args.plan:
+        try:
+            print_plan(cfg, runner, args.shard)
+        except (DatasetError, StoreError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
     try:
         summaries = runner.run(cfg, progress=not args.no_progress, only_models=args.model, shard=args.shard,
                                publish_every_s=args.publish_every)

@@ -73,6 +73,14 @@ class RunConfig:
     """The TOML as read (stored with the run)."""
 
 
+def _int(section: dict, key: str, default: int, lo: int) -> int:
+    """An integer setting ≥ ``lo``; raises ConfigError naming the key otherwise."""
+    v = section.get(key, default)
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise ConfigError(f"{key} must be an integer ≥ {lo}, got {v!r}")
+    return v
+
+
 _TOP = {"run", "data", "variants", "semantic_filter", "normalizers", "models"}
 
 
@@ -92,10 +100,23 @@ def load_config(path: str | Path, base_dir: str | Path | None = None) -> RunConf
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"{path}: invalid TOML: {e}") from e
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not a UTF-8 text file ({e.reason})") from e
+    except IsADirectoryError:
+        raise ConfigError(f"{path} is a directory, not a TOML config file") from None
     for k in raw:
         if k not in _TOP:
             raise _unknown("config section", k, sorted(_TOP))
+    for k in ("run", "data", "variants", "semantic_filter", "normalizers"):
+        if k in raw and not isinstance(raw[k], dict):
+            raise ConfigError(f"[{k}] must be a table of settings, got {type(raw[k]).__name__}")
+    if "models" in raw and not (isinstance(raw["models"], list) and all(isinstance(m, dict) for m in raw["models"])):
+        raise ConfigError("models must be given as [[models]] tables")
     run, data, var = raw.get("run", {}), raw.get("data", {}), raw.get("variants", {})
+    _int(run, "seed", 0, lo=0)
+    _int(run, "max_new_tokens", 48, lo=1)
+    _int(run, "chunk_prompts", 4, lo=1)
+    _int(data, "n_prompts", 16, lo=1)
     for sec, allowed in ((run, {"store", "seed", "max_new_tokens", "chunk_prompts"}),
                          (data, {"dir", "datasets", "n_prompts"}),
                          (var, {"families", "per_family", "subtypes", "strengths", "positions"})):
@@ -147,7 +168,12 @@ def load_config(path: str | Path, base_dir: str | Path | None = None) -> RunConf
         for k in m:
             if k not in ModelConfig.__dataclass_fields__:
                 raise _unknown("model key", k, list(ModelConfig.__dataclass_fields__))
+        if "key" not in m:
+            raise ConfigError(f"a [[models]] entry has no key; give key = one of {', '.join([*ZOO, 'tiny-random'])}")
+        _int(m, "batch_size", 8, lo=1)
         mc = ModelConfig(**m)
+        if mc.device not in ("auto", "cpu", "cuda") and not str(mc.device).startswith("cuda:"):
+            raise _unknown("device", mc.device, ["auto", "cpu", "cuda", "cuda:N"])
         if mc.key not in ZOO and mc.key != "tiny-random" and not (base / mc.key).is_dir() and not Path(mc.key).is_dir():
             raise _unknown("model", mc.key, [*ZOO, "tiny-random", "<a local folder with config.json>"])
         if mc.dtype not in ("float32", "bfloat16", "float16"):

@@ -85,6 +85,20 @@ def make_plan(cfg: RunConfig, store: Store | None = None) -> Plan:
     return Plan(prompts, variants, pd.DataFrame(rows), info)
 
 
+def plan_chunks(prompts: list[Prompt], chunk_prompts: int, shard: tuple[int, int] | None = None) -> list[list[Prompt]]:
+    """Fixed chunks of the whole prompt list (a shard K/N keeps chunks i ≡ K−1 mod N)."""
+    chunks = [prompts[i : i + chunk_prompts] for i in range(0, len(prompts), chunk_prompts)]
+    if shard is not None:
+        k, n = shard
+        chunks = [c for i, c in enumerate(chunks) if i % n == k - 1]
+    return chunks
+
+
+def shard_prompts(prompts: list[Prompt], chunk_prompts: int, shard: tuple[int, int] | None) -> list[Prompt]:
+    """The prompts a shard runs (all of them without a shard)."""
+    return [p for c in plan_chunks(prompts, chunk_prompts, shard) for p in c]
+
+
 def run_id_for(cfg: RunConfig, m: ModelConfig, plan: Plan) -> str:
     """Deterministic run key: model, backend, dtype, decoding, seed, R_X and the plan signature."""
     return stable_hash(m.key, m.backend, m.dtype, {"greedy": True, "max_new_tokens": cfg.max_new_tokens},
@@ -118,11 +132,7 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     done = store.done_units(run_id)
     # Chunks are fixed over the whole plan (not over what is pending), so a resumed or sharded
     # run feeds the model exactly the same batches as an uninterrupted one: identical numbers.
-    chunks = [plan.prompts[i : i + cfg.chunk_prompts] for i in range(0, len(plan.prompts), cfg.chunk_prompts)]
-    if shard is not None:
-        k, n = shard
-        chunks = [c for i, c in enumerate(chunks) if i % n == k - 1]
-    chunks = [c for c in chunks if any(p.prompt_id not in done for p in c)]
+    chunks = [c for c in plan_chunks(plan.prompts, cfg.chunk_prompts, shard) if any(p.prompt_id not in done for p in c)]
     pending = [p for c in chunks for p in c if p.prompt_id not in done]
     summary = {"run_id": run_id, "model": m.key, "pending": len(pending), "generated": 0, "seconds": 0.0}
     if not pending:
@@ -170,7 +180,7 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
         summary["generated"] += len(texts)
         bar.update(len(texts))
         if on_chunk:
-            on_chunk(bar.n, total)
+            on_chunk(summary["generated"], total)
     bar.close()
     backend.close()
     store.upsert_run({"run_id": run_id, "finished_at": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
@@ -236,24 +246,37 @@ def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = N
         shutil.copyfile(target, tmp)
         os.replace(tmp, work)
     out = []
-    with open_store(work, read_only=False, create=True) as store:
-        plan = make_plan(cfg, store)
-        write_plan(store, plan)
-        last = [time.monotonic()]
+    try:
+        with open_store(work, read_only=False, create=True) as store:
+            plan = make_plan(cfg, store)
+            write_plan(store, plan)
+            last = [time.monotonic()]
 
-        def on_chunk(done: int, total: int) -> None:
-            if time.monotonic() - last[0] >= publish_every_s:
-                publish(store, target, progress=f"{done}/{total}", status="running")
-                last[0] = time.monotonic()
+            def on_chunk(done: int, total: int) -> None:
+                if time.monotonic() - last[0] >= publish_every_s:
+                    publish(store, target, progress=f"{done}/{total}", status="running")
+                    last[0] = time.monotonic()
 
-        for m in cfg.models:
-            if only_models and m.key not in only_models:
-                continue
-            out.append(run_model(cfg, m, plan, store, progress=progress, backend_factory=backend_factory,
-                                 shard=shard, on_chunk=on_chunk))
-        if resumed or not plan.variant_rows.empty or any(s["generated"] for s in out) or not target.exists():
-            publish(store, target, progress="done", status="complete")
-        # else: nothing new — the published store stays byte-for-byte as it was
+            for m in cfg.models:
+                if only_models and m.key not in only_models:
+                    continue
+                out.append(run_model(cfg, m, plan, store, progress=progress, backend_factory=backend_factory,
+                                     shard=shard, on_chunk=on_chunk))
+            if resumed or not plan.variant_rows.empty or any(s["generated"] for s in out) or not target.exists():
+                publish(store, target, progress="done", status="complete")
+            # else: nothing new — the published store stays byte-for-byte as it was
+    except BaseException:
+        # a run that failed before committing any unit leaves nothing behind to "resume"
+        if not resumed and work.exists():
+            try:
+                with open_store(work, read_only=True) as st:
+                    empty = st.counts()["units"] == 0
+            except Exception:
+                empty = False  # unreadable: leave it for the user to inspect
+            if empty:
+                work.unlink(missing_ok=True)
+                work.with_name(work.name + ".wal").unlink(missing_ok=True)
+        raise
     work.unlink(missing_ok=True)
     work.with_name(work.name + ".wal").unlink(missing_ok=True)
     return out

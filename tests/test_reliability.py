@@ -137,6 +137,9 @@ def test_hostile_dataset_fails_cleanly_before_any_model(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "truthfulqa.jsonl:2" in err and "broken JSON" in err
     assert not (tmp_path / "s.duckdb").exists()
+    assert not work_path(tmp_path / "s.duckdb").exists()  # no stale working copy to "resume"
+    assert cli_main(["--config", str(conf), "--plan"]) == 2  # --plan reports it cleanly too
+    assert "broken JSON" in capsys.readouterr().err
 
 
 def test_odd_text_runs_end_to_end(tmp_path):
