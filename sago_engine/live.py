@@ -158,19 +158,21 @@ def batch_slices(n: int, first: int = 3, size: int = 8) -> list[slice]:
 def load_backend(model: str, dtype: str = "float32", device: str = "cpu", batch_size: int = 8):
     """Load a local model (zoo key, ``"tiny-random"`` or folder) through ``backends.get_backend``.
 
-    Sets torch's thread count to ``$SAGO_LIVE_THREADS`` (default 1) unless ``SAGO_THREADS`` is set.
+    Sets torch's thread count to ``$SAGO_LIVE_THREADS`` when given (else torch's default, one per
+    core) unless ``SAGO_THREADS`` is set.
 
     Raises:
         whatever the backend raises (ModelUnavailableError, ValueError, OSError …); the page shows it.
     """
     from sago_engine.backends import get_backend
 
-    if not os.environ.get("SAGO_THREADS"):
+    if not os.environ.get("SAGO_THREADS") and os.environ.get("SAGO_LIVE_THREADS"):
         import torch
 
-        # Measured on the 2-core dev box under load: 1 thread generates ~10x faster than 2
-        # (OpenMP threads spin against other processes). Override with SAGO_LIVE_THREADS.
-        torch.set_num_threads(max(1, int(os.environ.get("SAGO_LIVE_THREADS", "1"))))
+        # On the 2-core box, quiet: 2 threads give the full 24-variant profile in 9.1 s vs 15.3 s
+        # with 1; under heavy load from other processes 1 thread was ~10x faster (OpenMP threads
+        # spin against them). So torch's default unless SAGO_LIVE_THREADS says otherwise.
+        torch.set_num_threads(max(1, int(os.environ["SAGO_LIVE_THREADS"])))
     return get_backend({"name": "hf_local", "model": model, "dtype": dtype, "device": device,
                         "batch_size": batch_size})
 
