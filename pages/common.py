@@ -343,7 +343,12 @@ def altair_chart(ch, key: str, caption: str, data: pd.DataFrame | None = None) -
 
 
 def table(df: pd.DataFrame, key: str, filename: str, **kwargs: Any) -> None:
-    """Show a DataFrame (as text; no HTML) with a CSV download button below it."""
+    """Show a DataFrame (as text; no HTML) with a CSV download button below it.
+
+    A column ``axis_label`` (the paper's Δ-… names) is shown as ``axis`` in place of the short code.
+    """
+    if "axis_label" in df.columns:
+        df = df.drop(columns=[c for c in ("axis",) if c in df.columns]).rename(columns={"axis_label": "axis"})
     st.dataframe(df, key=key, hide_index=True, width="stretch", **kwargs)
     if not presentation_on():
         st.download_button("CSV", data=df.to_csv(index=False).encode("utf-8"), file_name=filename,

@@ -83,10 +83,8 @@ common.table(rc.drop(columns=["axis"]).rename(columns={"axis_label": "axis"}), "
 st.caption("Counts use the pooled test per model × axis (all prompts of the filtered datasets).")
 
 st.subheader("Threshold robustness (appendix B): rejections at p<0.05 / 0.01 / 0.001")
-thr = common.scored("threshold_table", f, epsilons=EPSILONS, correction=correction)
-if "axis_label" in thr:
-    thr = thr.drop(columns=[c for c in ("axis",) if c in thr]).rename(columns={"axis_label": "axis"})
-common.table(thr, "significance_threshold", "sago_threshold_table.csv")
+common.table(common.scored("threshold_table", f, epsilons=EPSILONS, correction=correction), "significance_threshold",
+             "sago_threshold_table.csv")
 if correction != "none":
     st.caption("Counts use adjusted p; each ε's models × axes form one family.")
 with st.expander(f"For comparison — {paper.PAPER_SOURCE} (not computed here)"):

@@ -219,8 +219,9 @@ def test_significance_page_holm_switch_shows_raw_and_adjusted(synth):
         ps = st.prompt_scores()
     sig = significance(ps, 0.05, by=("model", "axis"))
     pv = next(df.value for df in at.dataframe if "p_adj" in df.value.columns)
-    m = pv.merge(sig.assign(axis_label=sig["axis"].map(__import__("sago_engine.types", fromlist=["x"]).AXIS_LABELS)),
-                 on=["model", "axis_label"])
+    # the page shows the paper's axis labels in its "axis" column
+    m = pv.merge(sig.assign(axis=sig["axis"].map(__import__("sago_engine.types", fromlist=["x"]).AXIS_LABELS)),
+                 on=["model", "axis"])
     np.testing.assert_allclose(m["p_raw"], m["p"])
     np.testing.assert_allclose(np.sort(m["p_adj"]), np.sort(stats.holm(sig["p"])))
     assert at.session_state["sago_correction"] == "holm"
