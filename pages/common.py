@@ -22,11 +22,9 @@ from sago_engine.report import DEMO_STORE
 
 
 def _store_errors() -> tuple[type[BaseException], ...]:
-    import duckdb
+    from sago_engine.store import READ_ERRORS
 
-    from sago_engine.store import StoreError
-
-    return (StoreError, FileNotFoundError, OSError, duckdb.Error)
+    return READ_ERRORS
 
 
 def _leave_mpa_v1() -> None:

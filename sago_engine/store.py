@@ -130,6 +130,10 @@ class StoreError(RuntimeError):
     """A file that is not a sago store, or a store of an unsupported schema version."""
 
 
+#: What reading a store can raise for a missing, locked, foreign or damaged file (pages catch these).
+READ_ERRORS: tuple[type[BaseException], ...] = (StoreError, FileNotFoundError, OSError, duckdb.Error)
+
+
 def _json(v: Any) -> str:
     return json.dumps(v, sort_keys=True, default=str, ensure_ascii=False)
 
