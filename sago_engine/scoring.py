@@ -6,7 +6,6 @@ keeps raw signed Δ, so every number can be recomputed under other R_X or ε.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Mapping
 
 import numpy as np
@@ -132,22 +131,3 @@ def format_cell(mean: float, std: float, mark: str, digits: int = 3) -> str:
         return "n/a"
     sd = "" if std is None or not np.isfinite(std) else f"±{std:.{digits}f}"
     return f"{mean:.{digits}f}{sd}{mark}"
-
-
-@dataclass(frozen=True)
-class ScoreTable:
-    """Total and per-dataset significance tables for one ε (convenience bundle for pages)."""
-
-    total: pd.DataFrame
-    per_dataset: pd.DataFrame
-    eps: float
-
-
-def score_tables(deltas: pd.DataFrame, eps: float = MAIN_EPSILON) -> ScoreTable:
-    """Per-prompt RMS then SGS ± std with t-test markers, total and per dataset."""
-    ps = prompt_scores(deltas)
-    return ScoreTable(
-        total=significance(ps, eps, by=("run_id", "axis")),
-        per_dataset=significance(ps, eps, by=("run_id", "dataset", "axis")),
-        eps=eps,
-    )

@@ -17,7 +17,6 @@ from sago_engine.scoring import (
     normalize,
     prompt_scores,
     resolve_normalizers,
-    score_tables,
     sgs,
     significance,
     ttest_greater,
@@ -222,11 +221,14 @@ def test_score_tables_end_to_end():
         _rows("p1", "d1", [0.3, -0.4]) + _rows("p2", "d1", [0.1, 0.1])
         + _rows("p3", "d2", [0.2, float("nan")]) + _rows("p4", "d2", [-0.6, 0.8])
     )
-    tab = score_tables(df, eps=0.05)
+    from sago_engine.report import score_tables
+
+    scores = prompt_scores(df).rename(columns={"run_id": "model"})
+    tab = score_tables(scores, eps=0.05)
     # s: p1 √0.125, p2 0.1, p3 0.2 (NaN dropped), p4 √0.5
     s = [math.sqrt(0.125), 0.1, 0.2, math.sqrt(0.5)]
-    assert tab.total["sgs"].iloc[0] == pytest.approx(sum(s) / 4)
-    per = tab.per_dataset.set_index("dataset")
+    assert tab["total"]["sgs"].iloc[0] == pytest.approx(sum(s) / 4)
+    per = tab["per_dataset"].set_index("dataset")
     assert per.loc["d1", "sgs"] == pytest.approx((s[0] + s[1]) / 2)
     assert per.loc["d2", "sgs"] == pytest.approx((s[2] + s[3]) / 2)
-    assert tab.eps == 0.05
+    assert (tab["total"]["eps"] == 0.05).all() and (per["eps"] == 0.05).all()
