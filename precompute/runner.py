@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 import shutil
@@ -109,13 +110,13 @@ def write_plan(store: Store, plan: Plan) -> None:
     """Insert prompts and new variants (idempotent)."""
     prompts = pd.DataFrame([
         {"prompt_id": p.prompt_id, "dataset": p.dataset, "source_id": p.source_id, "text": p.text,
-         "reference": None if p.reference is None else __import__("json").dumps(p.reference, ensure_ascii=False),
+         "reference": None if p.reference is None else json.dumps(p.reference, ensure_ascii=False),
          "category": p.category}
         for p in plan.prompts
     ])
     vr = plan.variant_rows.copy()
     if not vr.empty:
-        vr["meta"] = vr["meta"].map(lambda m: __import__("json").dumps(m, sort_keys=True, ensure_ascii=False))
+        vr["meta"] = vr["meta"].map(lambda m: json.dumps(m, sort_keys=True, ensure_ascii=False))
     with store.transaction():
         store.insert_df("prompts", prompts)
         store.insert_df("variants", vr)

@@ -12,9 +12,16 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from sago_engine.axes import cosine_per_layer, delta_mr, detector_kind
-from sago_engine.axes.generation import bleu
-from sago_engine.bertscore import bertscore_f1
+from sago_engine.axes import (
+    cosine_per_layer,
+    delta_bert_pairs,
+    delta_bleu,
+    delta_cos_from_layers,
+    delta_ent,
+    delta_mr,
+    delta_prob,
+    detector_kind,
+)
 from sago_engine.scoring import normalize
 from sago_engine.seeds import stable_hash
 from sago_engine.types import AXES, GenerationResult, Variant
@@ -29,6 +36,15 @@ class Unit:
     base: GenerationResult
     variants: Sequence[Variant]
     results: Sequence[GenerationResult]
+
+
+def _or_nan(x: float | None) -> float:
+    return float("nan") if x is None else float(x)
+
+
+def _values(results: Sequence[GenerationResult], attr: str) -> np.ndarray:
+    """One scalar property per result, NaN where the backend returned none (→ stored as unavailable)."""
+    return np.array([_or_nan(getattr(r, attr)) for r in results], dtype=np.float64)
 
 
 def response_id(run_id: str, prompt_id: str, variant_id: str | None) -> str:
@@ -80,7 +96,7 @@ def compute_rows(
         for r in u.results:
             cands.append(r.text)
             refs.append(u.base.text)
-    f1 = bertscore_f1(cands, refs) if cands else np.zeros(0)
+    bert = delta_bert_pairs(cands, refs) if cands else np.zeros(0)  # one batched call for the chunk
 
     resp_rows, delta_rows = [], []
     k = 0
@@ -97,14 +113,12 @@ def compute_rows(
             for r in u.results
         ]
         raw = {
-            "cos": [nan if c is None else float(np.mean(c - 1.0)) for c in cos_layers],
-            "bleu": [bleu(r.text, base.text) - 100.0 for r in u.results],
-            "bert": list(np.minimum(f1[k : k + n] - 1.0, 0.0)),
-            "prob": [nan if r.seq_logprob is None or base.seq_logprob is None else r.seq_logprob - base.seq_logprob
-                     for r in u.results],
-            "ent": [nan if r.mean_entropy is None or base.mean_entropy is None else r.mean_entropy - base.mean_entropy
-                    for r in u.results],
-            "mr": list(delta_mr([r.text for r in u.results], list(u.variants), base.text)),
+            "cos": [nan if c is None else float(delta_cos_from_layers(c)) for c in cos_layers],
+            "bleu": delta_bleu([r.text for r in u.results], base.text),
+            "bert": bert[k : k + n],
+            "prob": delta_prob(_values(u.results, "seq_logprob"), _or_nan(base.seq_logprob)),
+            "ent": delta_ent(_values(u.results, "mean_entropy"), _or_nan(base.mean_entropy)),
+            "mr": delta_mr([r.text for r in u.results], list(u.variants), base.text),
         }
         k += n
         for j, (v, r) in enumerate(zip(u.variants, u.results)):

@@ -46,5 +46,9 @@ def delta_cos(h_variants: np.ndarray, h_base: np.ndarray) -> np.ndarray:
     Args/shapes as ``cosine_per_layer``. Returns (n,) float64 in [−2, 0] (0 iff identical
     directions at every layer); R_X = 2 maps it to [−1, 0].
     """
-    cos = cosine_per_layer(h_variants, h_base)
-    return np.mean(cos - 1.0, axis=-1)
+    return delta_cos_from_layers(cosine_per_layer(h_variants, h_base))
+
+
+def delta_cos_from_layers(cos_layers: np.ndarray) -> np.ndarray:
+    """ΔCos from per-layer cosines (…, L+1) already computed (e.g. to be stored): mean of (cos − 1)."""
+    return np.mean(np.asarray(cos_layers, dtype=np.float64) - 1.0, axis=-1)

@@ -30,11 +30,19 @@ def delta_bleu(responses: Sequence[str], base_response: str) -> np.ndarray:
     return np.array([bleu(r, base_response) - 100.0 for r in responses], dtype=np.float64)
 
 
+def delta_bert_pairs(responses: Sequence[str], base_responses: Sequence[str]) -> np.ndarray:
+    """ΔBERT for many (variant reply, base reply) pairs in ONE batched BERTScore call, shape (n,).
+
+    Same conventions as ``delta_bert``; lets a caller score all prompts of a chunk together.
+    """
+    f1 = bertscore_f1(list(responses), list(base_responses))
+    return np.minimum(f1 - 1.0, 0.0)
+
+
 def delta_bert(responses: Sequence[str], base_response: str) -> np.ndarray:
     """ΔBERT = BERTScore-F1(y^(v), y) − 1, shape (n,), range about [−1, 0]; R_X = 1.
 
     Encoder: the offline MiniLM of ``sago_engine.bertscore`` (the paper used RoBERTa-large);
     identical responses give exactly 0, empty vs non-empty gives −1.
     """
-    f1 = bertscore_f1(list(responses), [base_response] * len(responses))
-    return np.minimum(f1 - 1.0, 0.0)
+    return delta_bert_pairs(responses, [base_response] * len(responses))
