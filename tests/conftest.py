@@ -40,26 +40,6 @@ def smollm_backend():
     be.close()
 
 
-TINY_STORE_TOML = """
-[run]
-store = "{store}"
-seed = 11
-max_new_tokens = 6
-chunk_prompts = 3
-
-[data]
-dir = "{data}"
-datasets = ["truthfulqa", "alpaca"]
-n_prompts = 3
-
-[variants]
-families = ["social_register", "surface_noise", "structural"]
-per_family = {{ social_register = 2, surface_noise = 2, structural = 1 }}
-
-[[models]]
-key = "tiny-random"
-batch_size = 8
-"""
 
 
 @pytest.fixture(scope="session")
@@ -78,6 +58,9 @@ def tiny_store(tmp_path_factory):
     d = tmp_path_factory.mktemp("tiny_store")
     cfg_path = d / "tiny.toml"
     store = d / "tiny.duckdb"
-    cfg_path.write_text(TINY_STORE_TOML.format(store=store, data=root / "data" / "datasets"))
+    from tests.factories import tiny_toml
+
+    text = tiny_toml(seed=11, chunk_prompts=3, n_prompts=3, batch_size=8)
+    cfg_path.write_text(text.format(store=store, data=root / "data" / "datasets"))
     run(load_config(cfg_path), progress=False)
     return store

@@ -11,6 +11,34 @@ from sago_engine.store import open_store
 from sago_engine.types import AXES, DEFAULT_NORMALIZERS
 
 
+#: A small real run on the tiny random model ({store}, {data} filled by the caller; knobs as keywords).
+TINY_TOML = """
+[run]
+store = "{{store}}"
+seed = {seed}
+max_new_tokens = 6
+chunk_prompts = {chunk_prompts}
+
+[data]
+dir = "{{data}}"
+datasets = ["truthfulqa", "alpaca"]
+n_prompts = {n_prompts}
+
+[variants]
+families = ["social_register", "surface_noise", "structural"]
+per_family = {{{{ social_register = 2, surface_noise = 2, structural = 1 }}}}
+
+[[models]]
+key = "tiny-random"
+batch_size = {batch_size}
+"""
+
+
+def tiny_toml(seed: int = 7, chunk_prompts: int = 2, n_prompts: int = 2, batch_size: int = 4) -> str:
+    """TINY_TOML with its knobs set; still a template over ``{store}`` and ``{data}``."""
+    return TINY_TOML.format(seed=seed, chunk_prompts=chunk_prompts, n_prompts=n_prompts, batch_size=batch_size)
+
+
 def make_store(path, models=("model-a", "model-b"), datasets=("truthfulqa", "nq_open"), n_prompts=4, n_variants=3,
                seed=0, missing_axes: dict | None = None):
     """Write a small store with random signed deltas; ``missing_axes`` = {model: [axes]} stored as unavailable."""

@@ -14,29 +14,11 @@ from precompute.config import ConfigError, load_config
 from precompute.runner import run
 from sago_engine.store import open_store
 from sago_engine.types import AXES
+from tests.factories import tiny_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 
-TINY = """
-[run]
-store = "{store}"
-seed = 7
-max_new_tokens = 6
-chunk_prompts = 2
-
-[data]
-dir = "{data}"
-datasets = ["truthfulqa", "alpaca"]
-n_prompts = 2
-
-[variants]
-families = ["social_register", "surface_noise", "structural"]
-per_family = {{ social_register = 2, surface_noise = 2, structural = 1 }}
-
-[[models]]
-key = "tiny-random"
-batch_size = 4
-"""
+TINY = tiny_toml()  # seed 7, chunk_prompts 2, n_prompts 2, batch_size 4
 
 
 def _cfg(tmp_path, text=TINY, **kw):
