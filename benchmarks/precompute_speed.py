@@ -1,0 +1,281 @@
+"""Precompute speed: the naive per-variant loop vs sago's runner, same model, same prompts, one process.
+
+Usage: ``python benchmarks/precompute_speed.py [--dtype float32] [--batch-size 56] [--runner-only]``
+
+Workload: smollm2-135m-instruct, 8 prompts (the first 2 of truthfulqa, nq_open, alpaca and
+simpleqa_verified) × the demo variant grid (``precompute/configs/demo.toml``: 5 social-register
++ 5 surface-noise + 3 structural variants per prompt, plus the base prompt = 112 greedy
+generations of up to 48 new tokens).
+
+* **naive** — what one writes by hand: per prompt text, batch size 1, ``model.generate``; then a
+  second forward pass over the prompt for the last-token hidden states of every layer; then a
+  third, teacher-forced pass over prompt + response for token log-probs and entropies; then per
+  variant BLEU, one BERTScore call per pair, the other axes, and one DuckDB insert per row.
+* **sago** — ``precompute.runner.run`` into a fresh store: one greedy ``generate`` per
+  length-sorted batch gives the response, the prefill's last-token hidden states and the step
+  logits' log-probs / entropies; BERTScore batched per chunk; bulk (DataFrame) inserts.
+
+Both start from a loaded model (the dequantized-weights cache makes a load ≈ 0.2–0.5 s; it is
+timed and printed separately) and both build the same plan (variants + semantic filter).
+
+Checks (exit status 1 if they fail): greedy responses identical, and every delta within
+``TOL`` of the naive one wherever the two runs produced the same base and variant response.
+
+FLOPs: forward hooks on every ``nn.Linear`` count 2·rows·in·out of what the model actually
+multiplied (prefill, every decode step, the LM head; padding rows included, attention
+score/value products not counted — a ≈3 % undercount at these lengths). Forward time is the
+wall time inside the model's top-level ``forward`` calls. The ceiling is the best GFLOP/s of a
+large square ``torch.mm`` in the same dtype, measured in this process before and after the runs
+(max of the two). Prints, last two lines::
+
+    roofline_fraction: F     (sago's forward GFLOP/s / matmul ceiling)
+    speedup: X.XX            (naive wall time / sago wall time)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+
+from precompute.config import ModelConfig, load_config  # noqa: E402
+from precompute.runner import make_plan, run, run_id_for, write_plan  # noqa: E402
+from sago_engine.axes import delta_bert, delta_bleu, delta_cos, delta_ent, delta_mr, delta_prob, detector_kind  # noqa: E402
+from sago_engine.backends import get_backend  # noqa: E402
+from sago_engine.backends.hf_local import HFLocalBackend, set_threads, token_stats  # noqa: E402
+from sago_engine.scoring import normalize  # noqa: E402
+from sago_engine.store import open_store  # noqa: E402
+from sago_engine.types import AXES, GenerationResult  # noqa: E402
+
+MODEL = "smollm2-135m-instruct"
+DATASETS = ("truthfulqa", "nq_open", "alpaca", "simpleqa_verified")
+#: Largest |Δ_sago − Δ_naive| accepted per axis (raw, unnormalized units) where both responses match.
+TOL = {"cos": 1e-4, "bleu": 1e-9, "bert": 1e-5, "prob": 5e-3, "ent": 5e-3, "mr": 0.0}
+
+
+# --------------------------------------------------------------------------- measurement
+
+
+class ForwardMeter:
+    """FLOPs multiplied by ``nn.Linear`` layers and wall time inside the model's forward calls."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.flops = 0
+        self.seconds = 0.0
+        self.calls = 0
+        self._t0 = 0.0
+        self._hooks = [model.register_forward_pre_hook(self._pre), model.register_forward_hook(self._post)]
+        for mod in model.modules():
+            if isinstance(mod, torch.nn.Linear):
+                self._hooks.append(mod.register_forward_hook(self._linear))
+
+    def _pre(self, module, args) -> None:
+        self._t0 = time.perf_counter()
+
+    def _post(self, module, args, output) -> None:
+        self.seconds += time.perf_counter() - self._t0
+        self.calls += 1
+
+    def _linear(self, module, args, output) -> None:
+        x = args[0]
+        self.flops += 2 * (x.numel() // module.in_features) * module.in_features * module.out_features
+
+    @property
+    def gflops_per_s(self) -> float:
+        return self.flops / self.seconds / 1e9 if self.seconds else float("nan")
+
+    def remove(self) -> None:
+        for h in self._hooks:
+            h.remove()
+
+
+def matmul_ceiling(dtype: torch.dtype, sizes=(1024, 2048, 3072), reps: int = 5) -> float:
+    """Best GFLOP/s of ``torch.mm`` on square matrices in ``dtype`` (same threads as the runs)."""
+    best = 0.0
+    g = torch.Generator().manual_seed(0)
+    for n in sizes:
+        a = torch.randn(n, n, generator=g).to(dtype)
+        b = torch.randn(n, n, generator=g).to(dtype)
+        a @ b
+        for _ in range(reps):
+            t = time.perf_counter()
+            a @ b
+            best = max(best, 2 * n**3 / (time.perf_counter() - t) / 1e9)
+    return best
+
+
+# --------------------------------------------------------------------------- the naive loop
+
+
+def naive_generate(be: HFLocalBackend, text: str, max_new: int) -> GenerationResult:
+    """Batch size 1, three passes: generate; forward for hidden states; teacher-forced forward."""
+    model = be.model
+    prompt = be.encode_prompt(text)
+    ids = torch.tensor([prompt])
+    with torch.inference_mode():
+        seq = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new,
+                             do_sample=False, temperature=None, top_p=None, top_k=None,
+                             eos_token_id=be.eos_ids, pad_token_id=be.pad_id)[0, len(prompt):].tolist()
+        n, finish = len(seq), "length"
+        for t, tok in enumerate(seq):
+            if tok in be.eos_ids:
+                n, finish = t + 1, "stop"
+                break
+        kept = seq[:n]
+        out = model(input_ids=ids, output_hidden_states=True)  # pass 2: activations
+        hidden = torch.stack([h[0, -1] for h in out.hidden_states]).float().numpy()
+        full = torch.tensor([prompt + kept])
+        logits = model(input_ids=full).logits[0, len(prompt) - 1 : -1]  # pass 3: teacher forcing
+        lp, ent = token_stats(logits, full[0, len(prompt):])
+    return GenerationResult(text=be.tokenizer.decode(kept, skip_special_tokens=True).strip(), n_tokens=n,
+                            token_logprobs=lp.double().numpy(), token_entropies=ent.double().numpy(),
+                            hidden_last=hidden, finish_reason=finish, token_ids=kept)
+
+
+def naive_run(cfg, plan, be: HFLocalBackend, store_path: Path, run_id: str) -> tuple[dict, dict]:
+    """The naive loop over the plan; returns ({(prompt_id, variant_id|None): text}, {(variant_id, axis): delta})."""
+    texts, deltas = {}, {}
+    with open_store(store_path, read_only=False, create=True) as store:
+        write_plan(store, plan)
+        for p in plan.prompts:
+            base = naive_generate(be, p.text, cfg.max_new_tokens)
+            texts[(p.prompt_id, None)] = base.text
+            for v in plan.variants[p.prompt_id]:
+                r = naive_generate(be, v.text, cfg.max_new_tokens)
+                texts[(p.prompt_id, v.variant_id)] = r.text
+                raw = {
+                    "cos": float(delta_cos(r.hidden_last, base.hidden_last)),
+                    "bleu": float(delta_bleu([r.text], base.text)[0]),
+                    "bert": float(delta_bert([r.text], base.text)[0]),
+                    "prob": float(delta_prob([r.seq_logprob], base.seq_logprob)[0]),
+                    "ent": float(delta_ent([r.mean_entropy], base.mean_entropy)[0]),
+                    "mr": float(delta_mr([r.text], [v], base.text)[0]),
+                }
+                for axis in AXES:
+                    deltas[(v.variant_id, axis)] = raw[axis]
+                    row = pd.DataFrame([{"run_id": run_id, "dataset": p.dataset, "prompt_id": p.prompt_id,
+                                         "variant_id": v.variant_id, "axis": axis, "delta": raw[axis],
+                                         "delta_norm": float(normalize(raw[axis], cfg.normalizers[axis])),
+                                         "available": True, "reason": None,
+                                         "detector": detector_kind(v) if axis == "mr" else None}])
+                    store.insert_df("deltas", row)  # one row per insert
+    return texts, deltas
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("--batch-size", type=int, default=None, help="sago's batch size (default: demo.toml's)")
+    ap.add_argument("--chunk-prompts", type=int, default=None, help="prompts per committed chunk (default: demo.toml's)")
+    ap.add_argument("--max-new", type=int, default=48)
+    ap.add_argument("--runner-only", action="store_true", help="skip the naive loop (no speedup line)")
+    a = ap.parse_args()
+
+    demo = load_config(ROOT / "precompute/configs/demo.toml", base_dir=ROOT)
+    mcfg = next(m for m in demo.models if m.key == MODEL)
+    bs = a.batch_size or mcfg.batch_size
+    tmp = Path(tempfile.mkdtemp(prefix="sago-bench-"))
+    cfg = dataclasses.replace(
+        demo, store=str(tmp / "sago.duckdb"), datasets=DATASETS, n_prompts=2, max_new_tokens=a.max_new,
+        chunk_prompts=a.chunk_prompts or demo.chunk_prompts,
+        models=(ModelConfig(key=MODEL, dtype=a.dtype, device="cpu", batch_size=bs),),
+    )
+    tdtype = getattr(torch, a.dtype)
+    set_threads()  # SAGO_THREADS, as the backend will apply it: the ceiling runs on the same threads
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, dtype {a.dtype}, "
+          f"sago batch_size {bs}, chunk_prompts {cfg.chunk_prompts}, max_new_tokens {a.max_new}")
+    ceil0 = matmul_ceiling(tdtype)
+
+    # sago's runner -------------------------------------------------------------
+    meters: list[ForwardMeter] = []
+    timing = {"load": 0.0, "generate": 0.0}
+
+    def factory(spec):
+        t = time.perf_counter()
+        be = get_backend(spec)
+        timing["load"] += time.perf_counter() - t
+        meters.append(ForwardMeter(be.model))
+        gen = be.generate
+
+        def timed(prompts, max_new_tokens):
+            t = time.perf_counter()
+            try:
+                return gen(prompts, max_new_tokens)
+            finally:
+                timing["generate"] += time.perf_counter() - t
+
+        be.generate = timed
+        return be
+
+    t = time.perf_counter()
+    run(cfg, progress=False, backend_factory=factory, publish_every_s=1e9)
+    sago_s = time.perf_counter() - t
+    m = meters[0]
+    with open_store(cfg.store) as st:
+        d = st.deltas(kept_only=False)
+        resp = {}
+        for pid in d["prompt_id"].unique():
+            for _, row in st.responses(pid).iterrows():
+                resp[(row["prompt_id"], row["variant_id"])] = row["response"]
+        sd = {(r.variant_id, r.axis): r.delta for r in d.itertuples()}
+    n_gen = len(resp)
+    print(f"sago:  {sago_s:7.2f} s wall for {n_gen} generations | model load {timing['load']:.2f} s | "
+          f"generate {timing['generate']:.2f} s (forward {m.seconds:.2f} s, {m.calls} calls, {m.flops / 1e12:.2f} TFLOP, "
+          f"{m.gflops_per_s:.1f} GFLOP/s) | plan + scoring + writes {sago_s - timing['generate'] - timing['load']:.2f} s")
+
+    naive_s = None
+    if not a.runner_only:
+        t = time.perf_counter()
+        be = HFLocalBackend(MODEL, dtype=a.dtype, device="cpu", batch_size=1)
+        load = time.perf_counter() - t
+        nm = ForwardMeter(be.model)
+        plan = make_plan(cfg)
+        run_id = run_id_for(cfg, cfg.models[0], plan)
+        n_texts, n_deltas = naive_run(cfg, plan, be, tmp / "naive.duckdb", run_id)
+        naive_s = time.perf_counter() - t
+        print(f"naive: {naive_s:7.2f} s wall for {len(n_texts)} generations | model load {load:.2f} s | "
+              f"forward {nm.seconds:.2f} s ({nm.calls} calls, {nm.flops / 1e12:.2f} TFLOP, {nm.gflops_per_s:.1f} GFLOP/s)")
+        same = {k for k in n_texts if resp.get(k) == n_texts[k]}
+        diff = sorted(set(n_texts) - same, key=str)
+        print(f"responses identical: {len(same)}/{len(n_texts)}")
+        for k in diff[:5]:
+            print(f"  differs {k}: naive {n_texts[k][:60]!r} | sago {str(resp.get(k))[:60]!r}")
+        base_of = {vid: pid for (pid, vid) in n_texts if vid}
+        worst = {ax: 0.0 for ax in AXES}
+        compared = 0
+        for (vid, ax), nv in n_deltas.items():
+            pid = base_of[vid]
+            if (pid, vid) in same and (pid, None) in same:
+                compared += 1
+                worst[ax] = max(worst[ax], abs(sd[(vid, ax)] - nv))
+        print(f"deltas compared: {compared}; max |Δ_sago − Δ_naive| per axis: "
+              + ", ".join(f"{ax} {worst[ax]:.2e} (tol {TOL[ax]:g})" for ax in AXES))
+        ok = not diff and all(worst[ax] <= TOL[ax] for ax in AXES)
+        print(f"check: {'PASS' if ok else 'FAIL'}")
+    ceiling = max(ceil0, matmul_ceiling(tdtype))
+    print(f"matmul ceiling ({a.dtype} torch.mm): {ceiling:.1f} GFLOP/s; sago forward {m.gflops_per_s:.1f} GFLOP/s")
+    print(f"roofline_fraction: {m.gflops_per_s / ceiling:.2f}")
+    if naive_s is not None:
+        print(f"speedup: {naive_s / sago_s:.2f}")
+        return 0 if ok else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
