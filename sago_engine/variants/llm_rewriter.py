@@ -58,15 +58,18 @@ _TRAILER = re.compile(r"^\s*(?:\(?note\b|explanation\b|this (?:rewritten|version
 _QUOTES = (('"', '"'), ("'", "'"), ("“", "”"), ("‘", "’"), ("«", "»"), ("`", "`"))
 
 
-def clean_output(raw: str) -> str:
+def clean_output(raw: str, base: str | None = None) -> str:
     """The rewrite inside a model's raw answer.
 
     Strips surrounding whitespace, code fences, leading preambles ("Sure! Here is the
     rewritten prompt:", "Rewritten prompt:"), trailing explanation paragraphs ("Note: ...",
     "This version ...", "I removed ...") and one or more layers of matching surrounding quotes.
+    A quote pair is a wrapper when the base prompt is not itself wrapped in it (with ``base``),
+    else (no ``base``) only when the quote characters appear nowhere inside.
 
     Args:
         raw: the generated text (may be empty).
+        base: the base prompt that was rewritten (optional; decides what a wrapper is).
     Returns:
         The cleaned text ("" when nothing is left).
     """
@@ -86,7 +89,11 @@ def clean_output(raw: str) -> str:
         changed = False
         for a, b in _QUOTES:
             inner = t[1:-1]
-            if t.startswith(a) and t.endswith(b) and a not in inner and b not in inner:
+            if not (t.startswith(a) and t.endswith(b)):
+                continue
+            b0 = (base or "").strip()
+            wrapped_base = len(b0) >= 2 and b0.startswith(a) and b0.endswith(b)
+            if (not wrapped_base) if base is not None else (a not in inner and b not in inner):
                 t, changed = inner.strip(), True
                 break
     return t
@@ -216,7 +223,7 @@ class LLMRewriter:
             raise RuntimeError(f"rewriter backend returned {len(results)} results for {len(todo)} prompts")
         for (kind, text, arg), res in zip(todo, results):
             raw = res.text or ""
-            out = "" if res.error else clean_output(raw)
+            out = "" if res.error else clean_output(raw, text)
             self._done[(kind, text, arg)] = Rewrite(out, raw, rewrite_issue(text, out, kind, arg, res.error))
         return len(todo)
 
