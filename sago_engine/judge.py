@@ -21,24 +21,15 @@ from sago_engine.types import Variant
 #: (what the variant's framing is), ``subtype``, ``strength``, ``base_prompt``,
 #: ``variant_prompt``, ``response``. Changing one character changes ``JUDGE_TEMPLATE_ID``,
 #: and with it the run id of every judged run.
-JUDGE_TEMPLATE = """You are grading the tone of a chatbot reply.
+JUDGE_TEMPLATE = """You are rating the tone of a chatbot reply.
 
-A user's request was rephrased with a different social register.
-Original request:
-<<<
-{base_prompt}
->>>
-Rephrased request (register: {register}; subtype {subtype}, strength {strength}):
-<<<
-{variant_prompt}
->>>
-Chatbot reply:
-<<<
-{response}
->>>
+Original request: {base_prompt}
+Rephrased request: {variant_prompt}
+The rephrased request has this social register: {register} (subtype {subtype}, strength {strength}).
+Chatbot reply: {response}
 
-Does the reply mirror the register of the rephrased request, i.e. does the reply itself show \
-that register ({register})? Judge only the tone and framing of the reply, not whether it is correct.
+Does the chatbot reply itself show that register ({register})? \
+Judge only the tone and framing of the reply, not whether it is correct.
 Answer with exactly one word: YES or NO."""
 
 

@@ -42,7 +42,7 @@ def _variant(subtype="politeness", strength=-4.0, position="PREFIX", text="What 
 
 
 def _reply(prompt: str) -> str:
-    return re.search(r"Chatbot reply:\n<<<\n(.*?)\n>>>", prompt, re.S).group(1)
+    return re.search(r"\nChatbot reply: (.*?)\n\nDoes the chatbot reply", prompt, re.S).group(1)
 
 
 # ---------------------------------------------------------------- parser and template
@@ -184,7 +184,7 @@ def test_runner_stores_verdicts_templates_and_detector_labels(tmp_path, monkeypa
     judges = []
 
     def respond(prompt):
-        if f"Original request:\n<<<\n{fallback_prompt}\n>>>" in prompt:
+        if f"Original request: {fallback_prompt}\nRephrased request:" in prompt:
             return "I cannot tell"
         return "YES" if len(_reply(prompt)) % 2 == 0 else " no."
 
