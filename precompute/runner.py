@@ -90,7 +90,8 @@ def _llm_structural(cfg: RunConfig, specs_by_prompt: dict, texts: dict[str, str]
         backend = (backend_factory or _get_backend)(llm_backend_spec(sec))
         try:
             rw = LLMRewriter(backend, model=sec["model"], settings=settings, max_new_tokens=sec["max_new_tokens"])
-            assert rw.name == gen
+            if rw.name != gen:  # the ids computed above must be the ids make_variant builds
+                raise RuntimeError(f"rewriter generator {rw.name!r} != planned {gen!r}")
             rw.prefetch(LLMRewriter.request(spec.subtype, texts[pid], spec.strength) for pid, spec in todo)
             fam = {"structural": Structural(rw)}
             for pid, spec in todo:

@@ -228,6 +228,28 @@ def test_runner_stores_verdicts_templates_and_detector_labels(tmp_path, monkeypa
         src = "verdict" if det.startswith("judge:") else "heuristic_verdict"
         assert social.loc[vid, "delta"] == row[(src, "variant")] - row[(src, "base")]
     assert set(mr[mr.family != "social_register"]["detector"]) == {"rules"}
+    # a merge carries the new tables along
+    from sago_engine.store import merge_stores
+
+    out = tmp_path / "m.duckdb"
+    counts = merge_stores(out, [cfg.store])
+    with open_store(out) as st:
+        pd.testing.assert_frame_equal(st.mirroring_verdicts(), mv)
+        assert len(st.templates()) == 1 and counts["deltas"] == len(d)
+
+
+def test_stores_without_the_new_tables(tmp_path):
+    """A store written before mirroring_verdicts/templates existed: reads are empty, a writable open adds them."""
+    path = tmp_path / "old.duckdb"
+    with open_store(path, read_only=False, create=True) as st:
+        st.con.execute("DROP TABLE mirroring_verdicts; DROP TABLE templates")
+    with open_store(path) as st:
+        assert st.mirroring_verdicts().empty and st.templates().empty
+        assert list(st.templates().columns) == ["template_id", "kind", "text"]
+    with open_store(path, read_only=False) as st:
+        st.insert_df("templates", pd.DataFrame([{"template_id": JUDGE_TEMPLATE_ID, "kind": "judge",
+                                                 "text": JUDGE_TEMPLATE}]))
+        assert st.templates("judge")["text"].tolist() == [JUDGE_TEMPLATE]
 
 
 # ---------------------------------------------------------------- a real local model through get_backend
