@@ -56,6 +56,15 @@ with st.expander("How the threshold is mapped from the paper's 0.85"):
 common.table(semantic_audit(audit, threshold), key="variants_audit_table", filename="semantic_audit.csv")
 st.caption("Per family: variants generated, scored, kept and rejected, and the spread of their semantic scores.")
 
+rejected = common.query("rejected_variants", f)
+with st.expander(f"Rejected variants and why ({len(rejected)}{'+' if len(rejected) >= 1000 else ''})"):
+    if rejected.empty:
+        st.info("No variant was rejected under the current filters.")
+    else:
+        common.table(rejected, key="variants_rejected_table", filename="rejected_variants.csv")
+        st.caption("Rejected variants are stored but excluded from every score; LLM rewrites (generator llm:…) "
+                   "that were rejected are not sent to the models at all.")
+
 # ---------------------------------------------------------------- ablations
 abl = common.query("ablation_frame", f)
 cells = abl["cells"]

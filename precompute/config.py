@@ -69,6 +69,12 @@ class RunConfig:
     """Optional restriction of the grid: ``subtypes``, ``strengths``, ``positions`` → allowed values."""
     chunk_prompts: int = 4
     """Prompts per committed unit batch (a kill loses at most this much work)."""
+    judge: dict[str, Any] | None = None
+    """``[judge]``: LLM judge for social-register Δ-MR (``llm_section`` shape), None = the
+    offline heuristic only. Enters the run id."""
+    rewriter: dict[str, Any] | None = None
+    """``[rewriter]``: LLM rewriter for structural variants (``llm_section`` shape), None = the
+    offline rules. Its generator id enters the variant ids (hence the run id)."""
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
     """The TOML as read (stored with the run)."""
 
@@ -81,7 +87,74 @@ def _int(section: dict, key: str, default: int, lo: int) -> int:
     return v
 
 
-_TOP = {"run", "data", "variants", "semantic_filter", "normalizers", "models"}
+_TOP = {"run", "data", "variants", "semantic_filter", "normalizers", "models", "judge", "rewriter"}
+
+#: Keys of ``[judge]`` / ``[rewriter]`` that are not passed to the backend's constructor.
+_LLM_OWN_KEYS = ("backend", "model", "max_new_tokens")
+
+
+def llm_section(raw: dict, name: str, default_max_new_tokens: int, base: Path) -> dict[str, Any] | None:
+    """Validate an optional ``[judge]`` / ``[rewriter]`` section: an LLM used by the runner.
+
+    Keys: ``backend`` (a registered backend name, default ``"hf_local"``), ``model`` (required;
+    for hf_local a zoo key, ``tiny-random`` or a local model folder), ``max_new_tokens``
+    (integer ≥ 1), and any further keys, passed through to the backend's constructor
+    (hf_local: ``dtype``, ``device``, ``batch_size``, ``seed``); their values must be strings,
+    numbers or booleans.
+
+    Returns:
+        None when the section is absent, else ``{"backend", "model", "max_new_tokens",
+        "kwargs"}`` (``kwargs``: the passthrough keys, sorted).
+    Raises:
+        ConfigError: not a table, unknown backend or model, a missing model, bad values.
+    """
+    from sago_engine.backends.base import BACKENDS
+    from sago_engine.models import ZOO
+
+    if name not in raw:
+        return None
+    sec = raw[name]
+    if not isinstance(sec, dict):
+        raise ConfigError(f"[{name}] must be a table of settings, got {type(sec).__name__}")
+    backend = sec.get("backend", "hf_local")
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise _unknown(f"[{name}] backend", backend, sorted(BACKENDS))
+    model = sec.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise ConfigError(f"[{name}] needs model = \"...\" (a model key"
+                          f"{', e.g. one of ' + ', '.join([*ZOO, 'tiny-random']) if backend == 'hf_local' else ''})")
+    try:
+        mnt = _int(sec, "max_new_tokens", default_max_new_tokens, lo=1)
+    except ConfigError as e:
+        raise ConfigError(f"[{name}] {e}") from None
+    kwargs = {k: v for k, v in sorted(sec.items()) if k not in _LLM_OWN_KEYS}
+    for k, v in kwargs.items():
+        if not isinstance(v, (str, int, float, bool)):
+            raise ConfigError(f"[{name}] {k} must be a string, number or boolean, got {type(v).__name__}")
+    if backend == "hf_local":
+        allowed = ("dtype", "device", "batch_size", "seed")
+        for k in kwargs:
+            if k not in allowed:
+                raise _unknown(f"[{name}] key", k, [*_LLM_OWN_KEYS, *allowed])
+        if model not in ZOO and model != "tiny-random" and not (base / model).is_dir() and not Path(model).is_dir():
+            raise _unknown(f"[{name}] model", model, [*ZOO, "tiny-random", "<a local folder with config.json>"])
+        if kwargs.get("dtype", "float32") not in ("float32", "bfloat16", "float16"):
+            raise _unknown(f"[{name}] dtype", kwargs["dtype"], ["float32", "bfloat16", "float16"])
+        dev = str(kwargs.get("device", "auto"))
+        if dev not in ("auto", "cpu", "cuda") and not dev.startswith("cuda:"):
+            raise _unknown(f"[{name}] device", dev, ["auto", "cpu", "cuda", "cuda:N"])
+        for k in ("batch_size", "seed"):
+            if k in kwargs:
+                try:
+                    _int(kwargs, k, 0, lo=1 if k == "batch_size" else 0)
+                except ConfigError as e:
+                    raise ConfigError(f"[{name}] {e}") from None
+    return {"backend": backend, "model": model, "max_new_tokens": mnt, "kwargs": kwargs}
+
+
+def llm_backend_spec(section: dict[str, Any]) -> dict[str, Any]:
+    """The ``get_backend`` spec of a validated ``[judge]`` / ``[rewriter]`` section."""
+    return {"backend": section["backend"], "model": section["model"], **section["kwargs"]}
 
 
 def load_config(path: str | Path, base_dir: str | Path | None = None) -> RunConfig:
@@ -90,7 +163,7 @@ def load_config(path: str | Path, base_dir: str | Path | None = None) -> RunConf
     Raises:
         FileNotFoundError: no such file.
         ConfigError: unknown sections, keys, datasets, families, models, dtypes, or bad values
-            — with the valid choices listed.
+            — with the valid choices listed (``[judge]`` / ``[rewriter]``: see ``llm_section``).
     """
     from sago_engine.models import ZOO
     from sago_engine.variants import list_families
@@ -183,6 +256,15 @@ def load_config(path: str | Path, base_dir: str | Path | None = None) -> RunConf
         models.append(mc)
     if not models:
         raise ConfigError(f"{path}: no [[models]] given")
+    from sago_engine.judge import JUDGE_MAX_NEW_TOKENS
+    from sago_engine.variants.llm_rewriter import REWRITER_MAX_NEW_TOKENS
+
+    judge = llm_section(raw, "judge", JUDGE_MAX_NEW_TOKENS, base)
+    rewriter = llm_section(raw, "rewriter", REWRITER_MAX_NEW_TOKENS, base)
+    if rewriter is not None and "structural" not in fams:
+        raise ConfigError("[rewriter] rewrites structural variants, but variants.families has no 'structural'")
+    if judge is not None and "social_register" not in fams:
+        raise ConfigError("[judge] judges social_register variants, but variants.families has no 'social_register'")
     n_prompts = int(data.get("n_prompts", 16))
     if n_prompts < 1:
         raise ConfigError("data.n_prompts must be ≥ 1")
@@ -203,5 +285,7 @@ def load_config(path: str | Path, base_dir: str | Path | None = None) -> RunConf
         normalizers=normalizers,
         models=tuple(models),
         chunk_prompts=int(run.get("chunk_prompts", 4)),
+        judge=judge,
+        rewriter=rewriter,
         raw=raw,
     )

@@ -8,16 +8,16 @@ import logging
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import pandas as pd
 from tqdm import tqdm
 
-from precompute.config import ModelConfig, RunConfig
+from precompute.config import ModelConfig, RunConfig, llm_backend_spec
 from sago_engine.datasets import Prompt, load_dataset
-from sago_engine.pipeline import Unit, compute_rows
+from sago_engine.pipeline import Unit, compute_rows, judge_rows
 from sago_engine.runrecord import VERSION_PACKAGES, fingerprint, library_versions  # noqa: F401 (re-exported)
 from sago_engine.seeds import stable_hash
 from sago_engine.store import Store, StoreError, open_store
@@ -34,6 +34,14 @@ class Plan:
     """prompt_id → its variants (stable order)."""
     variant_rows: pd.DataFrame
     filter_info: dict
+    skip: frozenset[str] = frozenset()
+    """Variants never generated: LLM rewrites the filter rejected (empty without ``[rewriter]``)."""
+    templates: list[dict] = field(default_factory=list)
+    """``templates`` rows (template_id, kind, text) of the prompts the plan used (LLM rewriter)."""
+
+    def to_generate(self, prompt_id: str) -> list[Variant]:
+        """The variants of ``prompt_id`` the models answer: all of them except ``skip``."""
+        return [v for v in self.variants[prompt_id] if v.variant_id not in self.skip]
 
     @property
     def signature(self) -> str:
@@ -41,9 +49,71 @@ class Plan:
         return stable_hash(sorted((p.prompt_id, [v.variant_id for v in self.variants[p.prompt_id]]) for p in self.prompts))
 
 
-def make_plan(cfg: RunConfig, store: Store | None = None) -> Plan:
-    """Load prompts, build variants, apply the semantic filter (only to variants new to the store)."""
-    from sago_engine.variants import full_grid, make_variants, sample_grid
+def rewriter_settings(section: dict) -> dict:
+    """What of a ``[rewriter]`` section can change a rewrite (hashed into its generator id):
+    backend, max_new_tokens and the backend kwargs except ``device`` and ``batch_size``."""
+    kw = {k: v for k, v in section["kwargs"].items() if k not in ("device", "batch_size")}
+    return {"backend": section["backend"], "max_new_tokens": section["max_new_tokens"], **kw}
+
+
+def _llm_structural(cfg: RunConfig, specs_by_prompt: dict, texts: dict[str, str], store: Store | None,
+                    backend_factory: Callable | None) -> tuple[dict[tuple, Variant], list[dict]]:
+    """Structural variants from the LLM rewriter: (prompt_id, spec) -> Variant, plus template rows.
+
+    Rewrites already in the store (same variant id = same prompt, spec, seed and generator)
+    are reused as stored, so a resumed run never regenerates them; the rest are rewritten in
+    one batched call. The backend is built only when something is left to rewrite.
+    """
+    from sago_engine.variants import make_variant, variant_identity
+    from sago_engine.variants.llm_rewriter import (REWRITER_TEMPLATE_ID, REWRITER_TEMPLATE_TEXT, LLMRewriter,
+                                                   generator_id)
+    from sago_engine.variants.structural import Structural
+    from sago_engine.types import VariantSpec
+
+    sec = cfg.rewriter
+    settings = rewriter_settings(sec)
+    gen = generator_id(sec["model"], settings)
+    wanted = {(pid, s): variant_identity(pid, s, cfg.seed, gen)
+              for pid, specs in specs_by_prompt.items() for s in specs if s.family == "structural"}
+    known = store.variant_records([vid for _, vid in wanted.values()]) if store is not None else None
+    stored = {} if known is None else {r.variant_id: r for r in known.itertuples(index=False)}
+    out: dict[tuple, Variant] = {}
+    todo = []
+    for (pid, spec), (seed, vid) in wanted.items():
+        r = stored.get(vid)
+        if r is None:
+            todo.append((pid, spec))
+            continue
+        out[(pid, spec)] = Variant(vid, pid, VariantSpec(r.family, r.subtype, float(r.strength), r.position), r.text,
+                                int(r.seed), r.generator, json.loads(r.meta_json) if r.meta_json else {})
+    if todo:
+        backend = (backend_factory or _get_backend)(llm_backend_spec(sec))
+        try:
+            rw = LLMRewriter(backend, model=sec["model"], settings=settings, max_new_tokens=sec["max_new_tokens"])
+            if rw.name != gen:  # the ids computed above must be the ids make_variant builds
+                raise RuntimeError(f"rewriter generator {rw.name!r} != planned {gen!r}")
+            rw.prefetch(LLMRewriter.request(spec.subtype, texts[pid], spec.strength) for pid, spec in todo)
+            fam = {"structural": Structural(rw)}
+            for pid, spec in todo:
+                out[(pid, spec)] = make_variant(pid, texts[pid], spec, cfg.seed, families=fam)
+        finally:
+            backend.close()
+    return out, [{"template_id": REWRITER_TEMPLATE_ID, "kind": "rewriter", "text": REWRITER_TEMPLATE_TEXT}]
+
+
+def _get_backend(spec: dict):
+    from sago_engine.backends import get_backend
+
+    return get_backend(spec)
+
+
+def make_plan(cfg: RunConfig, store: Store | None = None, backend_factory: Callable | None = None) -> Plan:
+    """Load prompts, build variants, apply the semantic filter (only to variants new to the store).
+
+    With ``[rewriter]`` the structural variants come from the LLM rewriter (``backend_factory``,
+    default ``get_backend``, builds its backend); those the filter rejects go to ``Plan.skip``.
+    """
+    from sago_engine.variants import full_grid, make_variant, sample_grid
     from sago_engine.variants.semantic_filter import FilterConfig, apply_filter, effective_threshold
 
     prompts: list[Prompt] = []
@@ -56,13 +126,22 @@ def make_plan(cfg: RunConfig, store: Store | None = None) -> Plan:
         return (spec.subtype in gf.get("subtypes", (spec.subtype,)) and spec.strength in gf.get("strengths", (spec.strength,))
                 and spec.position in gf.get("positions", (spec.position,)))
 
+    specs_by_prompt = {}
     for p in prompts:
         if cfg.per_family:
-            specs = sample_grid(p.prompt_id, cfg.per_family, cfg.seed, families=list(cfg.families),
-                                keep=keep if gf else None)
+            specs_by_prompt[p.prompt_id] = sample_grid(p.prompt_id, cfg.per_family, cfg.seed,
+                                                       families=list(cfg.families), keep=keep if gf else None)
         else:
-            specs = [s for s in full_grid(cfg.families) if keep(s)]
-        variants[p.prompt_id] = make_variants(p.prompt_id, p.text, specs, cfg.seed)
+            specs_by_prompt[p.prompt_id] = [s for s in full_grid(cfg.families) if keep(s)]
+    llm: dict[tuple, Variant] = {}
+    templates: list[dict] = []
+    if cfg.rewriter is not None:
+        llm, templates = _llm_structural(cfg, specs_by_prompt, {p.prompt_id: p.text for p in prompts}, store,
+                                         backend_factory)
+    for p in prompts:
+        variants[p.prompt_id] = [llm[(p.prompt_id, s)] if (p.prompt_id, s) in llm
+                                 else make_variant(p.prompt_id, p.text, s, cfg.seed)
+                                 for s in specs_by_prompt[p.prompt_id]]
     all_v = [v for vs in variants.values() for v in vs]
     fcfg = FilterConfig(**cfg.filter)
     known = store.existing_ids("variants", "variant_id", [v.variant_id for v in all_v]) if store else set()
@@ -82,8 +161,15 @@ def make_plan(cfg: RunConfig, store: Store | None = None) -> Plan:
         }
         for v in new_v
     ]
+    skip: frozenset[str] = frozenset()
+    if cfg.rewriter is not None:
+        llm_ids = [v.variant_id for v in all_v if v.generator.startswith("llm:")]
+        old = [i for i in llm_ids if i not in verdicts]
+        rec = store.variant_records(old) if store is not None and old else None
+        stored_kept = {} if rec is None else dict(zip(rec["variant_id"], rec["kept"].astype(bool)))
+        skip = frozenset(i for i in llm_ids if not (verdicts[i].kept if i in verdicts else stored_kept.get(i, True)))
     info = effective_threshold(fcfg)
-    return Plan(prompts, variants, pd.DataFrame(rows), info)
+    return Plan(prompts, variants, pd.DataFrame(rows), info, skip, templates)
 
 
 def plan_chunks(prompts: list[Prompt], chunk_prompts: int, shard: tuple[int, int] | None = None) -> list[list[Prompt]]:
@@ -100,10 +186,47 @@ def shard_prompts(prompts: list[Prompt], chunk_prompts: int, shard: tuple[int, i
     return [p for c in plan_chunks(prompts, chunk_prompts, shard) for p in c]
 
 
+def judge_key(cfg: RunConfig) -> dict | None:
+    """What of ``[judge]`` enters the run id: the section (backend, model, kwargs, max_new_tokens)
+    without ``device``/``batch_size``, plus the template id. None without a judge."""
+    if cfg.judge is None:
+        return None
+    from sago_engine.judge import JUDGE_TEMPLATE_ID
+
+    kw = {k: v for k, v in cfg.judge["kwargs"].items() if k not in ("device", "batch_size")}
+    return {"backend": cfg.judge["backend"], "model": cfg.judge["model"], "max_new_tokens": cfg.judge["max_new_tokens"],
+            "kwargs": kw, "template_id": JUDGE_TEMPLATE_ID}
+
+
 def run_id_for(cfg: RunConfig, m: ModelConfig, plan: Plan) -> str:
-    """Deterministic run key: model, backend, dtype, decoding, seed, R_X and the plan signature."""
-    return stable_hash(m.key, m.backend, m.dtype, {"greedy": True, "max_new_tokens": cfg.max_new_tokens},
-                       cfg.seed, cfg.normalizers, cfg.filter, plan.signature, length=16)
+    """Deterministic run key: model, backend, dtype, decoding, seed, R_X and the plan signature,
+    plus ``judge_key`` when a ``[judge]`` is set (a run without one keeps its old id)."""
+    parts = [m.key, m.backend, m.dtype, {"greedy": True, "max_new_tokens": cfg.max_new_tokens},
+             cfg.seed, cfg.normalizers, cfg.filter, plan.signature]
+    jk = judge_key(cfg)
+    if jk is not None:
+        parts.append({"judge": jk})
+    return stable_hash(*parts, length=16)
+
+
+def _config_record(cfg: RunConfig, plan: Plan, judge) -> dict:
+    """The run record's ``config``: the TOML as read; with ``[judge]``/``[rewriter]`` also an
+    ``llm`` entry (judge model, template id and backend info; rewriter generator and template)."""
+    if cfg.judge is None and cfg.rewriter is None:
+        return cfg.raw
+    llm: dict = {}
+    if judge is not None:
+        info = judge.backend.info()
+        llm["judge"] = {"model": judge.model, "template_id": judge.template_id, "max_new_tokens": judge.max_new_tokens,
+                        "label": judge.label,
+                        "backend_info": {k: info.get(k) for k in ("backend", "model_id", "source", "weights_sha256",
+                                                                  "dtype", "device", "decoding", "chat_template")
+                                         if k in info}}
+    if cfg.rewriter is not None:
+        gens = sorted({v.generator for vs in plan.variants.values() for v in vs if v.generator.startswith("llm:")})
+        llm["rewriter"] = {"generators": gens, "template_ids": [t["template_id"] for t in plan.templates],
+                           "settings": rewriter_settings(cfg.rewriter), "model": cfg.rewriter["model"]}
+    return {**cfg.raw, "llm": llm}
 
 
 def write_plan(store: Store, plan: Plan) -> None:
@@ -120,6 +243,8 @@ def write_plan(store: Store, plan: Plan) -> None:
     with store.transaction():
         store.insert_df("prompts", prompts)
         store.insert_df("variants", vr)
+        if plan.templates:
+            store.insert_df("templates", pd.DataFrame(plan.templates))
 
 
 def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress: bool = True,
@@ -146,6 +271,15 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     backend = (backend_factory or get_backend)({"backend": m.backend, "model": m.key, "dtype": m.dtype,
                                                  "device": m.device, "batch_size": m.batch_size})
     info = backend.info()
+    judge = None
+    if cfg.judge is not None:
+        from sago_engine.judge import Judge
+
+        judge = Judge((backend_factory or get_backend)(llm_backend_spec(cfg.judge)),
+                      max_new_tokens=cfg.judge["max_new_tokens"])
+        with store.transaction():
+            store.insert_df("templates", pd.DataFrame([{"template_id": judge.template_id, "kind": "judge",
+                                                         "text": judge.template}]))
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     record = {
         "run_id": run_id, "model": m.key, "backend": m.backend, "model_source": str(info.get("source", "")),
@@ -154,29 +288,34 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
         "decoding": {"greedy": True, "max_new_tokens": cfg.max_new_tokens, "batch_size": m.batch_size},
         "seed": cfg.seed, "normalizers": cfg.normalizers, "semantic_filter": plan.filter_info,
         "encoder": encoder_info(), "capabilities": sorted(backend.capabilities), "versions": library_versions(),
-        "config": cfg.raw, "started_at": now, "status": "running",
+        "config": _config_record(cfg, plan, judge), "started_at": now, "status": "running",
     }
     record["fingerprint"] = fingerprint(record)
     store.upsert_run(record)
-    total = sum(1 + len(plan.variants[p.prompt_id]) for c in chunks for p in c)
+    total = sum(1 + len(plan.to_generate(p.prompt_id)) for c in chunks for p in c)
+    base_prompts = {p.prompt_id: p.text for p in plan.prompts}
     bar = tqdm(total=total, desc=f"{m.key}", unit="gen", disable=not progress, dynamic_ncols=True)
     for chunk in chunks:
         texts, spans = [], []
         for p in chunk:
-            vs = plan.variants[p.prompt_id]
+            vs = plan.to_generate(p.prompt_id)
             spans.append((len(texts), len(vs)))
             texts.append(p.text)
             texts.extend(v.text for v in vs)
         results = backend.generate(texts, cfg.max_new_tokens)
-        units = [Unit(p.prompt_id, p.dataset, results[s], plan.variants[p.prompt_id], results[s + 1 : s + 1 + n])
+        units = [Unit(p.prompt_id, p.dataset, results[s], plan.to_generate(p.prompt_id), results[s + 1 : s + 1 + n])
                  for p, (s, n) in zip(chunk, spans)]
-        responses, deltas = compute_rows(run_id, units, cfg.normalizers, frozenset(backend.capabilities))
+        overrides, verdicts = judge_rows(run_id, units, base_prompts, judge) if judge is not None else ({}, None)
+        responses, deltas = compute_rows(run_id, units, cfg.normalizers, frozenset(backend.capabilities),
+                                         mr_overrides=overrides or None)
         finished = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-        unit_rows = pd.DataFrame([{"run_id": run_id, "prompt_id": p.prompt_id, "n_variants": len(plan.variants[p.prompt_id]),
+        unit_rows = pd.DataFrame([{"run_id": run_id, "prompt_id": p.prompt_id, "n_variants": len(plan.to_generate(p.prompt_id)),
                                    "finished_at": finished} for p in chunk])
         with store.transaction():
             store.insert_df("responses", responses)
             store.insert_df("deltas", deltas)
+            if verdicts is not None:
+                store.insert_df("mirroring_verdicts", verdicts)
             store.insert_df("units", unit_rows)
         summary["generated"] += len(texts)
         bar.update(len(texts))
@@ -184,6 +323,8 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
             on_chunk(summary["generated"], total)
     bar.close()
     backend.close()
+    if judge is not None:
+        judge.close()
     store.upsert_run({"run_id": run_id, "finished_at": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
                       "status": "complete" if shard is None else f"shard {shard[0]}/{shard[1]} complete"})
     summary["seconds"] = time.perf_counter() - t0
@@ -249,7 +390,7 @@ def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = N
     out = []
     try:
         with open_store(work, read_only=False, create=True) as store:
-            plan = make_plan(cfg, store)
+            plan = make_plan(cfg, store, backend_factory=backend_factory)
             write_plan(store, plan)
             last = [time.monotonic()]
 

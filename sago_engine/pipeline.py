@@ -76,6 +76,7 @@ def compute_rows(
     units: Sequence[Unit],
     normalizers: Mapping[str, float],
     capabilities: frozenset[str],
+    mr_overrides: Mapping[str, tuple[float, str]] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Compute the six axes for every (prompt, variant) of ``units`` and build store rows.
 
@@ -86,6 +87,9 @@ def compute_rows(
         units: prompts with base and variant results.
         normalizers: R_X per axis (see ``scoring.resolve_normalizers``).
         capabilities: white-box axes the backend measures (subset of {"cos","prob","ent"}).
+        mr_overrides: variant_id -> (ΔMR, detector label) decided elsewhere (the LLM judge,
+            ``sago_engine.judge.judged_delta_mr``); replaces the offline detector's ΔMR and its
+            ``detector`` label for those variants. None (default) = offline detectors only.
     Returns:
         (responses, deltas): DataFrames with the columns of the store's ``responses`` and
         ``deltas`` tables. ``deltas`` has len(AXES) rows per variant; an unavailable axis has
@@ -121,6 +125,10 @@ def compute_rows(
             "mr": delta_mr([r.text for r in u.results], list(u.variants), base.text),
         }
         k += n
+        overrides = mr_overrides or {}
+        for j, v in enumerate(u.variants):
+            if v.variant_id in overrides:
+                raw["mr"][j] = overrides[v.variant_id][0]
         for j, (v, r) in enumerate(zip(u.variants, u.results)):
             resp_rows.append(_response_row(run_id, u.prompt_id, v.variant_id, r, cos_layers[j]))
             for axis in AXES:
@@ -129,7 +137,7 @@ def compute_rows(
                 if reason is None and np.isfinite(d):
                     delta_rows.append((run_id, u.dataset, u.prompt_id, v.variant_id, axis, d,
                                        float(normalize(d, normalizers[axis])), True, None,
-                                       detector_kind(v) if axis == "mr" else None))
+                                       _detector(v, overrides) if axis == "mr" else None))
                 else:
                     delta_rows.append((run_id, u.dataset, u.prompt_id, v.variant_id, axis, None, None, False,
                                        reason or "not computed", None))
@@ -137,6 +145,50 @@ def compute_rows(
     deltas = pd.DataFrame(delta_rows, columns=["run_id", "dataset", "prompt_id", "variant_id", "axis", "delta",
                                                "delta_norm", "available", "reason", "detector"])
     return responses, deltas
+
+
+VERDICT_COLUMNS = ["run_id", "variant_id", "prompt_id", "response_of", "judge_model", "template_id", "verdict", "raw",
+                   "error", "heuristic_verdict", "detector"]
+
+
+def judge_rows(run_id: str, units: Sequence[Unit], base_prompts: Mapping[str, str],
+               judge) -> tuple[dict[str, tuple[float, str]], pd.DataFrame]:
+    """Judge the social-register variants of ``units`` (one batched call) for Δ-MR.
+
+    Variants whose reply or base reply errored are left out (their Δ-MR is unavailable anyway).
+
+    Args:
+        run_id: the run; units: prompts with their results; base_prompts: prompt_id -> base
+            prompt text; judge: a ``sago_engine.judge.Judge``.
+    Returns:
+        (mr_overrides, verdicts): ``mr_overrides`` for ``compute_rows`` (variant_id -> (ΔMR,
+        detector label); the label is ``judge:<model>`` or, where the judge gave no usable
+        answer, the heuristic's); ``verdicts``: two rows per judged variant (``response_of``
+        "variant" and "base") with the columns of the store's ``mirroring_verdicts`` table.
+    Source: SAGO (arXiv 2610.01428) §Axes (Δ-MR; a judge for social register).
+    """
+    from sago_engine.judge import judged_delta_mr
+
+    sel = [(u, v, r) for u in units for v, r in zip(u.variants, u.results)
+           if v.spec.family == "social_register" and not r.error and not u.base.error]
+    if not sel:
+        return {}, pd.DataFrame(columns=VERDICT_COLUMNS)
+    judged = judged_delta_mr(judge, [v for _, v, _ in sel], [base_prompts[u.prompt_id] for u, _, _ in sel],
+                             [r.text for _, _, r in sel], [u.base.text for u, _, _ in sel])
+    overrides, rows = {}, []
+    for (u, v, _), j in zip(sel, judged):
+        overrides[v.variant_id] = (j.delta, j.detector)
+        for of, verdict, heur in (("variant", j.variant, j.heuristic_variant), ("base", j.base, j.heuristic_base)):
+            rows.append((run_id, v.variant_id, u.prompt_id, of, verdict.judge_model, verdict.template_id,
+                         verdict.verdict, verdict.raw, verdict.error, int(heur), j.detector))
+    df = pd.DataFrame(rows, columns=VERDICT_COLUMNS)
+    df["verdict"] = pd.array(df["verdict"].tolist(), dtype="Int64")
+    return overrides, df
+
+
+def _detector(v: Variant, overrides: Mapping[str, tuple[float, str]]) -> str:
+    """The ``deltas.detector`` label of a variant's ΔMR: the override's label, else ``detector_kind``."""
+    return overrides[v.variant_id][1] if v.variant_id in overrides else detector_kind(v)
 
 
 def _response_row(run_id: str, prompt_id: str, variant_id: str | None, r: GenerationResult, cos_layers) -> dict:

@@ -38,3 +38,8 @@ def derive_seed(*parts: Any) -> int:
 def make_rng(*parts: Any) -> random.Random:
     """A private ``random.Random`` seeded by ``derive_seed(*parts)``; never the module-level one."""
     return random.Random(derive_seed(*parts))
+
+
+def template_id(text: str) -> str:
+    """A prompt template's id (LLM judge / rewriter): ``stable_hash(text, length=12)``; same text → same id."""
+    return stable_hash(text, length=12)

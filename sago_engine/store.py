@@ -106,6 +106,25 @@ CREATE TABLE IF NOT EXISTS units (
     finished_at TIMESTAMP,
     PRIMARY KEY (run_id, prompt_id)
 );
+CREATE TABLE IF NOT EXISTS mirroring_verdicts (
+    run_id VARCHAR NOT NULL,
+    variant_id VARCHAR NOT NULL,
+    prompt_id VARCHAR NOT NULL,
+    response_of VARCHAR NOT NULL,
+    judge_model VARCHAR NOT NULL,
+    template_id VARCHAR NOT NULL,
+    verdict INTEGER,
+    raw VARCHAR,
+    error VARCHAR,
+    heuristic_verdict INTEGER NOT NULL,
+    detector VARCHAR NOT NULL,
+    PRIMARY KEY (run_id, variant_id, response_of)
+);
+CREATE TABLE IF NOT EXISTS templates (
+    template_id VARCHAR PRIMARY KEY,
+    kind VARCHAR NOT NULL,
+    text VARCHAR NOT NULL
+);
 CREATE OR REPLACE VIEW prompt_scores AS
     SELECT d.run_id, r.model, d.dataset, d.prompt_id, d.axis,
            sqrt(avg(d.delta_norm * d.delta_norm)) AS s,
@@ -124,6 +143,10 @@ CREATE OR REPLACE VIEW sgs_total AS
 """
 
 TABLES = ("runs", "prompts", "variants", "responses", "deltas", "units")
+#: Tables added after schema version 1 (LLM judge and rewriter). Stores written before them lack
+#: them: reads return empty frames there, and a writable open creates them (additive only).
+EXTRA_TABLES = ("mirroring_verdicts", "templates")
+_EXTRA_DDL = _DDL[_DDL.index("CREATE TABLE IF NOT EXISTS mirroring_verdicts"):_DDL.index("CREATE OR REPLACE VIEW prompt_scores")]
 
 
 class StoreError(RuntimeError):
@@ -168,8 +191,9 @@ class Store:
         self.con.execute("COMMIT")
 
     def insert_df(self, table: str, df: pd.DataFrame) -> None:
-        """Bulk ``INSERT OR IGNORE`` of a DataFrame whose columns are a subset of ``table``'s."""
-        if table not in TABLES:
+        """Bulk ``INSERT OR IGNORE`` of a DataFrame whose columns are a subset of ``table``'s
+        (one of ``TABLES`` or ``EXTRA_TABLES``)."""
+        if table not in TABLES + EXTRA_TABLES:
             raise ValueError(f"unknown table {table!r}")
         if df.empty:
             return
@@ -513,6 +537,87 @@ class Store:
             FROM variants v JOIN prompts p USING (prompt_id)
             WHERE {where}""", params).df()
 
+    def rejected_variants(self, f: "Filters | None" = None, limit: int = 1000) -> pd.DataFrame:
+        """Variants the semantic filter (or the rewrite checks) rejected, with the reason, for the audit.
+
+        SAGO (arXiv 2610.01428) §Variants. The dataset and (F, u, s, p) filters apply (not the
+        model filter: variants do not depend on the model). Columns: dataset, prompt_id,
+        family, subtype, strength, position, generator, text, semantic_score, reason — reason is
+        ``"degenerate rewrite: <why>"`` (an LLM rewrite that was empty, unchanged, repetitive,
+        an error or moved the length the wrong way; ``meta.rewrite_issue``), ``"semantic score
+        <s> ≤ filter threshold"`` (failed on its own), or ``"prompt-level rule: another <family>
+        variant of this prompt failed"`` (passed, but SAGO keeps a prompt's family only if all
+        its variants pass). At most ``limit`` rows, ordered by dataset, prompt, (F, u, s, p).
+        """
+        from dataclasses import replace
+
+        where, params = self._filter_where(None if f is None else replace(f, models=None), d="p")
+        return self.con.execute(f"""
+            SELECT p.dataset, v.prompt_id, v.family, v.subtype, v.strength, v.position, v.generator, v.text,
+                   v.semantic_score,
+                   CASE WHEN v.meta->>'rewrite_issue' IS NOT NULL THEN 'degenerate rewrite: ' || (v.meta->>'rewrite_issue')
+                        WHEN v.passes_filter IS NOT DISTINCT FROM FALSE AND v.semantic_score IS NOT NULL
+                            THEN 'semantic score ' || printf('%.3f', v.semantic_score) || ' ≤ filter threshold'
+                        WHEN v.passes_filter THEN 'prompt-level rule: another ' || v.family || ' variant of this prompt failed'
+                        ELSE 'not kept' END AS reason
+            FROM variants v JOIN prompts p USING (prompt_id)
+            WHERE NOT v.kept AND {where}
+            ORDER BY p.dataset, v.prompt_id, v.family, v.subtype, v.strength, v.position, v.variant_id
+            LIMIT ?""", [*params, int(limit)]).df()
+
+    def variant_records(self, ids: Sequence[str]) -> pd.DataFrame:
+        """The stored rows of the variants ``ids`` (all ``variants`` columns; meta as JSON text).
+
+        Lets a resumed run reuse LLM rewrites instead of regenerating them. Unknown ids are absent.
+        """
+        if not ids:
+            return self.con.execute("SELECT * EXCLUDE (meta), CAST(meta AS VARCHAR) AS meta_json FROM variants LIMIT 0").df()
+        self.con.register("_ids", pd.DataFrame({"id": list(ids)}))
+        try:
+            return self.con.execute("""SELECT v.* EXCLUDE (meta), CAST(v.meta AS VARCHAR) AS meta_json
+                                       FROM variants v JOIN _ids ON v.variant_id = _ids.id
+                                       ORDER BY v.variant_id""").df()
+        finally:
+            self.con.unregister("_ids")
+
+    def _has_table(self, name: str) -> bool:
+        return bool(self.con.execute(
+            "SELECT 1 FROM information_schema.tables WHERE table_name = ?", [name]).fetchall())
+
+    def templates(self, kind: str | None = None) -> pd.DataFrame:
+        """Stored prompt templates (LLM judge / rewriter): template_id, kind, text.
+
+        Empty (same columns) on stores written before the table existed.
+        """
+        if not self._has_table("templates"):
+            return pd.DataFrame(columns=["template_id", "kind", "text"])
+        q, params = "SELECT template_id, kind, text FROM templates", []
+        if kind is not None:
+            q += " WHERE kind = ?"
+            params.append(kind)
+        return self.con.execute(q + " ORDER BY kind, template_id", params).df()
+
+    def mirroring_verdicts(self, run_ids: Iterable[str] | None = None) -> pd.DataFrame:
+        """Judge and heuristic verdicts per (run, social-register variant, judged reply).
+
+        Columns: model, run_id, prompt_id, variant_id, response_of ("variant" = the variant's
+        reply, "base" = the base reply judged against the variant's register), judge_model,
+        template_id, verdict (1/0/NULL = no usable answer), raw (the judge's text), error,
+        heuristic_verdict (1/0), detector (the label Δ-MR of that variant used). Empty on stores
+        without the table.
+        """
+        cols = ["model", "run_id", "prompt_id", "variant_id", "response_of", "judge_model", "template_id",
+                "verdict", "raw", "error", "heuristic_verdict", "detector"]
+        if not self._has_table("mirroring_verdicts"):
+            return pd.DataFrame(columns=cols)
+        q, params = f"""SELECT r.model, m.* EXCLUDE (run_id), m.run_id FROM mirroring_verdicts m
+                        JOIN runs r USING (run_id) WHERE TRUE""", []
+        if run_ids is not None:
+            q += " AND list_contains(?::VARCHAR[], m.run_id)"
+            params.append([str(x) for x in run_ids])
+        df = self.con.execute(q + " ORDER BY r.model, m.run_id, m.prompt_id, m.variant_id, m.response_of", params).df()
+        return df[cols]
+
     def semantic_thresholds(self) -> pd.DataFrame:
         """The semantic filter each run applied: model, run_id, threshold (encoder scale),
         threshold_config (the paper-scale value, 0.85), scale ("mapped" | "raw" | …), encoder (JSON text)."""
@@ -743,6 +848,8 @@ def open_store(path: str | Path, read_only: bool = True, create: bool = False) -
     except StoreError:
         con.close()
         raise
+    if not read_only:
+        con.execute(_EXTRA_DDL)  # additive: tables newer than a store written before them
     return Store(path=path, con=con, read_only=read_only)
 
 
@@ -779,7 +886,9 @@ def merge_stores(out: str | Path, inputs: Sequence[str | Path], overwrite: bool 
         for i, p in enumerate(inputs):
             st.con.execute(f"ATTACH '{str(Path(p)).replace(chr(39), chr(39) * 2)}' AS src{i} (READ_ONLY)")
             with st.transaction():
-                for t in TABLES:
+                src_tables = {r[0] for r in st.con.execute(
+                    "SELECT table_name FROM information_schema.tables WHERE table_catalog = ?", [f"src{i}"]).fetchall()}
+                for t in TABLES + tuple(t for t in EXTRA_TABLES if t in src_tables):
                     if t == "runs":
                         continue
                     st.con.execute(f"INSERT OR IGNORE INTO {t} SELECT * FROM src{i}.{t}")
@@ -804,7 +913,7 @@ def table_fingerprints(path: str | Path) -> dict[str, str]:
 
     out = {}
     with open_store(path, read_only=True) as st:
-        for t in TABLES:
+        for t in TABLES + tuple(t for t in EXTRA_TABLES if st._has_table(t)):
             cols = [r[0] for r in st.con.execute(
                 "SELECT column_name FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position",
                 [t]).fetchall() if r[0] not in VOLATILE_COLUMNS.get(t, ())]

@@ -73,3 +73,38 @@ def make_store(path, models=("model-a", "model-b"), datasets=("truthfulqa", "nq_
         st.insert_df("deltas", pd.DataFrame(deltas, columns=["run_id", "dataset", "prompt_id", "variant_id", "axis",
                                                              "delta", "delta_norm", "available", "reason", "detector"]))
     return path
+
+
+class ScriptedBackend:
+    """A fake ``Backend`` for LLM judge / rewriter tests: answers from a script, records every prompt.
+
+    ``respond(prompt) -> str`` gives each answer (default: ``"YES"``); an answer that is an
+    ``Exception`` instance becomes a result with ``error`` set. ``calls`` holds one list of
+    prompts per ``generate`` call.
+    """
+
+    name = "scripted"
+    capabilities = frozenset()
+
+    def __init__(self, model: str = "scripted-judge", respond=None, **kwargs):
+        self.model_id = model
+        self.respond = respond or (lambda prompt: "YES")
+        self.kwargs = kwargs
+        self.calls: list[list[str]] = []
+        self.closed = False
+
+    def info(self) -> dict:
+        return {"backend": self.name, "model_id": self.model_id, "source": "test script"}
+
+    def generate(self, prompts, max_new_tokens):
+        from sago_engine.types import GenerationResult
+
+        self.calls.append(list(prompts))
+        out = []
+        for p in prompts:
+            a = self.respond(p)
+            out.append(GenerationResult(text="", error=str(a)) if isinstance(a, Exception) else GenerationResult(text=a))
+        return out
+
+    def close(self) -> None:
+        self.closed = True

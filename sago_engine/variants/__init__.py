@@ -7,7 +7,7 @@ always yields the same text, byte for byte.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Mapping
 
 from ..seeds import derive_seed, make_rng, stable_hash
 from ..types import POSITIONS, Variant, VariantSpec
@@ -17,6 +17,7 @@ from .registry import Registry, UnknownFamilyError
 __all__ = [
     "FAMILIES", "Family", "Registry", "SubtypeInfo", "UnknownFamilyError", "full_grid",
     "get_family", "list_families", "make_variant", "make_variants", "sample_grid", "validate_spec",
+    "variant_identity",
 ]
 
 #: The one registry of families (lazy: a family's module is imported on first use).
@@ -86,8 +87,20 @@ def _seed_parts(run_seed: int, prompt_id: str, spec: VariantSpec, generator: str
     return parts
 
 
+def variant_identity(
+    prompt_id: str, spec: VariantSpec, run_seed: int, generator: str, phrasing_index: int = 0
+) -> tuple[int, str]:
+    """``(seed, variant_id)`` of the variant ``make_variant`` builds with a family whose generator
+    is ``generator`` — known before any text is produced (a resumed run finds stored LLM
+    rewrites by it). Source: SAGO (arXiv 2610.01428) §Variants.
+    """
+    seed = derive_seed(*_seed_parts(run_seed, prompt_id, spec, generator, phrasing_index))
+    return seed, stable_hash(prompt_id, spec.as_dict(), seed, generator)
+
+
 def make_variant(
-    prompt_id: str, text: str, spec: VariantSpec, run_seed: int, phrasing_index: int = 0
+    prompt_id: str, text: str, spec: VariantSpec, run_seed: int, phrasing_index: int = 0,
+    families: Mapping[str, Family] | None = None,
 ) -> Variant:
     """Build one variant x_i^(v) of the base prompt ``text``.
 
@@ -102,6 +115,8 @@ def make_variant(
         run_seed: the run's integer seed.
         phrasing_index: 0 for the canonical variant; 1, 2, ... draw further phrasings of the
             same spec (recorded in meta and in the seed).
+        families: family name -> a family instance to use instead of the registry's (e.g.
+            ``Structural(LLMRewriter(...))``); its ``generator`` enters the seed and the id.
     Returns:
         Variant with ``generator`` = the family's generator and ``meta`` = the family's meta
         plus ``phrasing_index`` and ``changed`` (text differs from the base).
@@ -114,15 +129,15 @@ def make_variant(
     if phrasing_index < 0:
         raise ValueError(f"phrasing_index must be >= 0, got {phrasing_index}")
     validate_spec(spec)
-    family = get_family(spec.family)
+    family = (families or {}).get(spec.family) or get_family(spec.family)
     parts = _seed_parts(run_seed, prompt_id, spec, family.generator, phrasing_index)
-    seed = derive_seed(*parts)
+    seed, variant_id = variant_identity(prompt_id, spec, run_seed, family.generator, phrasing_index)
     out, meta = family.apply(text, spec.subtype, float(spec.strength), spec.position, make_rng(*parts))
     meta = dict(meta)
     meta.setdefault("changed", out != text)
     meta["phrasing_index"] = int(phrasing_index)
     return Variant(
-        variant_id=stable_hash(prompt_id, spec.as_dict(), seed, family.generator),
+        variant_id=variant_id,
         prompt_id=prompt_id,
         spec=spec,
         text=out,
@@ -133,15 +148,17 @@ def make_variant(
 
 
 def make_variants(
-    prompt_id: str, text: str, specs: Iterable[VariantSpec], run_seed: int
+    prompt_id: str, text: str, specs: Iterable[VariantSpec], run_seed: int,
+    families: Mapping[str, Family] | None = None,
 ) -> list[Variant]:
-    """``make_variant`` for each spec, in the order given (length = len(specs)).
+    """``make_variant`` for each spec, in the order given (length = len(specs)); ``families``
+    as in ``make_variant``.
 
     Raises:
         ValueError: as ``make_variant``.
     Source: SAGO (arXiv 2610.01428) §Variants.
     """
-    return [make_variant(prompt_id, text, s, run_seed) for s in specs]
+    return [make_variant(prompt_id, text, s, run_seed, families=families) for s in specs]
 
 
 def sample_grid(

@@ -1,4 +1,4 @@
-"""The Rewriter protocol behind structural variants (offline rules now, an LLM later)."""
+"""The Rewriter protocol behind structural variants (offline rules, or an LLM: ``llm_rewriter``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ class Rewriter(Protocol):
     """Rewrites a prompt's length or mood while keeping its meaning (SAGO §Variants, family 3).
 
     The paper used GPT-4o-mini; ``RulesRewriter`` ("rules-v1") is the offline, deterministic
-    stand-in. ``name`` is stored as ``Variant.generator`` and enters the variant's seed and id,
-    so variants from different rewriters never collide.
+    stand-in, ``llm_rewriter.LLMRewriter`` the same through any backend. ``name`` is stored as
+    ``Variant.generator`` and enters the variant's seed and id, so variants from different
+    rewriters never collide.
     """
 
     name: str

@@ -198,13 +198,16 @@ def apply_filter(
         cfg: threshold, scale and level.
     Returns:
         n FilterVerdicts in the order of ``variants``. surface_noise: score None, passes and
-        kept True. Others: passes = score > threshold; kept = passes (level "variant") or all
-        variants of the same (prompt_id, family) pass (level "prompt").
+        kept True. A variant whose meta has a ``rewrite_issue`` (a degenerate LLM rewrite:
+        empty, unchanged, ...) is not scored: score None, passes False. Others: passes = score >
+        threshold; kept = passes (level "variant") or all variants of the same (prompt_id,
+        family) pass (level "prompt").
     Raises:
         KeyError: a scored variant's prompt_id is missing from ``base_texts``.
     Source: SAGO (arXiv 2610.01428) §Variants. One batched bertscore_f1 call.
     """
-    scored = [k for k, v in enumerate(variants) if v.spec.family not in UNSCORED_FAMILIES]
+    degenerate = {k for k, v in enumerate(variants) if (v.meta or {}).get("rewrite_issue")}
+    scored = [k for k, v in enumerate(variants) if v.spec.family not in UNSCORED_FAMILIES and k not in degenerate]
     missing = sorted({variants[k].prompt_id for k in scored} - set(base_texts))
     if missing:
         raise KeyError(f"base_texts lacks prompt ids {missing[:5]}{' ...' if len(missing) > 5 else ''}")
@@ -217,15 +220,16 @@ def apply_filter(
         scores = {k: float(s) for k, s in zip(scored, f1)}
         threshold = effective_threshold(cfg)["threshold"]
     passes = {k: scores[k] > threshold for k in scores}
+    passes.update({k: False for k in degenerate})
     group_ok: dict[tuple[str, str], bool] = {}
     for k, p in passes.items():
         key = (variants[k].prompt_id, variants[k].spec.family)
         group_ok[key] = group_ok.get(key, True) and p
     out = []
     for k, v in enumerate(variants):
-        if k not in scores:
+        if k not in passes:
             out.append(FilterVerdict(v.variant_id, None, True, True))
             continue
         kept = passes[k] if cfg.level == "variant" else group_ok[(v.prompt_id, v.spec.family)]
-        out.append(FilterVerdict(v.variant_id, scores[k], passes[k], kept))
+        out.append(FilterVerdict(v.variant_id, scores.get(k), passes[k], kept))
     return out
