@@ -232,7 +232,8 @@ def main() -> int:
         resp = {}
         for pid in d["prompt_id"].unique():
             for _, row in st.responses(pid).iterrows():
-                resp[(row["prompt_id"], row["variant_id"])] = row["response"]
+                vid = row["variant_id"] if isinstance(row["variant_id"], str) else None  # base: NULL
+                resp[(row["prompt_id"], vid)] = row["response"]
         sd = {(r.variant_id, r.axis): r.delta for r in d.itertuples()}
     n_gen = len(resp)
     print(f"sago:  {sago_s:7.2f} s wall for {n_gen} generations | model load {timing['load']:.2f} s | "
