@@ -106,6 +106,30 @@ CREATE TABLE IF NOT EXISTS units (
     finished_at TIMESTAMP,
     PRIMARY KEY (run_id, prompt_id)
 );
+CREATE TABLE IF NOT EXISTS run_usage (
+    run_id VARCHAR PRIMARY KEY,
+    requests BIGINT NOT NULL,
+    cache_hits BIGINT NOT NULL,
+    retries BIGINT NOT NULL,
+    errors BIGINT NOT NULL,
+    prompt_tokens BIGINT NOT NULL,
+    completion_tokens BIGINT NOT NULL,
+    price_in_per_mtok DOUBLE,
+    price_out_per_mtok DOUBLE,
+    cost_usd DOUBLE,
+    models_returned JSON,
+    updated_at TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS api_responses (
+    response_id VARCHAR PRIMARY KEY,
+    run_id VARCHAR NOT NULL,
+    model_returned VARCHAR,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    cached BOOLEAN,
+    attempts INTEGER,
+    finish_raw VARCHAR
+);
 CREATE OR REPLACE VIEW prompt_scores AS
     SELECT d.run_id, r.model, d.dataset, d.prompt_id, d.axis,
            sqrt(avg(d.delta_norm * d.delta_norm)) AS s,
@@ -124,6 +148,16 @@ CREATE OR REPLACE VIEW sgs_total AS
 """
 
 TABLES = ("runs", "prompts", "variants", "responses", "deltas", "units")
+
+#: Tables of the API backends (not yet part of ``TABLES``, so shard merging and table
+#: fingerprints are unchanged): ``run_usage`` — one row per API run, cumulative over resumes
+#: (requests incl. retries, cache hits, retries, prompts that ended in an error, tokens of fresh
+#: requests, prices and cost in USD, NULL when prices are not configured, the distinct model
+#: strings the API returned); ``api_responses`` — per response: the model string the API
+#: returned, token counts, cache hit, attempts, raw stop reason.
+API_TABLES = ("run_usage", "api_responses")
+
+_API_DDL = _DDL[_DDL.index("CREATE TABLE IF NOT EXISTS run_usage"):_DDL.index("CREATE OR REPLACE VIEW prompt_scores")]
 
 
 class StoreError(RuntimeError):
@@ -169,7 +203,7 @@ class Store:
 
     def insert_df(self, table: str, df: pd.DataFrame) -> None:
         """Bulk ``INSERT OR IGNORE`` of a DataFrame whose columns are a subset of ``table``'s."""
-        if table not in TABLES:
+        if table not in TABLES and table not in API_TABLES:
             raise ValueError(f"unknown table {table!r}")
         if df.empty:
             return
@@ -196,6 +230,35 @@ class Store:
         else:
             self.insert_df("runs", pd.DataFrame([row]))
 
+    def add_run_usage(self, run_id: str, usage: dict[str, Any], price_in_per_mtok: float | None = None,
+                      price_out_per_mtok: float | None = None) -> None:
+        """Add one chunk's API usage to the run's ``run_usage`` row (created on first use).
+
+        Args:
+            usage: counters as ``ApiBackend.take_usage()`` returns them (requests, cache_hits,
+                retries, errors, prompt_tokens, completion_tokens, models).
+            price_in_per_mtok / price_out_per_mtok: USD per million tokens; the cost is
+                recomputed from the cumulative tokens, NULL when either price is None.
+        """
+        cols = ("requests", "cache_hits", "retries", "errors", "prompt_tokens", "completion_tokens")
+        old = self.con.execute(f"SELECT {', '.join(cols)}, models_returned FROM run_usage WHERE run_id = ?",
+                               [run_id]).fetchall()
+        tot = {c: int(usage.get(c) or 0) for c in cols}
+        models = set(usage.get("models") or ())
+        if old:
+            for c, v in zip(cols, old[0][: len(cols)]):
+                tot[c] += int(v or 0)
+            models |= set(json.loads(old[0][-1] or "[]"))
+        cost = None
+        if price_in_per_mtok is not None and price_out_per_mtok is not None:
+            cost = (tot["prompt_tokens"] * price_in_per_mtok + tot["completion_tokens"] * price_out_per_mtok) / 1e6
+        import datetime as _dt
+
+        now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+        self.con.execute(
+            "INSERT OR REPLACE INTO run_usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [run_id, *[tot[c] for c in cols], price_in_per_mtok, price_out_per_mtok, cost, _json(sorted(models)), now])
+
     def set_meta(self, **values: Any) -> None:
         """Upsert ``meta`` key/value pairs (values stored as text)."""
         for k, v in values.items():
@@ -209,6 +272,31 @@ class Store:
     def meta(self) -> dict[str, str]:
         """All ``meta`` key/value pairs (app, schema_version, published_at, progress…)."""
         return dict(self.con.execute("SELECT key, value FROM meta").fetchall())
+
+    def run_usage(self) -> pd.DataFrame:
+        """API usage per run (see ``API_TABLES``) joined with the model name; empty for a store
+        written before the table existed."""
+        cols = ["run_id", "model", "backend", "requests", "cache_hits", "retries", "errors", "prompt_tokens",
+                "completion_tokens", "price_in_per_mtok", "price_out_per_mtok", "cost_usd", "models_returned",
+                "updated_at"]
+        if not self._has_table("run_usage"):
+            return pd.DataFrame(columns=cols)
+        return self.con.execute(
+            "SELECT u.run_id, r.model, r.backend, u.* EXCLUDE (run_id) FROM run_usage u "
+            "LEFT JOIN runs r USING (run_id) ORDER BY r.model").df()[cols]
+
+    def api_responses(self, run_id: str | None = None) -> pd.DataFrame:
+        """Per-response API facts (model string returned, tokens, cache hit, attempts, raw stop
+        reason), optionally of one run; empty for a store without the table."""
+        if not self._has_table("api_responses"):
+            return pd.DataFrame(columns=["response_id", "run_id", "model_returned", "prompt_tokens",
+                                         "completion_tokens", "cached", "attempts", "finish_raw"])
+        if run_id is None:
+            return self.con.execute("SELECT * FROM api_responses ORDER BY response_id").df()
+        return self.con.execute("SELECT * FROM api_responses WHERE run_id = ? ORDER BY response_id", [run_id]).df()
+
+    def _has_table(self, name: str) -> bool:
+        return bool(self.con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = ?", [name]).fetchall())
 
     def done_units(self, run_id: str) -> set[str]:
         """Prompt ids whose unit (base + all variants) is finished for this run."""
@@ -743,6 +831,8 @@ def open_store(path: str | Path, read_only: bool = True, create: bool = False) -
     except StoreError:
         con.close()
         raise
+    if not read_only:  # a writer adds the API tables to a store written before they existed
+        con.execute(_API_DDL)
     return Store(path=path, con=con, read_only=read_only)
 
 
