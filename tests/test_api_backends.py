@@ -31,11 +31,16 @@ KEY_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API
 
 @pytest.fixture
 def env(monkeypatch, tmp_path):
-    """Fake keys for every provider and a private reply cache."""
+    """Fake keys for every provider and a private ``SAGO_CACHE_DIR`` (its ``models/`` links to the
+    real model cache, so the tiny model's tokenizer is not rebuilt)."""
+    from sago_engine.models import cache_root
+
     for v in KEY_VARS:
         monkeypatch.delenv(v, raising=False)
     for v in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"):
         monkeypatch.setenv(v, SECRET)
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "models").symlink_to(cache_root(), target_is_directory=True)
     monkeypatch.setenv("SAGO_CACHE_DIR", str(tmp_path / "cache"))
     return tmp_path
 
@@ -335,3 +340,190 @@ def test_anthropic_legacy_version_sends_temperature(env, fake):
     assert req["headers"]["anthropic-version"] == "2023-06-01" and req["body"]["temperature"] == 0
     assert be.info()["decoding"]["greedy"] is True
     be.close()
+
+
+# ---------------------------------------------------------------------- config, runner, store, report
+
+E2E_TOML = """
+[run]
+store = "{store}"
+seed = 5
+max_new_tokens = 6
+chunk_prompts = 2
+
+[data]
+dir = "{data}"
+datasets = ["truthfulqa"]
+n_prompts = 2
+
+[variants]
+# surface noise only: meaning kept by construction, so no semantic-filter pass (keeps this test fast)
+families = ["surface_noise"]
+per_family = {{ surface_noise = 2 }}
+
+[[models]]
+key = "tiny-random"
+batch_size = 8
+
+[[models]]
+key = "served-model"
+backend = "openai_compatible"
+base_url = "{plain}/v1"
+
+[[models]]
+key = "gpt-test"
+backend = "openai"
+base_url = "{lp}/v1"
+price_in_per_mtok = 1.5
+price_out_per_mtok = 6.0
+
+[[models]]
+key = "claude-test"
+backend = "anthropic"
+base_url = "{lp}"
+"""
+
+
+def test_end_to_end_local_and_api_models_in_one_store(env, monkeypatch, capsys):
+    """python -m precompute with tiny-random + openai_compatible (no log-probs) + openai (log-probs)
+    + anthropic, all into one store; then availability, usage, report cells, no key in the file.
+
+    (That a rerun costs zero requests is checked per provider in test_cache_rerun_costs_zero_requests;
+    a second full run here would double this test's BERTScore time.)"""
+    from precompute.__main__ import main as cli_main
+    from sago_engine import report
+    from sago_engine.store import open_store
+
+    monkeypatch.delenv("OPENAI_API_KEY")  # the local openai_compatible server needs none…
+    monkeypatch.setenv("MY_OPENAI_KEY", SECRET)  # …the openai model reads its key from another variable
+    with FakeAPI(default="normal") as plain, FakeAPI(default="logprobs") as lp:
+        store = env / "e2e.duckdb"
+        cfg = env / "e2e.toml"
+        cfg.write_text(E2E_TOML.format(store=store, data=ROOT / "data" / "datasets", plain=plain.url, lp=lp.url)
+                       .replace('key = "gpt-test"\nbackend = "openai"', 'key = "gpt-test"\nbackend = "openai"\n'
+                                'api_key_env = "MY_OPENAI_KEY"'))
+        assert cli_main(["--config", str(cfg), "--no-progress"]) == 0
+        n_calls = (plain.count, lp.count)
+        with open_store(store) as st:
+            runs = st.runs().set_index("model")
+            assert set(runs.index) == {"tiny-random", "served-model", "gpt-test", "claude-test"}
+            assert runs.loc["gpt-test", "backend"] == "openai" and runs.loc["gpt-test", "device"] == "api"
+            n_resp = st.con.execute("SELECT count(*) FROM responses WHERE run_id = ?",
+                                    [runs.loc["gpt-test", "run_id"]]).fetchone()[0]
+            assert n_calls == (n_resp, 2 * n_resp)
+            d = st.deltas(kept_only=False)
+            d = d if "model" in d else d.merge(st.runs()[["run_id", "model"]], on="run_id")
+            avail = d.groupby(["model", "axis"])["available"].all().unstack()
+            reasons = d[~d["available"]].groupby(["model", "axis"])["reason"].first()
+            assert avail.loc["tiny-random"].all()
+            assert not avail.loc["gpt-test", "cos"] and avail.loc["gpt-test", ["bleu", "bert", "prob", "ent", "mr"]].all()
+            assert not avail.loc["claude-test", ["cos", "prob", "ent"]].any()
+            assert avail.loc["claude-test", ["bleu", "bert", "mr"]].all()
+            assert reasons[("claude-test", "cos")] == "backend exposes no activations"
+            assert reasons[("claude-test", "prob")] == "backend exposes no sequence log-prob"
+            assert reasons[("claude-test", "ent")] == "backend exposes no token distribution"
+            assert reasons[("served-model", "prob")] == "no log-probs returned"  # asked, but the server gave none
+            usage = st.run_usage().set_index("model")
+            assert set(usage.index) == {"served-model", "gpt-test", "claude-test"}
+            g = usage.loc["gpt-test"]
+            assert (g["requests"], g["cache_hits"], g["errors"]) == (n_resp, 0, 0)
+            assert g["cost_usd"] == pytest.approx((g["prompt_tokens"] * 1.5 + g["completion_tokens"] * 6.0) / 1e6)
+            assert np.isnan(usage.loc["claude-test", "cost_usd"])  # no prices → unknown, never a guess
+            assert "gpt-test-2026-01-01" in usage.loc["gpt-test", "models_returned"]
+            api = st.api_responses(runs.loc["claude-test", "run_id"])
+            assert len(api) == n_resp and set(api["model_returned"]) == {"claude-test-2026-01-01"}
+            wide = report.wide_cells(report.score_tables(st.prompt_scores())["total"], ["model"]).set_index("model")
+        assert (wide.loc["served-model", ["Δ-Cos", "Δ-Prob", "Δ-Ent"]] == "n/a").all()
+        assert (wide.loc["gpt-test", "Δ-Cos"] == "n/a") and (wide.loc["gpt-test", ["Δ-Prob", "Δ-Ent"]] != "n/a").all()
+        assert (wide.loc["claude-test", ["Δ-Cos", "Δ-Prob", "Δ-Ent"]] == "n/a").all()
+        assert (wide.loc[:, ["Δ-BLEU", "Δ-BERT", "Δ-MR"]] != "n/a").all().all()
+        assert (wide.loc["tiny-random"] != "n/a").all()
+        assert b"SECRET123" not in store.read_bytes()
+        assert "SECRET123" not in "".join(capsys.readouterr())
+
+
+def test_paper_toml_validates_with_keys_and_fails_before_work_without(monkeypatch, tmp_path, capsys):
+    from precompute.__main__ import main as cli_main
+    from precompute.config import ConfigError, load_config
+
+    for v in KEY_VARS:
+        monkeypatch.delenv(v, raising=False)
+    paper = ROOT / "precompute" / "configs" / "paper.toml"
+    with pytest.raises(ConfigError) as ei:
+        load_config(paper, base_dir=ROOT)
+    msg = str(ei.value)
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY (or GOOGLE_API_KEY)"):
+        assert var in msg
+    store = tmp_path / "paper.duckdb"
+    monkeypatch.chdir(ROOT)
+    assert cli_main(["--config", str(paper), "--store", str(store), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "missing API keys" in err and "OPENAI_API_KEY" in err and "GEMINI_API_KEY" in err
+    assert not store.exists() and not list(tmp_path.iterdir())  # nothing was done
+    # --model limits the check to the models that will run
+    assert cli_main(["--config", str(paper), "--store", str(store), "--model", "gpt-5.4", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "OPENAI_API_KEY" in err and "ANTHROPIC_API_KEY" not in err
+    for v in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.setenv(v, "fake-value")
+    cfg = load_config(paper, base_dir=ROOT)
+    assert len(cfg.models) == 11 and cfg.n_prompts == 16 and len(cfg.datasets) == 6 and cfg.per_family is None
+    assert set(cfg.families) == {"social_register", "surface_noise", "structural"}
+    backends = [m.backend for m in cfg.models]
+    assert backends.count("hf_local") == 8 and {"openai", "anthropic", "gemini"} <= set(backends)
+    assert "fake-value" not in paper.read_text()
+
+
+def test_hub_id_without_weights_fails_clearly(monkeypatch):
+    from sago_engine.models import ModelUnavailableError, resolve_model
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", "/nonexistent-sago-test")
+    with pytest.raises(ModelUnavailableError, match=r"Hugging Face Hub id.*not in the local Hugging Face cache.*HF_HUB_OFFLINE=0"):
+        resolve_model("Qwen/Qwen2.5-7B-Instruct")
+
+
+@pytest.mark.parametrize("model, match", [
+    ('key = "m"\nbackend = "opneai"', r"unknown backend 'opneai'.*Did you mean 'openai'.*anthropic.*gemini.*hf_local"),
+    ('key = "m"\nbackend = "openai_compatible"', r"needs base_url"),
+    ('key = "m"\nbackend = "anthropic"\ntop_logprobs = 5', r"returns no log-probs"),
+    ('key = "m"\nbackend = "openai"\ntop_logprobs = 50', r"top_logprobs must be an integer in 0..20"),
+    ('key = "m"\nbackend = "openai"\ndtype = "bfloat16"', r"dtype only apply to hf_local"),
+    ('key = "tiny-random"\nbase_url = "http://x"', r"base_url only apply to API backends"),
+    ('key = "m"\nbackend = "openai"\nprice_in_per_mtok = 1.0', r"give both price_in_per_mtok and price_out_per_mtok"),
+    ('key = "m"\nbackend = "openai"\napi_key_env = "sk-abc123"', r"NAME of an environment variable"),
+    ('key = "m"\nbackend = "openai"\nbase_url = "localhost:8000"', r"http\(s\) URL"),
+    ('key = "m"\nbackend = "openai"\nmax_concurrency = 0', r"max_concurrency must be an integer ≥ 1"),
+    ('key = "m"\nbackend = "openai"\napi_version = "v1"', r"api_version applies to anthropic and gemini"),
+    ('key = "gpt-4o"', r"unknown model 'gpt-4o'.*backend = \"openai\""),
+])
+def test_model_config_errors(model, match, env, tmp_path):
+    from precompute.config import ConfigError, load_config
+
+    text = (f'[run]\nstore = "s.duckdb"\n[data]\ndir = "{ROOT / "data" / "datasets"}"\ndatasets = ["truthfulqa"]\n'
+            f"[[models]]\n{model}\n")
+    (tmp_path / "c.toml").write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        load_config(tmp_path / "c.toml", base_dir=tmp_path)
+
+
+def test_run_id_unchanged_for_hf_local_and_api_settings_join_it(env, tmp_path):
+    from dataclasses import replace
+
+    from precompute.config import load_config
+    from precompute.runner import Plan, run_id_for
+    from sago_engine.seeds import stable_hash
+    from tests.factories import tiny_toml
+
+    (tmp_path / "t.toml").write_text(tiny_toml().format(store=tmp_path / "s.duckdb", data=ROOT / "data" / "datasets"))
+    cfg = load_config(tmp_path / "t.toml")
+    plan = Plan([], {}, None, {})
+    m = cfg.models[0]
+    old = stable_hash(m.key, m.backend, m.dtype, {"greedy": True, "max_new_tokens": cfg.max_new_tokens},
+                      cfg.seed, cfg.normalizers, cfg.filter, plan.signature, length=16)
+    assert run_id_for(cfg, m, plan) == old  # the formula before API backends existed
+    api = replace(m, key="gpt-x", backend="openai")
+    base = run_id_for(cfg, api, plan)
+    assert run_id_for(cfg, replace(api, max_concurrency=16, timeout_s=5.0), plan) == base  # no answer change
+    assert run_id_for(cfg, replace(api, top_logprobs=5), plan) != base
+    assert run_id_for(cfg, replace(api, base_url="http://localhost:1/v1"), plan) != base
