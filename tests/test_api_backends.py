@@ -296,6 +296,10 @@ def test_key_never_leaks(provider, env, fake, caplog, capsys):
     fake.script("auth", ["401"])
     with pytest.raises(ApiFatalError) as ei:
         be.generate(["auth"], 8)
+    n = fake.count
+    with pytest.raises(ApiFatalError):  # after a fatal answer nothing more is sent
+        be.generate(["other"], 8)
+    assert fake.count == n
     seen = [r.error or "" for r in res] + [str(ei.value), repr(ei.value), repr(be), str(be.info()), str(be.totals()),
                                            caplog.text, *capsys.readouterr()]
     assert fake.requests[0]["headers"]  # the key was really sent…

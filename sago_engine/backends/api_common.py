@@ -552,6 +552,7 @@ class ApiBackend:
         """Every backoff delay taken, in seconds (for tests and the run log)."""
         self._cache = ResponseCache(api_cache_dir() / "responses.sqlite3") if cache else None
         self._closed = False
+        self._fatal: str | None = None
         try:
             self._client = self._make_client(key)
         except Exception as exc:
@@ -677,6 +678,8 @@ class ApiBackend:
             return list(ex.map(lambda p: self._one(p, max_new_tokens), prompts))
 
     def _one(self, prompt: str, max_new_tokens: int) -> GenerationResult:
+        if self._fatal:  # another prompt hit 401/403/404: send nothing more
+            raise ApiFatalError(self._fatal)
         key = self.cache_key(prompt, max_new_tokens)
         hit = self._cache.get(key) if self._cache is not None else None
         if hit is not None:
@@ -694,7 +697,8 @@ class ApiBackend:
                 ec = classify_error(exc)
                 msg = self.redact(ec.message)[:1000]
                 if ec.fatal:
-                    raise ApiFatalError(f"{self.name} model {self.model_id!r}: HTTP {ec.status}: {msg}") from None
+                    self._fatal = f"{self.name} model {self.model_id!r}: HTTP {ec.status}: {msg}"
+                    raise ApiFatalError(self._fatal) from None
                 if ec.retryable and attempts <= self.policy.max_retries:
                     delay = self.policy.delay(attempts - 1, ec.retry_after, self._rng)
                     with self._lock:
