@@ -101,11 +101,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from dataclasses import replace
 
-    from precompute.config import ConfigError, load_config
+    from precompute.config import ConfigError, check_api_keys, load_config
     from precompute import runner
 
     try:
-        cfg = load_config(args.config)
+        cfg = load_config(args.config, check_keys=False)
     except (ConfigError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -123,6 +123,13 @@ def main(argv: list[str] | None = None) -> int:
         if bad:
             print(f"error: --model {bad} not in the config; valid: {[m.key for m in cfg.models]}", file=sys.stderr)
             return 2
+    if not args.plan:
+        try:  # every missing key of the models to run, before any work
+            check_api_keys([m for m in cfg.models if not args.model or m.key in args.model])
+        except ConfigError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+    from sago_engine.backends.api_common import ApiFatalError
     from sago_engine.datasets import DatasetError
     from sago_engine.models import ModelUnavailableError
     from sago_engine.store import StoreError
@@ -137,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         summaries = runner.run(cfg, progress=not args.no_progress, only_models=args.model, shard=args.shard,
                                publish_every_s=args.publish_every)
-    except (DatasetError, StoreError, ModelUnavailableError) as e:
+    except (DatasetError, StoreError, ModelUnavailableError, ApiFatalError, ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     for s in summaries:

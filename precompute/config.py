@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,15 +29,149 @@ class ModelConfig:
     """One model to run."""
 
     key: str
-    """A zoo key (sago_engine.models.ZOO), ``tiny-random``, or a local folder with a HF model."""
+    """``hf_local``: a zoo key (sago_engine.models.ZOO), ``tiny-random``, a local folder with a HF
+    model, or a Hugging Face Hub id (``org/name``; needs the weights in the local HF cache or
+    hub access with ``HF_HUB_OFFLINE=0``). API backends: the provider's model name."""
     backend: str = "hf_local"
-    """Backend name (``hf_local``)."""
+    """Backend name: ``hf_local``, ``openai``, ``openai_compatible``, ``anthropic`` or ``gemini``."""
     dtype: str = "float32"
-    """``float32`` or ``bfloat16``."""
+    """``float32`` or ``bfloat16`` (hf_local only)."""
     device: str = "auto"
-    """``auto`` (GPU when present), ``cpu`` or ``cuda``."""
+    """``auto`` (GPU when present), ``cpu`` or ``cuda`` (hf_local only)."""
     batch_size: int = 8
-    """Prompts per generate call."""
+    """Prompts per generate call (hf_local only)."""
+    # ---- API backends only (see sago_engine.backends.api_common.ApiBackend) ----
+    base_url: str | None = None
+    """API root; required for ``openai_compatible`` (e.g. ``http://localhost:8000/v1``)."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding the key (default: the provider's usual one).
+    Keys are never read from the config file."""
+    api_version: str | None = None
+    """``anthropic``: the ``anthropic-version`` header (``"2023-06-01"`` also sends temperature 0);
+    ``gemini``: the API version path (default ``v1beta``)."""
+    top_logprobs: int | None = None
+    """k alternatives per token for the Δ-Ent approximation (0..20; 0 = Δ-Prob only). Default:
+    20 for openai / openai_compatible, not requested for gemini; not allowed for anthropic."""
+    max_concurrency: int = 4
+    """Parallel requests."""
+    timeout_s: float = 60.0
+    """Per-request timeout in seconds."""
+    max_retries: int = 5
+    """Retries per prompt after the first attempt (429 / 5xx / timeouts / connection errors)."""
+    price_in_per_mtok: float | None = None
+    """USD per million prompt tokens (for the recorded cost; unset → cost unknown)."""
+    price_out_per_mtok: float | None = None
+    """USD per million completion tokens."""
+
+    @property
+    def is_api(self) -> bool:
+        """True for the API backends (everything but ``hf_local``)."""
+        return self.backend != "hf_local"
+
+
+#: ModelConfig fields that only API backends take.
+API_FIELDS: tuple[str, ...] = ("base_url", "api_key_env", "api_version", "top_logprobs", "max_concurrency",
+                               "timeout_s", "max_retries", "price_in_per_mtok", "price_out_per_mtok")
+#: ModelConfig fields that only hf_local takes.
+LOCAL_FIELDS: tuple[str, ...] = ("dtype", "device", "batch_size")
+
+def _number(m: dict, key: str, lo: float, *, strict: bool = False) -> None:
+    v = m.get(key)
+    if v is None:
+        return
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (v <= lo if strict else v < lo):
+        raise ConfigError(f"models.{key} must be a number {'>' if strict else '≥'} {lo:g}, got {v!r}")
+
+
+def _check_model(m: dict, base: Path) -> ModelConfig:
+    """Validate one [[models]] table and build its ModelConfig (no network, no SDK import)."""
+    from sago_engine.backends.base import BACKENDS
+    from sago_engine.models import ZOO, is_hub_id
+
+    backend = m.get("backend", "hf_local")
+    if backend not in BACKENDS:
+        raise _unknown("backend", backend, sorted(BACKENDS))
+    key = m["key"]
+    if not isinstance(key, str) or not key.strip():
+        raise ConfigError(f"models.key must be a non-empty string, got {key!r}")
+    if backend == "hf_local":
+        bad = [k for k in API_FIELDS if k in m]
+        if bad:
+            raise ConfigError(f"model {key!r}: {', '.join(bad)} only apply to API backends "
+                              f"(openai, openai_compatible, anthropic, gemini), not hf_local")
+        _int(m, "batch_size", 8, lo=1)
+        mc = ModelConfig(**m)
+        if mc.device not in ("auto", "cpu", "cuda") and not str(mc.device).startswith("cuda:"):
+            raise _unknown("device", mc.device, ["auto", "cpu", "cuda", "cuda:N"])
+        if (mc.key not in ZOO and mc.key != "tiny-random" and not (base / mc.key).is_dir()
+                and not Path(mc.key).is_dir() and not is_hub_id(mc.key)):
+            err = _unknown("model", mc.key, [*ZOO, "tiny-random", "<a local folder with config.json>",
+                                             "<a Hugging Face Hub id org/name>"])
+            raise ConfigError(f"{err} (for an API model set backend = \"openai\", \"anthropic\", \"gemini\" "
+                              f"or \"openai_compatible\")")
+        if mc.dtype not in ("float32", "bfloat16", "float16"):
+            raise _unknown("dtype", mc.dtype, ["float32", "bfloat16", "float16"])
+        return mc
+    bad = [k for k in LOCAL_FIELDS if k in m]
+    if bad:
+        raise ConfigError(f"model {key!r}: {', '.join(bad)} only apply to hf_local, not the {backend} backend")
+    for k in ("base_url", "api_key_env", "api_version"):
+        if k in m and (not isinstance(m[k], str) or not m[k].strip()):
+            raise ConfigError(f"model {key!r}: {k} must be a non-empty string, got {m[k]!r}")
+    if "api_key_env" in m and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", m["api_key_env"]):
+        raise ConfigError(f"model {key!r}: api_key_env must be the NAME of an environment variable "
+                          f"(e.g. \"MY_SERVER_KEY\"), never the key itself")
+    if "base_url" in m and not re.match(r"^https?://[^/\s]+", m["base_url"]):
+        raise ConfigError(f"model {key!r}: base_url must be an http(s) URL, got {m['base_url']!r}")
+    if backend == "openai_compatible" and "base_url" not in m:
+        raise ConfigError(f"model {key!r}: the openai_compatible backend needs base_url "
+                          f"(e.g. \"http://localhost:8000/v1\" for a vLLM server)")
+    if "api_version" in m and backend not in ("anthropic", "gemini"):
+        raise ConfigError(f"model {key!r}: api_version applies to anthropic and gemini only")
+    if "top_logprobs" in m:
+        k = m["top_logprobs"]
+        if backend == "anthropic":
+            raise ConfigError(f"model {key!r}: the Anthropic Messages API returns no log-probs; remove top_logprobs")
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 20:
+            raise ConfigError(f"model {key!r}: top_logprobs must be an integer in 0..20, got {k!r}")
+    _int(m, "max_concurrency", 4, lo=1)
+    _int(m, "max_retries", 5, lo=0)
+    _number(m, "timeout_s", 0, strict=True)
+    _number(m, "price_in_per_mtok", 0)
+    _number(m, "price_out_per_mtok", 0)
+    if ("price_in_per_mtok" in m) != ("price_out_per_mtok" in m):
+        raise ConfigError(f"model {key!r}: give both price_in_per_mtok and price_out_per_mtok (USD per million "
+                          f"tokens), or neither (cost then stays unknown)")
+    return ModelConfig(**m)
+
+
+def missing_api_keys(models, environ=None) -> list[str]:
+    """Environment variables the API models need but that are unset, one entry per variable.
+
+    Returns:
+        e.g. ``["OPENAI_API_KEY (gpt-5.4)", "GEMINI_API_KEY (or GOOGLE_API_KEY) (gemini-2.5-flash)"]``;
+        ``[]`` when every key is present (an openai_compatible server at a local base_url needs none).
+    """
+    from sago_engine.backends.api_common import missing_key_vars
+
+    need: dict[str, list[str]] = {}
+    for m in models:
+        if m.is_api:
+            for var in missing_key_vars(m.backend, m.api_key_env, m.base_url, environ):
+                need.setdefault(var, []).append(m.key)
+    return [f"{var} ({', '.join(keys)})" for var, keys in need.items()]
+
+
+def check_api_keys(models, environ=None) -> None:
+    """Raise ConfigError listing every missing API key variable (call before any work).
+
+    Raises:
+        ConfigError: "missing API keys: set OPENAI_API_KEY (gpt-5.4), ... in the environment".
+    """
+    missing = missing_api_keys(models, environ)
+    if missing:
+        raise ConfigError("missing API keys: set " + "; ".join(missing) + " in the environment "
+                          "(keys are read from environment variables only, never from the config)")
 
 
 @dataclass(frozen=True)
@@ -157,13 +292,19 @@ def llm_backend_spec(section: dict[str, Any]) -> dict[str, Any]:
     return {"backend": section["backend"], "model": section["model"], **section["kwargs"]}
 
 
-def load_config(path: str | Path, base_dir: str | Path | None = None) -> RunConfig:
+def load_config(path: str | Path, base_dir: str | Path | None = None, check_keys: bool = True) -> RunConfig:
     """Read and validate a TOML config. Relative paths resolve against ``base_dir`` (default: cwd).
 
+    Nothing is loaded or contacted: API backends are checked by name and settings only.
+
+    Args:
+        check_keys: also require the API keys of every API model in the environment
+            (``check_api_keys``); the CLI passes False and checks only the models it will run.
     Raises:
         FileNotFoundError: no such file.
-        ConfigError: unknown sections, keys, datasets, families, models, dtypes, or bad values
-            — with the valid choices listed (``[judge]`` / ``[rewriter]``: see ``llm_section``).
+        ConfigError: unknown sections, keys, datasets, families, models, backends, dtypes, bad
+            values — with the valid choices listed (``[judge]`` / ``[rewriter]``: see
+            ``llm_section``) — or missing API key variables (all listed).
     """
     from sago_engine.models import ZOO
     from sago_engine.variants import list_families
@@ -242,18 +383,9 @@ def load_config(path: str | Path, base_dir: str | Path | None = None) -> RunConf
             if k not in ModelConfig.__dataclass_fields__:
                 raise _unknown("model key", k, list(ModelConfig.__dataclass_fields__))
         if "key" not in m:
-            raise ConfigError(f"a [[models]] entry has no key; give key = one of {', '.join([*ZOO, 'tiny-random'])}")
-        _int(m, "batch_size", 8, lo=1)
-        mc = ModelConfig(**m)
-        if mc.device not in ("auto", "cpu", "cuda") and not str(mc.device).startswith("cuda:"):
-            raise _unknown("device", mc.device, ["auto", "cpu", "cuda", "cuda:N"])
-        if mc.key not in ZOO and mc.key != "tiny-random" and not (base / mc.key).is_dir() and not Path(mc.key).is_dir():
-            raise _unknown("model", mc.key, [*ZOO, "tiny-random", "<a local folder with config.json>"])
-        if mc.dtype not in ("float32", "bfloat16", "float16"):
-            raise _unknown("dtype", mc.dtype, ["float32", "bfloat16", "float16"])
-        if mc.backend != "hf_local":
-            raise _unknown("backend", mc.backend, ["hf_local"])
-        models.append(mc)
+            raise ConfigError(f"a [[models]] entry has no key; give key = one of {', '.join([*ZOO, 'tiny-random'])} "
+                              f"(hf_local) or the provider's model name (API backends)")
+        models.append(_check_model(m, base))
     if not models:
         raise ConfigError(f"{path}: no [[models]] given")
     from sago_engine.judge import JUDGE_MAX_NEW_TOKENS
@@ -265,6 +397,8 @@ def load_config(path: str | Path, base_dir: str | Path | None = None) -> RunConf
         raise ConfigError("[rewriter] rewrites structural variants, but variants.families has no 'structural'")
     if judge is not None and "social_register" not in fams:
         raise ConfigError("[judge] judges social_register variants, but variants.families has no 'social_register'")
+    if check_keys:
+        check_api_keys(models)
     n_prompts = int(data.get("n_prompts", 16))
     if n_prompts < 1:
         raise ConfigError("data.n_prompts must be ≥ 1")

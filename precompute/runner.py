@@ -198,11 +198,23 @@ def judge_key(cfg: RunConfig) -> dict | None:
             "kwargs": kw, "template_id": JUDGE_TEMPLATE_ID}
 
 
+#: ModelConfig fields of API backends that can change an answer (so they are part of the run id);
+#: concurrency, timeouts, retries and prices cannot, so changing them resumes the same run.
+RUN_ID_API_FIELDS: tuple[str, ...] = ("base_url", "api_version", "top_logprobs")
+
+
 def run_id_for(cfg: RunConfig, m: ModelConfig, plan: Plan) -> str:
-    """Deterministic run key: model, backend, dtype, decoding, seed, R_X and the plan signature,
-    plus ``judge_key`` when a ``[judge]`` is set (a run without one keeps its old id)."""
+    """Deterministic run key: model, backend, dtype, decoding, seed, R_X and the plan signature.
+
+    The answer-changing API settings (``RUN_ID_API_FIELDS``) join the hash only when set, and
+    ``judge_key`` only when a ``[judge]`` is set, so the run ids of plain hf_local runs (and of
+    existing stores) are unchanged.
+    """
     parts = [m.key, m.backend, m.dtype, {"greedy": True, "max_new_tokens": cfg.max_new_tokens},
              cfg.seed, cfg.normalizers, cfg.filter, plan.signature]
+    api = {k: getattr(m, k) for k in RUN_ID_API_FIELDS if getattr(m, k) is not None}
+    if api:
+        parts.append(api)
     jk = judge_key(cfg)
     if jk is not None:
         parts.append({"judge": jk})
@@ -227,6 +239,36 @@ def _config_record(cfg: RunConfig, plan: Plan, judge) -> dict:
         llm["rewriter"] = {"generators": gens, "template_ids": [t["template_id"] for t in plan.templates],
                            "settings": rewriter_settings(cfg.rewriter), "model": cfg.rewriter["model"]}
     return {**cfg.raw, "llm": llm}
+
+
+def backend_spec(cfg: RunConfig, m: ModelConfig) -> dict:
+    """The ``get_backend`` spec of a model: local settings for hf_local; for API backends the
+    model name, the settings given in the config (unset ones keep the backend's defaults) and
+    the run seed. Never a key: API backends read theirs from the environment."""
+    if not m.is_api:
+        return {"backend": m.backend, "model": m.key, "dtype": m.dtype, "device": m.device,
+                "batch_size": m.batch_size}
+    from precompute.config import API_FIELDS
+
+    spec = {"backend": m.backend, "model": m.key, "seed": cfg.seed,
+            **{k: getattr(m, k) for k in API_FIELDS if getattr(m, k) is not None}}
+    return spec
+
+
+def _api_rows(run_id: str, chunk, plan: Plan, results) -> pd.DataFrame:
+    """``api_responses`` rows for one chunk (results in the runner's order: base, then variants)."""
+    from sago_engine.pipeline import response_id
+
+    rows, k = [], 0
+    for p in chunk:
+        for vid in [None, *(v.variant_id for v in plan.to_generate(p.prompt_id))]:
+            meta = results[k].meta or {}
+            k += 1
+            rows.append({"response_id": response_id(run_id, p.prompt_id, vid), "run_id": run_id,
+                         "model_returned": meta.get("model"), "prompt_tokens": meta.get("prompt_tokens"),
+                         "completion_tokens": meta.get("completion_tokens"), "cached": meta.get("cached"),
+                         "attempts": meta.get("attempts"), "finish_raw": meta.get("finish_raw")})
+    return pd.DataFrame(rows)
 
 
 def write_plan(store: Store, plan: Plan) -> None:
@@ -268,8 +310,7 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     from sago_engine.backends import get_backend
     from sago_engine.bertscore import encoder_info
 
-    backend = (backend_factory or get_backend)({"backend": m.backend, "model": m.key, "dtype": m.dtype,
-                                                 "device": m.device, "batch_size": m.batch_size})
+    backend = (backend_factory or get_backend)(backend_spec(cfg, m))
     info = backend.info()
     judge = None
     if cfg.judge is not None:
@@ -281,13 +322,23 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
             store.insert_df("templates", pd.DataFrame([{"template_id": judge.template_id, "kind": "judge",
                                                          "text": judge.template}]))
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    versions = library_versions()
+    if m.is_api:
+        decoding = {**info.get("decoding", {}), "max_new_tokens": cfg.max_new_tokens,
+                    "top_logprobs": info.get("top_logprobs"), "api": {k: v for k, v in info.items() if k not in (
+                        "decoding", "capabilities", "backend", "model_id")}}
+        if info.get("sdk"):
+            versions[info["sdk"]] = info.get("sdk_version", "?")
+    else:
+        decoding = {"greedy": True, "max_new_tokens": cfg.max_new_tokens, "batch_size": m.batch_size}
     record = {
         "run_id": run_id, "model": m.key, "backend": m.backend, "model_source": str(info.get("source", "")),
-        "weights_sha256": info.get("weights_sha256") or info.get("gguf_sha256"), "dtype": m.dtype,
+        "weights_sha256": info.get("weights_sha256") or info.get("gguf_sha256"),
+        "dtype": None if m.is_api else m.dtype,
         "device": str(info.get("device", m.device)),
-        "decoding": {"greedy": True, "max_new_tokens": cfg.max_new_tokens, "batch_size": m.batch_size},
+        "decoding": decoding,
         "seed": cfg.seed, "normalizers": cfg.normalizers, "semantic_filter": plan.filter_info,
-        "encoder": encoder_info(), "capabilities": sorted(backend.capabilities), "versions": library_versions(),
+        "encoder": encoder_info(), "capabilities": sorted(backend.capabilities), "versions": versions,
         "config": _config_record(cfg, plan, judge), "started_at": now, "status": "running",
     }
     record["fingerprint"] = fingerprint(record)
@@ -311,12 +362,16 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
         finished = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
         unit_rows = pd.DataFrame([{"run_id": run_id, "prompt_id": p.prompt_id, "n_variants": len(plan.to_generate(p.prompt_id)),
                                    "finished_at": finished} for p in chunk])
+        take_usage = getattr(backend, "take_usage", None)
         with store.transaction():
             store.insert_df("responses", responses)
             store.insert_df("deltas", deltas)
             if verdicts is not None:
                 store.insert_df("mirroring_verdicts", verdicts)
             store.insert_df("units", unit_rows)
+            if callable(take_usage):
+                store.insert_df("api_responses", _api_rows(run_id, chunk, plan, results))
+                store.add_run_usage(run_id, take_usage(), m.price_in_per_mtok, m.price_out_per_mtok)
         summary["generated"] += len(texts)
         bar.update(len(texts))
         if on_chunk:
@@ -369,8 +424,14 @@ def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = N
     Args:
         shard: ``(K, N)`` with 1 ≤ K ≤ N — run only chunks whose index ≡ K−1 (mod N).
     Raises:
+        ConfigError: an API model's key variable is unset (all missing ones listed; nothing done).
         StoreError: ``cfg.store`` exists but is not a sago store of this schema (never overwritten).
+        ApiFatalError: an API answered 401/403/404 (bad key, no access, unknown model); the
+            units committed so far stay, a rerun resumes.
     """
+    from precompute.config import check_api_keys
+
+    check_api_keys([m for m in cfg.models if not only_models or m.key in only_models])  # before any work
     target = Path(cfg.store)
     target.parent.mkdir(parents=True, exist_ok=True)
     if target.exists():

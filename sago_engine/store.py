@@ -20,7 +20,7 @@ import pandas as pd
 if TYPE_CHECKING:  # only for annotations; filters.py has no store dependency
     from sago_engine.filters import Filters
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APP_ID = "sago-store"
 
 _DDL = """
@@ -125,6 +125,30 @@ CREATE TABLE IF NOT EXISTS templates (
     kind VARCHAR NOT NULL,
     text VARCHAR NOT NULL
 );
+CREATE TABLE IF NOT EXISTS run_usage (
+    run_id VARCHAR PRIMARY KEY,
+    requests BIGINT NOT NULL,
+    cache_hits BIGINT NOT NULL,
+    retries BIGINT NOT NULL,
+    errors BIGINT NOT NULL,
+    prompt_tokens BIGINT NOT NULL,
+    completion_tokens BIGINT NOT NULL,
+    price_in_per_mtok DOUBLE,
+    price_out_per_mtok DOUBLE,
+    cost_usd DOUBLE,
+    models_returned JSON,
+    updated_at TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS api_responses (
+    response_id VARCHAR PRIMARY KEY,
+    run_id VARCHAR NOT NULL,
+    model_returned VARCHAR,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    cached BOOLEAN,
+    attempts INTEGER,
+    finish_raw VARCHAR
+);
 CREATE OR REPLACE VIEW prompt_scores AS
     SELECT d.run_id, r.model, d.dataset, d.prompt_id, d.axis,
            sqrt(avg(d.delta_norm * d.delta_norm)) AS s,
@@ -143,10 +167,19 @@ CREATE OR REPLACE VIEW sgs_total AS
 """
 
 TABLES = ("runs", "prompts", "variants", "responses", "deltas", "units")
-#: Tables added after schema version 1 (LLM judge and rewriter). Stores written before them lack
-#: them: reads return empty frames there, and a writable open creates them (additive only).
-EXTRA_TABLES = ("mirroring_verdicts", "templates")
+#: Tables added in schema version 2 (LLM judge and rewriter: ``mirroring_verdicts``,
+#: ``templates``; API backends: ``run_usage`` — one row per API run, cumulative over resumes:
+#: requests incl. retries, cache hits, retries, prompts that ended in an error, tokens of fresh
+#: requests, prices and cost in USD (NULL when prices are not configured), the distinct model
+#: strings the API returned; ``api_responses`` — per response: the model string the API returned,
+#: token counts, cache hit, attempts, raw stop reason). A version-1 store lacks them: read-only
+#: reads return empty frames, and a writable open migrates it to version 2 (creates them).
+EXTRA_TABLES = ("mirroring_verdicts", "templates", "run_usage", "api_responses")
+#: Of ``EXTRA_TABLES``, those written by API runs.
+API_TABLES = ("run_usage", "api_responses")
 _EXTRA_DDL = _DDL[_DDL.index("CREATE TABLE IF NOT EXISTS mirroring_verdicts"):_DDL.index("CREATE OR REPLACE VIEW prompt_scores")]
+#: Schema versions this sago opens (older ones are migrated on a writable open).
+READABLE_VERSIONS = (1, SCHEMA_VERSION)
 
 
 class StoreError(RuntimeError):
@@ -220,6 +253,35 @@ class Store:
         else:
             self.insert_df("runs", pd.DataFrame([row]))
 
+    def add_run_usage(self, run_id: str, usage: dict[str, Any], price_in_per_mtok: float | None = None,
+                      price_out_per_mtok: float | None = None) -> None:
+        """Add one chunk's API usage to the run's ``run_usage`` row (created on first use).
+
+        Args:
+            usage: counters as ``ApiBackend.take_usage()`` returns them (requests, cache_hits,
+                retries, errors, prompt_tokens, completion_tokens, models).
+            price_in_per_mtok / price_out_per_mtok: USD per million tokens; the cost is
+                recomputed from the cumulative tokens, NULL when either price is None.
+        """
+        cols = ("requests", "cache_hits", "retries", "errors", "prompt_tokens", "completion_tokens")
+        old = self.con.execute(f"SELECT {', '.join(cols)}, models_returned FROM run_usage WHERE run_id = ?",
+                               [run_id]).fetchall()
+        tot = {c: int(usage.get(c) or 0) for c in cols}
+        models = set(usage.get("models") or ())
+        if old:
+            for c, v in zip(cols, old[0][: len(cols)]):
+                tot[c] += int(v or 0)
+            models |= set(json.loads(old[0][-1] or "[]"))
+        cost = None
+        if price_in_per_mtok is not None and price_out_per_mtok is not None:
+            cost = (tot["prompt_tokens"] * price_in_per_mtok + tot["completion_tokens"] * price_out_per_mtok) / 1e6
+        import datetime as _dt
+
+        now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+        self.con.execute(
+            "INSERT OR REPLACE INTO run_usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [run_id, *[tot[c] for c in cols], price_in_per_mtok, price_out_per_mtok, cost, _json(sorted(models)), now])
+
     def set_meta(self, **values: Any) -> None:
         """Upsert ``meta`` key/value pairs (values stored as text)."""
         for k, v in values.items():
@@ -233,6 +295,31 @@ class Store:
     def meta(self) -> dict[str, str]:
         """All ``meta`` key/value pairs (app, schema_version, published_at, progress…)."""
         return dict(self.con.execute("SELECT key, value FROM meta").fetchall())
+
+    def run_usage(self) -> pd.DataFrame:
+        """API usage per run (see ``API_TABLES``) joined with the model name; empty for a store
+        written before the table existed."""
+        cols = ["run_id", "model", "backend", "requests", "cache_hits", "retries", "errors", "prompt_tokens",
+                "completion_tokens", "price_in_per_mtok", "price_out_per_mtok", "cost_usd", "models_returned",
+                "updated_at"]
+        if not self._has_table("run_usage"):
+            return pd.DataFrame(columns=cols)
+        return self.con.execute(
+            "SELECT u.run_id, r.model, r.backend, u.* EXCLUDE (run_id) FROM run_usage u "
+            "LEFT JOIN runs r USING (run_id) ORDER BY r.model").df()[cols]
+
+    def api_responses(self, run_id: str | None = None) -> pd.DataFrame:
+        """Per-response API facts (model string returned, tokens, cache hit, attempts, raw stop
+        reason), optionally of one run; empty for a store without the table."""
+        if not self._has_table("api_responses"):
+            return pd.DataFrame(columns=["response_id", "run_id", "model_returned", "prompt_tokens",
+                                         "completion_tokens", "cached", "attempts", "finish_raw"])
+        if run_id is None:
+            return self.con.execute("SELECT * FROM api_responses ORDER BY response_id").df()
+        return self.con.execute("SELECT * FROM api_responses WHERE run_id = ? ORDER BY response_id", [run_id]).df()
+
+    def _has_table(self, name: str) -> bool:
+        return bool(self.con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = ?", [name]).fetchall())
 
     def done_units(self, run_id: str) -> set[str]:
         """Prompt ids whose unit (base + all variants) is finished for this run."""
@@ -812,9 +899,10 @@ def _check_inner(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         v = int(meta.get("schema_version", 0))
     except (TypeError, ValueError):
         raise StoreError(f"{path}: unreadable schema_version {meta.get('schema_version')!r}") from None
-    if v != SCHEMA_VERSION:
+    if v not in READABLE_VERSIONS:
         raise StoreError(
-            f"{path} has store schema version {v}; this sago reads version {SCHEMA_VERSION}. "
+            f"{path} has store schema version {v}; this sago reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}. "
             "Rebuild it with `python -m precompute --config ...` into a new file."
         )
 
@@ -848,8 +936,12 @@ def open_store(path: str | Path, read_only: bool = True, create: bool = False) -
     except StoreError:
         con.close()
         raise
-    if not read_only:
-        con.execute(_EXTRA_DDL)  # additive: tables newer than a store written before them
+    if not read_only and int(dict(con.execute("SELECT key, value FROM meta").fetchall())["schema_version"]) < SCHEMA_VERSION:
+        # v1 → v2 migration: purely additive (new tables), in one transaction
+        con.execute("BEGIN TRANSACTION")
+        con.execute(_EXTRA_DDL)
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+        con.execute("COMMIT")
     return Store(path=path, con=con, read_only=read_only)
 
 

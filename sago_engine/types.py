@@ -110,6 +110,10 @@ class GenerationResult:
     error: str | None = None
     token_ids: list[int] | None = None
     """Generated token ids (the scored ones), so a teacher-forced pass can re-score them."""
+    meta: dict[str, Any] | None = None
+    """Backend-specific facts about this response (API backends: the model string the API
+    returned, prompt/completion token counts, cache hit, attempts, raw stop reason); None for
+    local models."""
 
     @property
     def seq_logprob(self) -> float | None:

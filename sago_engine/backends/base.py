@@ -79,6 +79,10 @@ class Backend(Protocol):
 #: Backend name → "module:Class" (relative to ``sago_engine.backends``), imported lazily.
 BACKENDS: dict[str, str] = {
     "hf_local": ".hf_local:HFLocalBackend",
+    "openai": ".openai_api:OpenAIBackend",
+    "openai_compatible": ".openai_api:OpenAICompatibleBackend",
+    "anthropic": ".anthropic_api:AnthropicBackend",
+    "gemini": ".gemini_api:GeminiBackend",
 }
 
 
@@ -103,7 +107,10 @@ def get_backend(spec: dict[str, Any]) -> Backend:
     Args:
         spec: ``{"name": <backend name>, **constructor kwargs}``; for ``hf_local`` e.g.
             ``{"name": "hf_local", "model": "smollm2-135m-instruct", "dtype": "float32",
-            "device": "auto", "batch_size": 8}``.
+            "device": "auto", "batch_size": 8}``; for the API backends (``openai``,
+            ``openai_compatible``, ``anthropic``, ``gemini``) e.g. ``{"name": "openai", "model":
+            "gpt-4o-mini", "top_logprobs": 20, "max_concurrency": 4}`` (see
+            ``api_common.ApiBackend``; keys come from the environment only).
     Returns:
         The constructed backend.
     Raises:

@@ -1,0 +1,769 @@
+"""Shared machinery of the API backends: keys, retries, concurrency, response cache, usage, top-k entropy.
+
+The provider modules (``openai_api``, ``anthropic_api``, ``gemini_api``) only build their SDK
+client, send one request and parse one reply; everything else lives here so that it exists once.
+Nothing in this module imports a provider SDK.
+
+SAGO (arXiv 2610.01428) §Axes: closed API models expose no activations (Δ-Cos is never
+available) and, at most, per-token log-probs of the produced text with the top-k alternatives;
+§Decoding: temperature 0 for all models.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import email.utils
+import ipaddress
+import json
+import logging
+import math
+import os
+import random
+import re
+import sqlite3
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+
+from ..seeds import stable_hash
+from ..types import GenerationResult
+
+__all__ = [
+    "API_BACKENDS",
+    "KEY_ENV_VARS",
+    "ApiBackend",
+    "ApiFatalError",
+    "ApiReply",
+    "ErrorClass",
+    "ResponseCache",
+    "RetryPolicy",
+    "Usage",
+    "api_cache_dir",
+    "classify_error",
+    "is_local_url",
+    "missing_key_vars",
+    "normalise_finish_reason",
+    "parse_retry_after",
+    "redact",
+    "resolve_api_key",
+    "topk_entropy",
+]
+
+log = logging.getLogger("sago.api")
+
+#: Registered API backend names (no SDK import needed to know them).
+API_BACKENDS: tuple[str, ...] = ("openai", "openai_compatible", "anthropic", "gemini")
+
+#: Environment variables a backend reads its key from, in order of preference (the first one set
+#: wins). A config's ``api_key_env`` replaces this list with the one name it gives.
+KEY_ENV_VARS: dict[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",),
+    "openai_compatible": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+}
+
+REDACTED = "[REDACTED]"
+
+#: Key-like strings scrubbed even when their value is not known (defence in depth).
+_KEY_PATTERNS = (
+    re.compile(r"sk-[A-Za-z0-9_\-]{6,}"),  # OpenAI / Anthropic style
+    re.compile(r"AIza[0-9A-Za-z_\-]{20,}"),  # Google API keys
+    re.compile(r"(?i)((?:api[_-]?key|key|token|authorization)\s*[=:]\s*)(?:Bearer\s+)?[^\s&'\"]{6,}"),
+)
+
+
+class ApiFatalError(RuntimeError):
+    """An API answer that would be the same for every prompt (bad key, no access, unknown model):
+    the run stops instead of storing one error row per prompt. The message is redacted."""
+
+
+# ---------------------------------------------------------------------------- keys and secrets
+
+
+def is_local_url(url: str | None) -> bool:
+    """True when ``url``'s host is loopback, private (RFC 1918 / ULA) or ``localhost``.
+
+    Used to let an ``openai_compatible`` server on the local machine or network run without a key.
+    """
+    if not url:
+        return False
+    host = (urlsplit(url).hostname or "").lower()
+    if host in ("localhost", "host.docker.internal") or host.endswith(".localhost") or host.endswith(".local"):
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip.is_loopback or ip.is_private or ip.is_link_local
+
+
+def _key_vars(backend: str, api_key_env: str | None) -> tuple[str, ...]:
+    return (api_key_env,) if api_key_env else KEY_ENV_VARS.get(backend, ())
+
+
+def resolve_api_key(backend: str, api_key_env: str | None = None,
+                    environ: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
+    """The key value and the name of the variable it came from (``(None, None)`` if none is set).
+
+    Keys are read only from environment variables, never from a config file.
+    """
+    env = os.environ if environ is None else environ
+    for var in _key_vars(backend, api_key_env):
+        val = env.get(var, "").strip()
+        if val:
+            return val, var
+    return None, None
+
+
+def missing_key_vars(backend: str, api_key_env: str | None = None, base_url: str | None = None,
+                     environ: Mapping[str, str] | None = None) -> list[str]:
+    """What must be set before this backend can run: ``[]`` when a key is present or not needed.
+
+    Returns one entry per missing requirement, e.g. ``["GEMINI_API_KEY (or GOOGLE_API_KEY)"]``.
+    An ``openai_compatible`` server at a local ``base_url`` needs no key unless ``api_key_env``
+    names one.
+    """
+    if backend not in KEY_ENV_VARS:
+        return []
+    if backend == "openai_compatible" and not api_key_env and is_local_url(base_url):
+        return []
+    key, _ = resolve_api_key(backend, api_key_env, environ)
+    if key:
+        return []
+    names = _key_vars(backend, api_key_env)
+    return [names[0] + (f" (or {', '.join(names[1:])})" if len(names) > 1 else "")]
+
+
+def redact(text: object, secrets: Iterable[str | None] = ()) -> str:
+    """``str(text)`` with every given secret value and every key-looking token replaced by
+    ``[REDACTED]``. Apply to any error text before it is logged, stored or raised."""
+    s = str(text)
+    for sec in sorted({x for x in secrets if x and len(x) >= 4}, key=len, reverse=True):
+        s = s.replace(sec, REDACTED)
+    for pat in _KEY_PATTERNS:
+        s = pat.sub(lambda m: (m.group(1) if m.re.groups else "") + REDACTED, s)
+    return s
+
+
+def _public_url(url: str | None) -> str | None:
+    """``url`` without user:password and query string (which may carry credentials)."""
+    if not url:
+        return url
+    p = urlsplit(url)
+    host = p.hostname or ""
+    if p.port:
+        host = f"{host}:{p.port}"
+    return urlunsplit((p.scheme, host, p.path, "", ""))
+
+
+# ---------------------------------------------------------------------------- errors and retries
+
+
+@dataclass(frozen=True)
+class ErrorClass:
+    """How one failed request is handled."""
+
+    retryable: bool
+    """429, 408, 409, 5xx, timeouts and connection errors: worth another attempt."""
+    fatal: bool
+    """401, 403, 404: the same for every prompt, so the run stops (``ApiFatalError``)."""
+    status: int | None
+    """HTTP status, when there was a response."""
+    retry_after: float | None
+    """Seconds the server asked us to wait (``Retry-After`` / ``retry-after-ms``), if any."""
+    message: str
+    """``ExceptionType: message`` (not yet redacted)."""
+
+
+_RETRY_NAMES = {"APITimeoutError", "APIConnectionError", "TimeoutException", "TransportError", "NetworkError",
+                "ConnectError", "RemoteProtocolError", "ConnectionError", "TimeoutError", "timeout"}
+
+
+def parse_retry_after(headers: Any, now: dt.datetime | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (delta-seconds or HTTP date).
+
+    Args:
+        headers: any mapping with ``.get`` (httpx headers, dict); case-insensitive names are
+            tried in both spellings.
+        now: the current time for HTTP dates (default: now, UTC).
+    Returns:
+        A non-negative number of seconds, or None when absent or unparseable.
+    """
+    if headers is None:
+        return None
+
+    def get(name: str) -> str | None:
+        try:
+            v = headers.get(name)
+            if v is None:
+                v = headers.get(name.title())
+            return v
+        except Exception:
+            return None
+
+    ms = get("retry-after-ms")
+    if ms:
+        try:
+            v = float(ms) / 1000.0
+            if math.isfinite(v):
+                return max(0.0, v)
+        except ValueError:
+            pass
+    ra = get("retry-after")
+    if not ra:
+        return None
+    try:
+        v = float(ra)
+        return max(0.0, v) if math.isfinite(v) else None
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(ra)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    now = now or dt.datetime.now(dt.timezone.utc)
+    return max(0.0, (when - now).total_seconds())
+
+
+def classify_error(exc: BaseException) -> ErrorClass:
+    """Sort an SDK or transport exception into retryable / fatal / permanent (item error).
+
+    Works on the exception's attributes, not on SDK classes: ``status_code`` (openai, anthropic)
+    or an integer ``code`` (google-genai), ``response.headers`` for ``Retry-After``; timeouts and
+    connection errors are recognised by class name in the MRO (``APITimeoutError``,
+    ``APIConnectionError``, httpx ``TimeoutException``/``TransportError``, ``ConnectionError``).
+    Malformed JSON, schema mismatches and every other 4xx are permanent.
+    """
+    status = getattr(exc, "status_code", None)
+    if not isinstance(status, int):
+        code = getattr(exc, "code", None)
+        status = code if isinstance(code, int) and 100 <= code <= 599 else None
+    resp = getattr(exc, "response", None)
+    headers = getattr(resp, "headers", None)
+    msg = f"{type(exc).__name__}: {exc}"
+    if status is not None:
+        retryable = status in (408, 409, 429) or status >= 500
+        fatal = status in (401, 403, 404)
+        return ErrorClass(retryable, fatal, status, parse_retry_after(headers) if retryable else None, msg)
+    names = {c.__name__ for c in type(exc).__mro__}
+    if isinstance(exc, json.JSONDecodeError):
+        return ErrorClass(False, False, None, None, msg)
+    return ErrorClass(bool(names & _RETRY_NAMES), False, None, None, msg)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded exponential backoff with full jitter, honouring ``Retry-After``.
+
+    Attempt ``a`` (0-based retry number) waits ``uniform(0, min(cap_s, base_s · 2^a))`` seconds
+    ("full jitter"); when the server sent ``Retry-After`` its value is used instead (clipped to
+    ``max_retry_after_s``).
+    """
+
+    max_retries: int = 5
+    """Retries after the first attempt (so at most ``max_retries + 1`` requests per prompt)."""
+    base_s: float = 0.5
+    cap_s: float = 30.0
+    max_retry_after_s: float = 300.0
+
+    def delay(self, retry: int, retry_after: float | None, rng: random.Random) -> float:
+        """Seconds to sleep before retry number ``retry`` (0-based)."""
+        if retry_after is not None:
+            return min(max(0.0, retry_after), self.max_retry_after_s)
+        return rng.uniform(0.0, min(self.cap_s, self.base_s * (2.0 ** retry)))
+
+
+# ---------------------------------------------------------------------------- log-probs
+
+
+def topk_entropy(top_logprobs: Sequence[Sequence[float]]) -> np.ndarray:
+    """Per-token entropy (nats) approximated from the top-k log-probs an API returns.
+
+    For one position with top-k probabilities p_1..p_k (p_j = exp(logprob_j)) and leftover
+    mass r = max(0, 1 − Σ p_j)::
+
+        H ≈ −Σ_{j≤k} p_j log p_j − r log r
+
+    i.e. the unseen tokens are treated as one bucket. Since spreading r over several tokens can
+    only raise the entropy, this is a **lower bound** of the true predictive entropy (exact
+    when the top-k cover all the mass); it tightens as k grows. Log-probs ≤ −700 (OpenAI's
+    −9999 "very unlikely") count as probability 0.
+
+    Args:
+        top_logprobs: T positions, each a sequence of k ≥ 1 natural-log probabilities.
+    Returns:
+        float64 array (T,), each value in [0, log(k+1)].
+    Raises:
+        ValueError: a position has no alternatives (k = 0).
+    """
+    out = np.zeros(len(top_logprobs), dtype=np.float64)
+    for t, lps in enumerate(top_logprobs):
+        if len(lps) == 0:
+            raise ValueError(f"position {t} has no top-k log-probs")
+        lp = np.minimum(np.asarray(lps, dtype=np.float64), 0.0)
+        p = np.where(lp > -700.0, np.exp(lp), 0.0)
+        s = float(p.sum())
+        if s > 1.0:  # rounding in the API's numbers: renormalise, no leftover
+            p, lp, s = p / s, np.log(np.maximum(p / s, 1e-300)), 1.0
+        h = float(-(p * np.where(p > 0, lp, 0.0)).sum())
+        r = 1.0 - s
+        if r > 1e-12:
+            h -= r * math.log(r)
+        out[t] = max(0.0, h)
+    return out
+
+
+_FINISH = {
+    "stop": "stop", "end_turn": "stop", "stop_sequence": "stop", "eos": "stop", "eos_token": "stop",
+    "finish_reason_unspecified": "stop",
+    "length": "length", "max_tokens": "length", "model_length": "length", "model_context_window_exceeded": "length",
+}
+
+
+def normalise_finish_reason(raw: object) -> str:
+    """Map a provider's stop reason to ``"stop"`` / ``"length"`` / ``"error"``.
+
+    stop, end_turn, stop_sequence, STOP → "stop"; length, max_tokens, MAX_TOKENS → "length";
+    anything else (content filter, safety, refusal, tool call, unknown, None) → "error" — the
+    raw value is kept in ``GenerationResult.meta["finish_raw"]``.
+    """
+    if raw is None:
+        return "error"
+    s = str(getattr(raw, "value", raw)).lower()
+    if "." in s:  # "FinishReason.STOP"
+        s = s.rsplit(".", 1)[1]
+    return _FINISH.get(s, "error")
+
+
+# ---------------------------------------------------------------------------- cache
+
+
+def api_cache_dir() -> Path:
+    """``${SAGO_CACHE_DIR:-~/.cache/sago}/api_cache`` (created on first use)."""
+    root = os.environ.get("SAGO_CACHE_DIR") or str(Path.home() / ".cache" / "sago")
+    return Path(root).expanduser() / "api_cache"
+
+
+class ResponseCache:
+    """Successful API replies on disk (sqlite3, WAL; safe across threads and processes).
+
+    One table ``replies(key TEXT PRIMARY KEY, value TEXT, created REAL)``; ``value`` is JSON.
+    Keys come from ``ApiBackend.cache_key`` (a sha256 of backend, model, base_url, prompt and
+    every generation parameter). Failed requests are never stored.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._con = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False, isolation_level=None)
+        with self._lock:
+            self._con.execute("PRAGMA journal_mode=WAL")
+            self._con.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
+                              "created REAL NOT NULL)")
+
+    def get(self, key: str) -> dict | None:
+        """The stored value for ``key`` or None."""
+        with self._lock:
+            row = self._con.execute("SELECT value FROM replies WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def put(self, key: str, value: dict) -> None:
+        """Store ``value`` (JSON-serialisable) under ``key`` (first write wins)."""
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        with self._lock:
+            self._con.execute("INSERT OR IGNORE INTO replies VALUES (?, ?, ?)", (key, text, time.time()))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._con.execute("SELECT count(*) FROM replies").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._con.close()
+
+
+# ---------------------------------------------------------------------------- replies and usage
+
+
+@dataclass
+class ApiReply:
+    """One successful API answer, provider-neutral (this is what the cache stores)."""
+
+    text: str
+    finish_raw: str | None
+    """The provider's own stop reason."""
+    model: str | None
+    """The model string the API says answered (e.g. a dated snapshot)."""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    token_logprobs: list[float] | None = None
+    """Natural-log probability of each produced token (T,), or None when not returned."""
+    top_logprobs: list[list[float]] | None = None
+    """Per produced token, the log-probs of the top-k alternatives (T × ≤k), or None."""
+
+
+@dataclass
+class Usage:
+    """Counters of one backend since the last ``take_usage`` (requests include retries)."""
+
+    requests: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    models: set[str] = field(default_factory=set)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["models"] = sorted(self.models)
+        return d
+
+
+def cost_usd(prompt_tokens: int, completion_tokens: int, price_in_per_mtok: float | None,
+             price_out_per_mtok: float | None) -> float | None:
+    """Cost of the tokens at the configured prices (USD per million tokens); None if a price is unset."""
+    if price_in_per_mtok is None or price_out_per_mtok is None:
+        return None
+    return (prompt_tokens * price_in_per_mtok + completion_tokens * price_out_per_mtok) / 1e6
+
+
+# ---------------------------------------------------------------------------- the base class
+
+
+class ApiBackend:
+    """Base of the API backends (implements the ``Backend`` protocol).
+
+    Subclasses set ``name``, ``sdk``, ``default_top_logprobs``, ``max_top_logprobs`` and
+    implement ``_make_client(api_key)`` and ``_request(prompt, max_new_tokens) -> ApiReply``
+    (one attempt, may raise). This class adds: a key from the environment only; a bounded
+    thread pool (results in input order); retries with backoff; an on-disk cache of successful
+    replies; usage/cost counters; redaction of the key from every error text.
+
+    ``capabilities`` ⊆ {"prob", "ent"} (never "cos": no activations). "prob" when log-probs are
+    requested, "ent" when top-k alternatives (k ≥ 1) are requested too. A reply without them
+    gives ``token_logprobs=None`` and the pipeline stores those axes as unavailable.
+
+    Sequence log-prob from an API is the sum over the produced tokens; APIs do not return the
+    end-of-sequence token's log-prob (the local backend counts it), so the two are not
+    comparable across backends — only Δ within one model is used.
+    """
+
+    name: str = "api"
+    sdk: str = ""
+    """Distribution name of the SDK (its version is recorded)."""
+    default_top_logprobs: int | None = None
+    """k used when the config gives none; None = do not request log-probs."""
+    max_top_logprobs: int = 20
+    requires_base_url: bool = False
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key_env: str | None = None,
+        top_logprobs: int | None = -1,
+        max_concurrency: int = 4,
+        timeout_s: float = 60.0,
+        max_retries: int = 5,
+        price_in_per_mtok: float | None = None,
+        price_out_per_mtok: float | None = None,
+        seed: int = 0,
+        cache: bool = True,
+        backoff_base_s: float = 0.5,
+        backoff_cap_s: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        """Check settings, read the key from the environment and build the SDK client.
+
+        Args:
+            model: the provider's model name, e.g. ``"gpt-4o-mini"``.
+            base_url: API root (required for ``openai_compatible``; else the SDK default).
+            api_key_env: name of the env var holding the key (default per provider, see
+                ``KEY_ENV_VARS``).
+            top_logprobs: k alternatives per token for the entropy approximation (0 = chosen
+                token's log-prob only, None = request no log-probs, -1 = the backend default).
+            max_concurrency: parallel requests (≥ 1).
+            timeout_s: per-request timeout in seconds (> 0).
+            max_retries: retries after the first attempt (≥ 0).
+            price_in_per_mtok / price_out_per_mtok: USD per million prompt / completion tokens
+                (both None → cost unknown).
+            seed: sent where the API accepts one (recorded; APIs promise best effort only).
+            cache: use the on-disk response cache (``api_cache_dir()``).
+            backoff_base_s / backoff_cap_s: full-jitter backoff (see ``RetryPolicy``).
+            sleep: the sleep function (tests record instead of sleeping).
+        Raises:
+            ValueError: a bad setting, or no key set where one is needed (the message names
+                the variables, never a value).
+        """
+        if not model:
+            raise ValueError(f"{self.name}: a model name is required")
+        if self.requires_base_url and not base_url:
+            raise ValueError(f"{self.name}: base_url is required (e.g. http://localhost:8000/v1)")
+        if top_logprobs == -1:
+            top_logprobs = self.default_top_logprobs
+        if top_logprobs is not None and not (0 <= int(top_logprobs) <= self.max_top_logprobs):
+            raise ValueError(f"{self.name}: top_logprobs must be in 0..{self.max_top_logprobs}, got {top_logprobs}")
+        if int(max_concurrency) < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        if not float(timeout_s) > 0:
+            raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        if int(max_retries) < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        missing = missing_key_vars(self.name, api_key_env, base_url)
+        if missing:
+            raise ValueError(f"{self.name}: no API key: set {' and '.join(missing)} in the environment")
+        key, self.api_key_var = resolve_api_key(self.name, api_key_env)
+        self._secrets = (key,) if key else ()
+        self.model_id = model
+        self.base_url = base_url
+        self.top_logprobs = None if top_logprobs is None else int(top_logprobs)
+        self.max_concurrency = int(max_concurrency)
+        self.timeout_s = float(timeout_s)
+        self.policy = RetryPolicy(max_retries=int(max_retries), base_s=float(backoff_base_s), cap_s=float(backoff_cap_s))
+        self.price_in_per_mtok = price_in_per_mtok
+        self.price_out_per_mtok = price_out_per_mtok
+        self.seed = int(seed)
+        caps = set()
+        if self.top_logprobs is not None:
+            caps.add("prob")
+            if self.top_logprobs > 0:
+                caps.add("ent")
+        self.capabilities: frozenset[str] = frozenset(caps)
+        self._sleep = sleep
+        self._rng = random.Random()
+        self._lock = threading.Lock()
+        self._usage = Usage()
+        self._totals = Usage()
+        self.sleeps: list[float] = []
+        """Every backoff delay taken, in seconds (for tests and the run log)."""
+        self._cache = ResponseCache(api_cache_dir() / "responses.sqlite3") if cache else None
+        self._closed = False
+        self._fatal: str | None = None
+        try:
+            self._client = self._make_client(key)
+        except Exception as exc:
+            raise ValueError(f"{self.name}: cannot create the client: {self.redact(exc)}") from None
+
+    # ------------------------------------------------------------------ provider hooks
+
+    def _make_client(self, api_key: str | None) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _request(self, prompt: str, max_new_tokens: int) -> ApiReply:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def request_params(self, max_new_tokens: int) -> dict[str, Any]:
+        """Every setting that can change the answer (part of the cache key and the run record)."""
+        return {"max_new_tokens": int(max_new_tokens), "temperature": 0.0, "seed": self.seed,
+                "top_logprobs": self.top_logprobs}
+
+    # ------------------------------------------------------------------ record
+
+    def redact(self, text: object) -> str:
+        """``text`` with this backend's key (and key-like strings) replaced by ``[REDACTED]``."""
+        return redact(text, self._secrets)
+
+    def sdk_version(self) -> str:
+        import importlib.metadata as md
+
+        try:
+            return md.version(self.sdk) if self.sdk else ""
+        except md.PackageNotFoundError:
+            return "not installed"
+
+    def info(self) -> dict[str, Any]:
+        """Run-record facts (never the key; the env var's *name* only).
+
+        Returns:
+            dict with backend, model_id, provider SDK and version, base_url (without
+            credentials), api_key_env, capabilities, top_logprobs (k), entropy (how "ent" is
+            approximated), decoding (temperature, seed, greedy), max_concurrency, timeout_s,
+            max_retries, prices (USD per million tokens, None = unknown), device "api".
+        """
+        return {
+            "backend": self.name,
+            "model_id": self.model_id,
+            "source": f"{self.name}:{_public_url(self.base_url) or 'default'}",
+            "sdk": self.sdk,
+            "sdk_version": self.sdk_version(),
+            "base_url": _public_url(self.base_url),
+            "api_key_env": self.api_key_var,
+            "capabilities": sorted(self.capabilities),
+            "top_logprobs": self.top_logprobs,
+            "entropy": ("top-k lower bound: H ≈ −Σ_topk p log p − r log r, r = 1 − Σ_topk p"
+                        if "ent" in self.capabilities else None),
+            "decoding": {"greedy": True, "temperature": 0.0, "seed": self.seed},
+            "max_concurrency": self.max_concurrency,
+            "timeout_s": self.timeout_s,
+            "max_retries": self.policy.max_retries,
+            "price_in_per_mtok": self.price_in_per_mtok,
+            "price_out_per_mtok": self.price_out_per_mtok,
+            "device": "api",
+        }
+
+    def take_usage(self) -> dict[str, Any]:
+        """Counters since the previous call (then reset), plus ``cost_usd`` at the configured prices.
+
+        Returns:
+            dict: requests (HTTP attempts, retries included), cache_hits, retries, errors
+            (prompts that ended in an error), prompt_tokens, completion_tokens (fresh requests
+            only), models (sorted distinct model strings the API returned), cost_usd (None
+            when prices are not configured).
+        """
+        with self._lock:
+            u, self._usage = self._usage, Usage()
+        d = u.as_dict()
+        d["cost_usd"] = cost_usd(u.prompt_tokens, u.completion_tokens, self.price_in_per_mtok, self.price_out_per_mtok)
+        return d
+
+    def totals(self) -> dict[str, Any]:
+        """Counters since the backend was built (not reset by ``take_usage``)."""
+        with self._lock:
+            return self._totals.as_dict()
+
+    def _count(self, **inc: int) -> None:
+        with self._lock:
+            for u in (self._usage, self._totals):
+                for k, v in inc.items():
+                    setattr(u, k, getattr(u, k) + v)
+
+    # ------------------------------------------------------------------ generation
+
+    def cache_key(self, prompt: str, max_new_tokens: int) -> str:
+        """sha256 (``stable_hash``) of backend, model, base_url, prompt and ``request_params``."""
+        return stable_hash("sago-api-reply-v1", self.name, self.model_id, self.base_url or "", prompt,
+                           self.request_params(max_new_tokens), length=64)
+
+    def generate(self, prompts: list[str], max_new_tokens: int = 48) -> list[GenerationResult]:
+        """Answer each prompt (one user message, temperature 0), up to ``max_concurrency`` at a time.
+
+        Args:
+            prompts: raw user prompts.
+            max_new_tokens: completion token cap per prompt (≥ 1).
+        Returns:
+            One ``GenerationResult`` per prompt in input order: ``text`` (may be ""),
+            ``n_tokens`` (completion tokens as the API counts them), ``token_logprobs`` /
+            ``token_entropies`` float64 (T,) or None, ``hidden_last`` None, ``finish_reason``
+            "stop" | "length" | "error", ``latency_s`` of the successful attempt (the original
+            one for a cache hit), ``error`` (redacted) for a prompt that failed permanently or
+            ran out of retries, ``meta`` with model (returned), prompt_tokens,
+            completion_tokens, cached, attempts, finish_raw.
+        Raises:
+            ApiFatalError: 401/403/404 — bad key, no access or unknown model (same for every
+                prompt, so the run stops rather than storing an error per prompt).
+            RuntimeError: the backend is closed; ValueError: ``max_new_tokens < 1``.
+        """
+        if self._closed:
+            raise RuntimeError("backend is closed")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        if not prompts:
+            return []
+        workers = min(self.max_concurrency, len(prompts))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"sago-{self.name}") as ex:
+            return list(ex.map(lambda p: self._one(p, max_new_tokens), prompts))
+
+    def _one(self, prompt: str, max_new_tokens: int) -> GenerationResult:
+        if self._fatal:  # another prompt hit 401/403/404: send nothing more
+            raise ApiFatalError(self._fatal)
+        key = self.cache_key(prompt, max_new_tokens)
+        hit = self._cache.get(key) if self._cache is not None else None
+        if hit is not None:
+            self._count(cache_hits=1)
+            return self._result(ApiReply(**hit["reply"]), hit.get("latency_s", 0.0), cached=True, attempts=0)
+        attempts = 0
+        while True:
+            attempts += 1
+            self._count(requests=1)
+            t0 = time.perf_counter()
+            try:
+                reply = self._request(prompt, max_new_tokens)
+                break
+            except Exception as exc:  # one prompt's failure becomes its row
+                ec = classify_error(exc)
+                msg = self.redact(ec.message)[:1000]
+                if ec.fatal:
+                    self._fatal = f"{self.name} model {self.model_id!r}: HTTP {ec.status}: {msg}"
+                    raise ApiFatalError(self._fatal) from None
+                if ec.retryable and attempts <= self.policy.max_retries:
+                    delay = self.policy.delay(attempts - 1, ec.retry_after, self._rng)
+                    with self._lock:
+                        self.sleeps.append(delay)
+                    self._count(retries=1)
+                    log.warning("%s %s: attempt %d failed (%s); retrying in %.2fs", self.name, self.model_id,
+                                attempts, msg[:200], delay)
+                    self._sleep(delay)
+                    continue
+                self._count(errors=1)
+                if ec.retryable:
+                    msg = f"retries exhausted after {attempts} attempts: {msg}"
+                log.warning("%s %s: prompt failed: %s", self.name, self.model_id, msg[:300])
+                return GenerationResult(text="", n_tokens=0, finish_reason="error",
+                                        latency_s=time.perf_counter() - t0, error=msg,
+                                        meta={"model": None, "cached": False, "attempts": attempts,
+                                              "status": ec.status})
+        latency = time.perf_counter() - t0
+        with self._lock:
+            for u in (self._usage, self._totals):
+                u.prompt_tokens += reply.prompt_tokens or 0
+                u.completion_tokens += reply.completion_tokens or 0
+                if reply.model:
+                    u.models.add(reply.model)
+        if self._cache is not None:
+            self._cache.put(key, {"reply": asdict(reply), "latency_s": latency})
+        return self._result(reply, latency, cached=False, attempts=attempts)
+
+    def _result(self, reply: ApiReply, latency: float, cached: bool, attempts: int) -> GenerationResult:
+        text = reply.text or ""
+        lp = ent = None
+        if "prob" in self.capabilities and reply.token_logprobs is not None and (text or reply.token_logprobs):
+            lp = np.asarray(reply.token_logprobs, dtype=np.float64)
+            tops = reply.top_logprobs
+            if ("ent" in self.capabilities and tops is not None and len(tops) == len(lp)
+                    and all(len(t) > 0 for t in tops)):
+                ent = topk_entropy(tops)
+        n = reply.completion_tokens if reply.completion_tokens is not None else (0 if lp is None else len(lp))
+        if cached:
+            with self._lock:
+                for u in (self._usage, self._totals):
+                    if reply.model:
+                        u.models.add(reply.model)
+        return GenerationResult(
+            text=text, n_tokens=int(n), token_logprobs=lp, token_entropies=ent, hidden_last=None,
+            finish_reason=normalise_finish_reason(reply.finish_raw), latency_s=float(latency), error=None,
+            token_ids=None,
+            meta={"model": reply.model, "prompt_tokens": reply.prompt_tokens,
+                  "completion_tokens": reply.completion_tokens, "cached": cached, "attempts": attempts,
+                  "finish_raw": reply.finish_raw},
+        )
+
+    def close(self) -> None:
+        """Close the SDK client and the cache. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        closer = getattr(self._client, "close", None)
+        if callable(closer):
+            try:
+                closer()
+            except Exception:
+                pass
+        if self._cache is not None:
+            self._cache.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model_id!r}, base_url={_public_url(self.base_url)!r})"

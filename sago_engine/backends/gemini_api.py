@@ -1,0 +1,89 @@
+"""Google Gemini backend (``gemini``) through the official ``google-genai`` SDK.
+
+``client.models.generate_content`` on the Gemini Developer API (``v1beta``); the SDK retries
+nothing unless asked (no ``retry_options``), so ``api_common.ApiBackend``'s retries are the only
+ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google import genai
+from google.genai import types
+
+from .api_common import ApiBackend, ApiReply
+
+__all__ = ["GeminiBackend"]
+
+
+class GeminiBackend(ApiBackend):
+    """``generate_content`` with the prompt as the only content, temperature 0, ``seed``
+    (the run seed folded into 31 bits), ``max_output_tokens``.
+
+    Log-probs are requested only when the config sets ``top_logprobs = k`` (k in 0..20:
+    ``response_logprobs=True, logprobs=k``), because not every Gemini model accepts them. Then
+    Δ-Prob comes from ``logprobs_result.chosen_candidates`` and Δ-Ent from ``top_candidates``
+    (top-k lower bound); a reply without ``logprobs_result`` leaves them unavailable. Without
+    it ``capabilities`` is empty. Key: ``GEMINI_API_KEY`` or ``GOOGLE_API_KEY``. ``api_version``
+    defaults to ``v1beta`` (where the log-prob fields are served).
+
+    Thinking models (2.5+) spend ``max_output_tokens`` on hidden thoughts too; thought parts are
+    not part of the response text.
+    """
+
+    name = "gemini"
+    sdk = "google-genai"
+    default_top_logprobs = None
+    max_top_logprobs = 20
+
+    def __init__(self, model: str, api_version: str | None = None, **kw: Any) -> None:
+        self.api_version = api_version or "v1beta"
+        super().__init__(model, **kw)
+
+    @property
+    def seed31(self) -> int:
+        return self.seed & 0x7FFFFFFF
+
+    def _make_client(self, api_key: str | None) -> Any:
+        opts = types.HttpOptions(base_url=self.base_url, api_version=self.api_version,
+                                 timeout=int(self.timeout_s * 1000))
+        return genai.Client(api_key=api_key, vertexai=False, http_options=opts)
+
+    def request_params(self, max_new_tokens: int) -> dict[str, Any]:
+        return {**super().request_params(max_new_tokens), "seed": self.seed31, "api_version": self.api_version}
+
+    def info(self) -> dict[str, Any]:
+        d = super().info()
+        d["api_version"] = self.api_version
+        d["decoding"]["seed"] = self.seed31
+        return d
+
+    def _request(self, prompt: str, max_new_tokens: int) -> ApiReply:
+        cfg: dict[str, Any] = {"temperature": 0.0, "seed": self.seed31, "max_output_tokens": max_new_tokens,
+                               "candidate_count": 1}
+        if self.top_logprobs is not None:
+            cfg["response_logprobs"] = True
+            if self.top_logprobs > 0:
+                cfg["logprobs"] = self.top_logprobs
+        r = self._client.models.generate_content(model=self.model_id, contents=prompt,
+                                                 config=types.GenerateContentConfig(**cfg))
+        if not r.candidates:
+            fb = getattr(r, "prompt_feedback", None)
+            raise ValueError(f"the API returned no candidates (prompt_feedback: {fb})")
+        c = r.candidates[0]
+        parts = (c.content.parts or []) if c.content is not None else []
+        text = "".join(p.text for p in parts if p.text and not p.thought)
+        lps = tops = None
+        lr = c.logprobs_result
+        if lr is not None and lr.chosen_candidates is not None:
+            lps = [float(x.log_probability or 0.0) for x in lr.chosen_candidates]
+            if self.top_logprobs and lr.top_candidates is not None:
+                tops = [[float(a.log_probability or 0.0) for a in (t.candidates or [])] for t in lr.top_candidates]
+        u = r.usage_metadata
+        fr = c.finish_reason
+        return ApiReply(text=text, finish_raw=None if fr is None else str(getattr(fr, "value", fr)),
+                        model=r.model_version or None,
+                        prompt_tokens=getattr(u, "prompt_token_count", None),
+                        completion_tokens=getattr(u, "candidates_token_count", None),
+                        token_logprobs=lps, top_logprobs=tops)

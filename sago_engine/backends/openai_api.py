@@ -1,0 +1,77 @@
+"""OpenAI chat completions backend (``openai``) and any OpenAI-compatible server (``openai_compatible``).
+
+Uses the official ``openai`` SDK with its own retries off (``max_retries=0``); retries, the
+cache, concurrency and usage come from ``api_common.ApiBackend``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+
+from .api_common import ApiBackend, ApiReply
+
+__all__ = ["OpenAIBackend", "OpenAICompatibleBackend"]
+
+
+class OpenAIBackend(ApiBackend):
+    """``client.chat.completions.create`` with one user message, temperature 0, ``seed``,
+    ``logprobs=True`` and ``top_logprobs=k`` (k ≤ 20; default 20).
+
+    Measures: Δ-Prob (sum of the returned per-token log-probs) and Δ-Ent (top-k lower bound,
+    see ``api_common.topk_entropy``). Never Δ-Cos (no activations). The completion cap is sent
+    as ``max_completion_tokens``.
+    """
+
+    name = "openai"
+    sdk = "openai"
+    default_top_logprobs = 20
+    max_top_logprobs = 20
+    token_param = "max_completion_tokens"
+
+    def _make_client(self, api_key: str | None) -> Any:
+        return openai.OpenAI(api_key=api_key or "EMPTY", base_url=self.base_url, max_retries=0,
+                             timeout=self.timeout_s)
+
+    def _request(self, prompt: str, max_new_tokens: int) -> ApiReply:
+        kw: dict[str, Any] = {"model": self.model_id, "messages": [{"role": "user", "content": prompt}],
+                              "temperature": 0.0, "seed": self.seed, self.token_param: max_new_tokens}
+        if self.top_logprobs is not None:
+            kw["logprobs"] = True
+            if self.top_logprobs > 0:
+                kw["top_logprobs"] = self.top_logprobs
+        r = self._client.chat.completions.create(**kw)
+        if not r.choices:
+            raise ValueError("the API returned no choices")
+        ch = r.choices[0]
+        content = ch.logprobs.content if ch.logprobs is not None else None
+        lps = tops = None
+        if content is not None:
+            lps = [float(t.logprob) for t in content]
+            if self.top_logprobs:
+                tops = [[float(a.logprob) for a in (t.top_logprobs or [])] for t in content]
+        u = r.usage
+        return ApiReply(
+            text=(ch.message.content or "") if ch.message is not None else "",
+            finish_raw=ch.finish_reason,
+            model=r.model,
+            prompt_tokens=getattr(u, "prompt_tokens", None),
+            completion_tokens=getattr(u, "completion_tokens", None),
+            token_logprobs=lps,
+            top_logprobs=tops,
+        )
+
+
+class OpenAICompatibleBackend(OpenAIBackend):
+    """The OpenAI backend pointed at a required ``base_url`` (vLLM, TGI, llama.cpp server…).
+
+    Same request, but the cap is sent as ``max_tokens`` (what these servers accept). The key is
+    optional for a local ``base_url``; log-probs are stored only where the server returns them
+    (a reply without them leaves Δ-Prob/Δ-Ent unavailable for that prompt). Lower
+    ``top_logprobs`` if the server caps it.
+    """
+
+    name = "openai_compatible"
+    requires_base_url = True
+    token_param = "max_tokens"

@@ -1,0 +1,204 @@
+"""A loopback HTTP server that speaks the OpenAI, Anthropic and Gemini wire formats, with scripted failures.
+
+Routes: ``POST /v1/chat/completions`` (OpenAI; base_url ``{url}/v1``), ``POST /v1/messages``
+(Anthropic; base_url ``{url}``), ``POST /{v1,v1beta}/models/{model}:generateContent`` (Gemini;
+``HttpOptions(base_url=url)``). The reply text is a deterministic function of the prompt.
+
+Behaviours (``FakeAPI.script(prompt, [...])`` queues them per prompt; ``default`` otherwise):
+``"normal"`` (no log-probs), ``"logprobs"`` (per-token log-probs, top-3 alternatives with
+probabilities 0.5/0.25/0.125), ``("429", retry_after)``, ``"500"``, ``("timeout", seconds)``
+(sleep, then answer normally), ``"malformed"`` (200 with a broken JSON body), ``"empty"``
+(empty completion), ``"400"`` (bad request whose message echoes the caller's key, as careless
+servers do), ``"401"``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+import time
+from collections import defaultdict, deque
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+TOP_P = (0.5, 0.25, 0.125)
+#: Entropy (nats) of one position of the "logprobs" behaviour under ``topk_entropy`` (leftover 0.125).
+TOKEN_ENTROPY = -sum(p * math.log(p) for p in TOP_P) - 0.125 * math.log(0.125)
+
+
+def reply_text(prompt: str) -> str:
+    """The deterministic answer to ``prompt``."""
+    words = re.findall(r"\w+", prompt.lower())
+    return "Answer: " + " ".join(words[:6][::-1]) if words else "Answer."
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def handle_error(self, request, client_address):  # a client that timed out closed the socket
+        pass
+
+
+class FakeAPI:
+    """Start with ``FakeAPI()`` (or as a context manager); ``url`` is ``http://127.0.0.1:<port>``."""
+
+    def __init__(self, default: Any = "normal", model_suffix: str = "-2026-01-01") -> None:
+        self.default = default
+        self.model_suffix = model_suffix
+        self._queues: dict[str, deque] = defaultdict(deque)
+        self._lock = threading.Lock()
+        self.requests: list[dict] = []
+        """Every request: path, prompt, body (parsed JSON), headers (lower-case names)."""
+        self.inflight = 0
+        self.max_inflight = 0
+        """Most requests served at the same time."""
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):  # quiet
+                pass
+
+            def do_POST(self):
+                n = int(self.headers.get("content-length") or 0)
+                body = json.loads(self.rfile.read(n) or b"{}")
+                with api._lock:
+                    api.inflight += 1
+                    api.max_inflight = max(api.max_inflight, api.inflight)
+                try:
+                    api._handle(self, body)
+                finally:
+                    with api._lock:
+                        api.inflight -= 1
+
+        self._srv = _Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self._srv.server_address[1]}"
+        self._thread = threading.Thread(target=self._srv.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ control
+    def script(self, prompt: str, behaviours: list) -> None:
+        """Queue behaviours for the next requests carrying exactly ``prompt``."""
+        with self._lock:
+            self._queues[prompt].extend(behaviours)
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return len(self.requests)
+
+    def close(self) -> None:
+        self._srv.shutdown()
+        self._srv.server_close()
+
+    def __enter__(self) -> "FakeAPI":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ serving
+    def _handle(self, h: BaseHTTPRequestHandler, body: dict) -> None:
+        path = h.path.split("?")[0]
+        if path.endswith("/chat/completions"):
+            kind, prompt = "openai", body["messages"][-1]["content"]
+        elif path.endswith("/messages"):
+            kind, prompt = "anthropic", body["messages"][-1]["content"]
+        elif ":generateContent" in path:
+            kind = "gemini"
+            prompt = "".join(p.get("text", "") for c in body.get("contents", []) for p in c.get("parts", []))
+        else:
+            return self._send(h, 404, {"error": {"message": f"no route {path}"}})
+        headers = {k.lower(): v for k, v in h.headers.items()}
+        with self._lock:
+            self.requests.append({"path": path, "prompt": prompt, "body": body, "headers": headers})
+            q = self._queues.get(prompt)
+            beh = q.popleft() if q else self.default
+        name, arg = (beh if isinstance(beh, tuple) else (beh, None))
+        if name == "429":
+            return self._send(h, 429, self._err(kind, 429, "rate limited"), {"Retry-After": str(arg)} if arg is not None else None)
+        if name == "500":
+            return self._send(h, 500, self._err(kind, 500, "internal error"))
+        if name == "400":
+            key = headers.get("authorization") or headers.get("x-api-key") or headers.get("x-goog-api-key") or ""
+            return self._send(h, 400, self._err(kind, 400, f"bad request for key {key}"))
+        if name == "401":
+            return self._send(h, 401, self._err(kind, 401, "invalid api key"))
+        if name == "malformed":
+            return self._send_raw(h, 200, b'{"id": "x", "choices": [', "application/json")
+        if name == "timeout":
+            time.sleep(float(arg or 1.0))
+            name = "normal"
+        text = "" if name == "empty" else reply_text(prompt)
+        self._send(h, 200, getattr(self, f"_{kind}")(body, text, name == "logprobs"))
+
+    @staticmethod
+    def _err(kind: str, code: int, msg: str) -> dict:
+        if kind == "anthropic":
+            return {"type": "error", "error": {"type": "api_error", "message": msg}}
+        if kind == "gemini":
+            return {"error": {"code": code, "message": msg, "status": "ERROR"}}
+        return {"error": {"message": msg, "type": "error", "code": None}}
+
+    def _send(self, h, code: int, obj: dict, headers: dict | None = None) -> None:
+        self._send_raw(h, code, json.dumps(obj).encode(), "application/json", headers)
+
+    @staticmethod
+    def _send_raw(h, code: int, data: bytes, ctype: str, headers: dict | None = None) -> None:
+        try:
+            h.send_response(code)
+            h.send_header("Content-Type", ctype)
+            h.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                h.send_header(k, v)
+            h.end_headers()
+            h.wfile.write(data)
+        except OSError:
+            pass
+
+    # ------------------------------------------------------------------ wire formats
+    @staticmethod
+    def _tokens(text: str) -> list[str]:
+        return re.findall(r"\S+\s*", text)
+
+    def _openai(self, body: dict, text: str, logprobs: bool) -> dict:
+        toks = self._tokens(text)
+        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
+                                  "finish_reason": "stop", "logprobs": None}
+        if logprobs and body.get("logprobs"):
+            k = min(int(body.get("top_logprobs") or 0), len(TOP_P))
+            choice["logprobs"] = {"content": [
+                {"token": t, "logprob": math.log(TOP_P[0]), "bytes": None,
+                 "top_logprobs": [{"token": t if j == 0 else f"alt{j}", "logprob": math.log(TOP_P[j]), "bytes": None}
+                                  for j in range(k)]}
+                for t in toks], "refusal": None}
+        return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0,
+                "model": body["model"] + self.model_suffix, "choices": [choice],
+                "usage": {"prompt_tokens": 10, "completion_tokens": len(toks), "total_tokens": 10 + len(toks)}}
+
+    def _anthropic(self, body: dict, text: str, logprobs: bool) -> dict:
+        toks = self._tokens(text)
+        return {"id": "msg_fake", "type": "message", "role": "assistant", "model": body["model"] + self.model_suffix,
+                "content": [{"type": "text", "text": text}] if text else [],
+                "stop_reason": "end_turn", "stop_sequence": None,
+                "usage": {"input_tokens": 12, "output_tokens": len(toks)}}
+
+    def _gemini(self, body: dict, text: str, logprobs: bool) -> dict:
+        toks = self._tokens(text)
+        cand: dict[str, Any] = {"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP",
+                                "index": 0}
+        gc = body.get("generationConfig", {})
+        if logprobs and gc.get("responseLogprobs"):
+            k = min(int(gc.get("logprobs") or 0), len(TOP_P))
+            cand["logprobsResult"] = {
+                "chosenCandidates": [{"token": t, "logProbability": math.log(TOP_P[0])} for t in toks],
+                "topCandidates": [{"candidates": [{"token": t if j == 0 else f"alt{j}", "logProbability": math.log(TOP_P[j])}
+                                                  for j in range(k)]} for t in toks],
+            }
+        return {"candidates": [cand], "modelVersion": "gemini-fake" + self.model_suffix,
+                "usageMetadata": {"promptTokenCount": 8, "candidatesTokenCount": len(toks),
+                                  "totalTokenCount": 8 + len(toks)}}
