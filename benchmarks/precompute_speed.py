@@ -175,34 +175,12 @@ def naive_run(cfg, plan, be: HFLocalBackend, store_path: Path, run_id: str) -> t
     return texts, deltas
 
 
-# --------------------------------------------------------------------------- main
+# --------------------------------------------------------------------------- sago's runner
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
-    ap.add_argument("--batch-size", type=int, default=None, help="sago's batch size (default: demo.toml's)")
-    ap.add_argument("--chunk-prompts", type=int, default=None, help="prompts per committed chunk (default: demo.toml's)")
-    ap.add_argument("--max-new", type=int, default=48)
-    ap.add_argument("--runner-only", action="store_true", help="skip the naive loop (no speedup line)")
-    a = ap.parse_args()
-
-    demo = load_config(ROOT / "precompute/configs/demo.toml", base_dir=ROOT)
-    mcfg = next(m for m in demo.models if m.key == MODEL)
-    bs = a.batch_size or mcfg.batch_size
-    tmp = Path(tempfile.mkdtemp(prefix="sago-bench-"))
-    cfg = dataclasses.replace(
-        demo, store=str(tmp / "sago.duckdb"), datasets=DATASETS, n_prompts=2, max_new_tokens=a.max_new,
-        chunk_prompts=a.chunk_prompts or demo.chunk_prompts,
-        models=(ModelConfig(key=MODEL, dtype=a.dtype, device="cpu", batch_size=bs),),
-    )
-    tdtype = getattr(torch, a.dtype)
-    set_threads()  # SAGO_THREADS, as the backend will apply it: the ceiling runs on the same threads
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, dtype {a.dtype}, "
-          f"sago batch_size {bs}, chunk_prompts {cfg.chunk_prompts}, max_new_tokens {a.max_new}")
-    ceil0 = matmul_ceiling(tdtype)
-
-    # sago's runner -------------------------------------------------------------
+def sago_run(cfg) -> dict:
+    """``precompute.runner.run(cfg)`` into a fresh store, metered; returns seconds, meter, timing,
+    responses {(prompt_id, variant_id|None): text} and deltas {(variant_id, axis): (Δ, Δ̃)}."""
     meters: list[ForwardMeter] = []
     timing = {"load": 0.0, "generate": 0.0}
 
@@ -225,8 +203,7 @@ def main() -> int:
 
     t = time.perf_counter()
     run(cfg, progress=False, backend_factory=factory, publish_every_s=1e9)
-    sago_s = time.perf_counter() - t
-    m = meters[0]
+    seconds = time.perf_counter() - t
     with open_store(cfg.store) as st:
         d = st.deltas(kept_only=False)
         resp = {}
@@ -234,11 +211,75 @@ def main() -> int:
             for _, row in st.responses(pid).iterrows():
                 vid = row["variant_id"] if isinstance(row["variant_id"], str) else None  # base: NULL
                 resp[(row["prompt_id"], vid)] = row["response"]
-        sd = {(r.variant_id, r.axis): r.delta for r in d.itertuples()}
-    n_gen = len(resp)
-    print(f"sago:  {sago_s:7.2f} s wall for {n_gen} generations | model load {timing['load']:.2f} s | "
+        deltas = {(r.variant_id, r.axis): (r.delta, r.delta_norm, r.prompt_id) for r in d.itertuples()}
+    return {"seconds": seconds, "meter": meters[0], "timing": timing, "responses": resp, "deltas": deltas}
+
+
+def dtype_report(ref: dict, other: dict) -> None:
+    """bf16 vs the reference dtype: wall-time ratio, identical responses, and per axis the largest
+    |Δ̃ difference| (normalized, [-1, 1] units) and the SGS difference (mean over prompts of the
+    per-prompt RMS of Δ̃, SAGO §Scoring)."""
+    same = sum(ref["responses"][k] == other["responses"].get(k) for k in ref["responses"])
+    print(f"bfloat16 vs reference: wall {other['seconds']:.2f} s vs {ref['seconds']:.2f} s "
+          f"(×{ref['seconds'] / other['seconds']:.2f} speed); responses identical {same}/{len(ref['responses'])}")
+    for axis in AXES:
+        diffs, s_ref, s_oth = [], {}, {}
+        for (vid, ax), (_, dn, pid) in ref["deltas"].items():
+            if ax != axis:
+                continue
+            dn2 = other["deltas"][(vid, ax)][1]
+            if dn == dn and dn2 == dn2:  # both available
+                diffs.append(abs(dn - dn2))
+                s_ref.setdefault(pid, []).append(dn)
+                s_oth.setdefault(pid, []).append(dn2)
+        if not diffs:
+            print(f"  {axis}: unavailable")
+            continue
+        sgs = [float(np.mean([np.sqrt(np.mean(np.square(s[p]))) for p in s])) for s in (s_ref, s_oth)]
+        print(f"  {axis}: max |ΔΔ̃| {max(diffs):.3f}, mean |ΔΔ̃| {np.mean(diffs):.4f}; "
+              f"SGS {sgs[0]:.4f} vs {sgs[1]:.4f} (|diff| {abs(sgs[0] - sgs[1]):.4f})")
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("--batch-size", type=int, default=None, help="sago's batch size (default: demo.toml's)")
+    ap.add_argument("--chunk-prompts", type=int, default=None, help="prompts per committed chunk (default: demo.toml's)")
+    ap.add_argument("--max-new", type=int, default=48)
+    ap.add_argument("--runner-only", action="store_true", help="skip the naive loop (no speedup line)")
+    ap.add_argument("--bf16-check", action="store_true",
+                    help="also run sago in bfloat16 and report its speed and delta differences against this dtype")
+    a = ap.parse_args()
+
+    demo = load_config(ROOT / "precompute/configs/demo.toml", base_dir=ROOT)
+    mcfg = next(m for m in demo.models if m.key == MODEL)
+    bs = a.batch_size or mcfg.batch_size
+    tmp = Path(tempfile.mkdtemp(prefix="sago-bench-"))
+    cfg = dataclasses.replace(
+        demo, store=str(tmp / "sago.duckdb"), datasets=DATASETS, n_prompts=2, max_new_tokens=a.max_new,
+        chunk_prompts=a.chunk_prompts or demo.chunk_prompts,
+        models=(ModelConfig(key=MODEL, dtype=a.dtype, device="cpu", batch_size=bs),),
+    )
+    tdtype = getattr(torch, a.dtype)
+    set_threads()  # SAGO_THREADS, as the backend will apply it: the ceiling runs on the same threads
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, dtype {a.dtype}, "
+          f"sago batch_size {bs}, chunk_prompts {cfg.chunk_prompts}, max_new_tokens {a.max_new}")
+    ceil0 = matmul_ceiling(tdtype)
+
+    sago = sago_run(cfg)
+    sago_s, m, resp, sd = sago["seconds"], sago["meter"], sago["responses"], sago["deltas"]
+    timing = sago["timing"]
+    print(f"sago:  {sago_s:7.2f} s wall for {len(resp)} generations | model load {timing['load']:.2f} s | "
           f"generate {timing['generate']:.2f} s (forward {m.seconds:.2f} s, {m.calls} calls, {m.flops / 1e12:.2f} TFLOP, "
           f"{m.gflops_per_s:.1f} GFLOP/s) | plan + scoring + writes {sago_s - timing['generate'] - timing['load']:.2f} s")
+    if a.bf16_check:
+        bf_cfg = dataclasses.replace(cfg, store=str(tmp / "sago_bf16.duckdb"),
+                                     models=(dataclasses.replace(cfg.models[0], dtype="bfloat16"),))
+        bf = sago_run(bf_cfg)
+        dtype_report(sago, bf)
 
     naive_s = None
     if not a.runner_only:
@@ -264,7 +305,7 @@ def main() -> int:
             pid = base_of[vid]
             if (pid, vid) in same and (pid, None) in same:
                 compared += 1
-                worst[ax] = max(worst[ax], abs(sd[(vid, ax)] - nv))
+                worst[ax] = max(worst[ax], abs(sd[(vid, ax)][0] - nv))
         print(f"deltas compared: {compared}; max |Δ_sago − Δ_naive| per axis: "
               + ", ".join(f"{ax} {worst[ax]:.2e} (tol {TOL[ax]:g})" for ax in AXES))
         ok = not diff and all(worst[ax] <= TOL[ax] for ax in AXES)

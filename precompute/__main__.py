@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from dataclasses import replace
 
-    from precompute.config import ConfigError, check_api_keys, load_config
+    from precompute.config import ConfigError, check_api_keys, llm_key_holders, load_config
     from precompute import runner
 
     try:
@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if not args.plan:
         try:  # every missing key of the models to run, before any work
-            check_api_keys([m for m in cfg.models if not args.model or m.key in args.model])
+            check_api_keys([m for m in cfg.models if not args.model or m.key in args.model]
+                           + llm_key_holders(("judge", cfg.judge), ("rewriter", cfg.rewriter)))
         except ConfigError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

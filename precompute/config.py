@@ -162,8 +162,20 @@ def missing_api_keys(models, environ=None) -> list[str]:
     return [f"{var} ({', '.join(keys)})" for var, keys in need.items()]
 
 
+def llm_key_holders(*sections: tuple[str, dict | None]) -> list:
+    """``[judge]`` / ``[rewriter]`` sections as key holders for ``check_api_keys`` (an API judge
+    needs its key as much as an API model does). ``sections``: ``(name, validated section|None)``."""
+    from types import SimpleNamespace
+
+    return [SimpleNamespace(key=f"[{name}] {sec['model']}", backend=sec["backend"], is_api=sec["backend"] != "hf_local",
+                            api_key_env=sec["kwargs"].get("api_key_env"), base_url=sec["kwargs"].get("base_url"))
+            for name, sec in sections if sec is not None]
+
+
 def check_api_keys(models, environ=None) -> None:
     """Raise ConfigError listing every missing API key variable (call before any work).
+
+    ``models``: ModelConfigs and/or ``llm_key_holders`` entries.
 
     Raises:
         ConfigError: "missing API keys: set OPENAI_API_KEY (gpt-5.4), ... in the environment".
@@ -398,7 +410,7 @@ def load_config(path: str | Path, base_dir: str | Path | None = None, check_keys
     if judge is not None and "social_register" not in fams:
         raise ConfigError("[judge] judges social_register variants, but variants.families has no 'social_register'")
     if check_keys:
-        check_api_keys(models)
+        check_api_keys(models + llm_key_holders(("judge", judge), ("rewriter", rewriter)))
     n_prompts = int(data.get("n_prompts", 16))
     if n_prompts < 1:
         raise ConfigError("data.n_prompts must be ≥ 1")

@@ -429,9 +429,10 @@ def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = N
         ApiFatalError: an API answered 401/403/404 (bad key, no access, unknown model); the
             units committed so far stay, a rerun resumes.
     """
-    from precompute.config import check_api_keys
+    from precompute.config import check_api_keys, llm_key_holders
 
-    check_api_keys([m for m in cfg.models if not only_models or m.key in only_models])  # before any work
+    check_api_keys([m for m in cfg.models if not only_models or m.key in only_models]  # before any work
+                   + llm_key_holders(("judge", cfg.judge), ("rewriter", cfg.rewriter)))
     target = Path(cfg.store)
     target.parent.mkdir(parents=True, exist_ok=True)
     if target.exists():

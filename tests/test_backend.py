@@ -157,6 +157,24 @@ def test_tiny_generate_equals_teacher_forcing(tiny_backend):
         np.testing.assert_allclose(ent, r.token_entropies, atol=LOGPROB_ATOL)
 
 
+def _separate_forward_hidden(be, prompt: str) -> np.ndarray:
+    """What the naive way computes: a second forward pass over the prompt alone, batch 1."""
+    import torch
+
+    ids = torch.tensor([be.encode_prompt(prompt)])
+    with torch.inference_mode():
+        out = be.model(input_ids=ids, output_hidden_states=True)
+    return torch.stack([h[0, -1] for h in out.hidden_states]).float().numpy()
+
+
+def test_tiny_prefill_hidden_equals_separate_forward(tiny_backend):
+    """The batched generate pass's prefill holds the last-input-token hidden states of every
+    layer: equal to a separate forward pass over the prompt (no second pass needed, issue #6)."""
+    res = tiny_backend.generate(PROMPTS, max_new_tokens=6)
+    for p, r in zip(PROMPTS, res):
+        np.testing.assert_allclose(r.hidden_last, _separate_forward_hidden(tiny_backend, p), atol=HIDDEN_ATOL)
+
+
 def test_tiny_eos_first_is_an_empty_response():
     """If EOS is the first token: text "", one scored token (the EOS), finish "stop"."""
     from sago_engine.backends.hf_local import HFLocalBackend
@@ -197,9 +215,10 @@ def test_smollm_answers_and_teacher_forcing(smollm_backend):
     info = smollm_backend.info()
     assert res[0].hidden_last.shape == (info["n_layers"] + 1, info["hidden"]) == (31, 576)
     tf = smollm_backend.teacher_force(prompts, [r.token_ids for r in res])
-    for r, (lp, ent) in zip(res, tf):
+    for p, r, (lp, ent) in zip(prompts, res, tf):
         np.testing.assert_allclose(lp, r.token_logprobs, atol=LOGPROB_ATOL)
         np.testing.assert_allclose(ent, r.token_entropies, atol=LOGPROB_ATOL)
+        np.testing.assert_allclose(r.hidden_last, _separate_forward_hidden(smollm_backend, p), atol=HIDDEN_ATOL)
     # MODELS.md: teacher-forced "The capital of Australia is Canberra." ≈ −1.55 over 7 tokens
     (lp, ent), = smollm_backend.teacher_force(prompts[:1], ["The capital of Australia is Canberra."])
     assert len(lp) == 7 and abs(lp.sum() + 1.55) < 0.3

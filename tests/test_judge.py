@@ -238,18 +238,27 @@ def test_runner_stores_verdicts_templates_and_detector_labels(tmp_path, monkeypa
         assert len(st.templates()) == 1 and counts["deltas"] == len(d)
 
 
-def test_stores_without_the_new_tables(tmp_path):
-    """A store written before mirroring_verdicts/templates existed: reads are empty, a writable open adds them."""
+def test_schema_v1_store_reads_empty_and_migrates_on_a_writable_open(tmp_path):
+    """A version-1 store (written before mirroring_verdicts/templates/run_usage/api_responses):
+    read-only reads are empty and leave the file untouched; a writable open migrates it to v2."""
+    from sago_engine.store import EXTRA_TABLES, SCHEMA_VERSION
+
     path = tmp_path / "old.duckdb"
     with open_store(path, read_only=False, create=True) as st:
-        st.con.execute("DROP TABLE mirroring_verdicts; DROP TABLE templates")
+        st.con.execute("; ".join(f"DROP TABLE {t}" for t in EXTRA_TABLES))
+        st.con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    before = path.read_bytes()
     with open_store(path) as st:
-        assert st.mirroring_verdicts().empty and st.templates().empty
+        assert st.schema_version() == 1
+        assert st.mirroring_verdicts().empty and st.templates().empty and st.run_usage().empty
         assert list(st.templates().columns) == ["template_id", "kind", "text"]
+    assert path.read_bytes() == before
     with open_store(path, read_only=False) as st:
+        assert st.schema_version() == SCHEMA_VERSION == 2
         st.insert_df("templates", pd.DataFrame([{"template_id": JUDGE_TEMPLATE_ID, "kind": "judge",
                                                  "text": JUDGE_TEMPLATE}]))
         assert st.templates("judge")["text"].tolist() == [JUDGE_TEMPLATE]
+        assert st.api_responses().empty
 
 
 # ---------------------------------------------------------------- a real local model through get_backend

@@ -121,7 +121,7 @@ def test_older_schema_is_refused_with_versions(tmp_path):
     con = duckdb.connect(cfg.store)
     con.execute("UPDATE meta SET value = '0' WHERE key = 'schema_version'")
     con.close()
-    with pytest.raises(StoreError, match=r"schema version 0.*version 1"):
+    with pytest.raises(StoreError, match=r"schema version 0.*versions 1, 2"):
         open_store(cfg.store)
     assert cli_main(["--config", str(_cfg(tmp_path)), "--no-progress"]) == 2
 
