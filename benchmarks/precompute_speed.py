@@ -250,10 +250,14 @@ def main() -> int:
     ap.add_argument("--chunk-prompts", type=int, default=None, help="prompts per committed chunk (default: demo.toml's)")
     ap.add_argument("--max-new", type=int, default=48)
     ap.add_argument("--runner-only", action="store_true", help="skip the naive loop (no speedup line)")
+    ap.add_argument("--no-prefix-cache", action="store_true",
+                    help="ablation: prefill every row in full (no shared chat-template prefix cache)")
     ap.add_argument("--bf16-check", action="store_true",
                     help="also run sago in bfloat16 and report its speed and delta differences against this dtype")
     a = ap.parse_args()
 
+    if a.no_prefix_cache:
+        HFLocalBackend.MIN_SHARED_PREFIX = 10**9
     demo = load_config(ROOT / "precompute/configs/demo.toml", base_dir=ROOT)
     mcfg = next(m for m in demo.models if m.key == MODEL)
     bs = a.batch_size or mcfg.batch_size
@@ -266,7 +270,8 @@ def main() -> int:
     tdtype = getattr(torch, a.dtype)
     set_threads()  # SAGO_THREADS, as the backend will apply it: the ceiling runs on the same threads
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, dtype {a.dtype}, "
-          f"sago batch_size {bs}, chunk_prompts {cfg.chunk_prompts}, max_new_tokens {a.max_new}")
+          f"sago batch_size {bs}, chunk_prompts {cfg.chunk_prompts}, max_new_tokens {a.max_new}, "
+          f"shared-prefix cache {'off' if a.no_prefix_cache else 'on'}")
     ceil0 = matmul_ceiling(tdtype)
 
     sago = sago_run(cfg)

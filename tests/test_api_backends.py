@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import email.utils
+import json
 import logging
 import math
 from pathlib import Path
@@ -444,6 +445,20 @@ def test_end_to_end_local_and_api_models_in_one_store(env, monkeypatch, capsys):
         assert (wide.loc["tiny-random"] != "n/a").all()
         assert b"SECRET123" not in store.read_bytes()
         assert "SECRET123" not in "".join(capsys.readouterr())
+    # the dashboard (Profiles, headless) shows all four models and n/a where an axis is missing
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
+    at.session_state["app_store_custom"] = str(store)
+    at.run()
+    assert not at.exception, at.exception
+    avail = next(df.value for df in at.dataframe if "Δ-Cos" in df.value.columns and
+                 df.value.astype(str).apply(lambda c: c.str.contains("available")).any().any()).set_index("model")
+    assert set(avail.index) == {"tiny-random", "served-model", "gpt-test", "claude-test"}
+    assert (avail.loc["tiny-random"] == "available").all()
+    assert all(avail.loc["claude-test", a].startswith("n/a") for a in ("Δ-Cos", "Δ-Prob", "Δ-Ent"))
+    assert avail.loc["gpt-test", "Δ-Cos"].startswith("n/a") and avail.loc["gpt-test", "Δ-Prob"] == "available"
+    assert "SECRET123" not in json.dumps([str(e) for e in at.main]) + json.dumps([str(e) for e in at.sidebar])
 
 
 def test_paper_toml_validates_with_keys_and_fails_before_work_without(monkeypatch, tmp_path, capsys):

@@ -82,11 +82,13 @@ def test_reader_opens_published_snapshot_during_a_run(tmp_path):
 def test_sigkill_then_resume_is_identical(tmp_path):
     conf = _cfg(tmp_path)
     cfg = load_config(conf)
-    run(cfg, progress=False)
-    ref = _fp(cfg.store)
-    os.replace(cfg.store, tmp_path / "reference.duckdb")
     cmd = [sys.executable, "-m", "precompute", "--config", str(conf), "--no-progress", "--publish-every", "0"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    # the reference runs the same command in a fresh process (the test process's torch thread
+    # count may have been changed by earlier tests, and float sums depend on it)
+    assert subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True).returncode == 0
+    ref = _fp(cfg.store)
+    os.replace(cfg.store, tmp_path / "reference.duckdb")
     # kill once right after the first published snapshot (mid-run, with committed units)
     p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300

@@ -67,6 +67,12 @@ class HFLocalBackend:
     ``add_generation_prompt=True``; base models (gemma-3-270m) get the plain prompt text as a
     completion, never a template.
 
+    Shared prefix: the token prefix every prompt of a batch shares (the chat template's system
+    turn, ≈ 24 of ≈ 50 tokens for smollm2) is prefilled once at batch size 1 and its KV cache
+    repeated over the batch, so only each prompt's own tokens are prefilled per row
+    (``MIN_SHARED_PREFIX`` tokens or more; greedy tokens identical to a full prefill in the
+    benchmark, hidden states within float noise — see benchmarks/README.md).
+
     Response text: the generated tokens decoded with ``skip_special_tokens=True``, then
     ``.strip()``-ed of surrounding whitespace (the scored token ids are kept unchanged in
     ``GenerationResult.token_ids``).
@@ -74,6 +80,8 @@ class HFLocalBackend:
 
     name = "hf_local"
     capabilities = frozenset({"cos", "prob", "ent"})
+    #: Shortest shared token prefix worth a separate batch-1 prefill (below it: one full prefill).
+    MIN_SHARED_PREFIX = 8
 
     def __init__(
         self,
@@ -143,6 +151,7 @@ class HFLocalBackend:
             "eos_token_ids": list(self.eos_ids),
             "chat_template": self.chat,
             "threads": self.threads,
+            "shared_prefix_cache": True,
         }
 
     # ------------------------------------------------------------------ prompts
@@ -170,6 +179,20 @@ class HFLocalBackend:
                 ids[i, n - len(s) :] = torch.tensor(s, dtype=torch.long)
                 mask[i, n - len(s) :] = 1
         return ids.to(self.device), mask.to(self.device)
+
+    def shared_prefix(self, seqs: list[list[int]]) -> int:
+        """Length of the token prefix all ``seqs`` share, leaving each row ≥ 1 token of its own;
+        0 for a single row or a prefix shorter than ``MIN_SHARED_PREFIX``."""
+        if len(seqs) < 2:
+            return 0
+        n = min(len(s) for s in seqs) - 1
+        first = seqs[0]
+        for s in seqs[1:]:
+            k = 0
+            while k < n and s[k] == first[k]:
+                k += 1
+            n = k
+        return n if n >= self.MIN_SHARED_PREFIX else 0
 
     def _batches(self, lengths: Sequence[int]) -> list[list[int]]:
         order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
@@ -231,10 +254,25 @@ class HFLocalBackend:
     @torch.inference_mode()
     def _generate_batch(self, seqs: list[list[int]], max_new_tokens: int) -> list[GenerationResult]:
         t0 = time.perf_counter()
-        ids, mask = self._pad_left(seqs)
+        n_shared = self.shared_prefix(seqs)
+        extra: dict[str, Any] = {}
+        if n_shared:
+            # prefill the shared prefix once, repeat its KV cache over the batch; rows are
+            # [prefix | left padding | own tokens], positions follow the attention mask.
+            prefix = torch.tensor([seqs[0][:n_shared]], dtype=torch.long, device=self.device)
+            out = self.model(input_ids=prefix, use_cache=True)
+            cache = out["cache"] if "cache" in out else out["past_key_values"]
+            cache.batch_repeat_interleave(len(seqs))
+            own, own_mask = self._pad_left([s[n_shared:] for s in seqs])
+            ids = torch.cat([prefix.expand(len(seqs), -1), own], dim=1)
+            mask = torch.cat([torch.ones_like(prefix).expand(len(seqs), -1), own_mask], dim=1)
+            extra["cache"] = cache
+        else:
+            ids, mask = self._pad_left(seqs)
         gen = self.model.generate(
             input_ids=ids,
             attention_mask=mask,
+            **extra,
             max_new_tokens=max_new_tokens,
             do_sample=False,
             temperature=None,
@@ -251,7 +289,8 @@ class HFLocalBackend:
         new = gen.sequences[:, prompt_len:]  # (B, T_max)
         logits = torch.stack(gen.logits, dim=1)  # (B, T_max, V)
         lp, ent = token_stats(logits, new)
-        # prefill step: tuple of L+1 tensors (B, S, H); position -1 is the last real token.
+        # prefill step: tuple of L+1 tensors (B, S, H) (S: the uncached part); position -1 is
+        # the last real token of every row (left padding).
         hidden = torch.stack([h[:, -1, :] for h in gen.hidden_states[0]], dim=1).float()  # (B, L+1, H)
         hidden_np = hidden.cpu().numpy()
         new_l = new.cpu().tolist()
