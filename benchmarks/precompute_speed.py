@@ -70,24 +70,37 @@ TOL = {"cos": 1e-4, "bleu": 1e-9, "bert": 1e-5, "prob": 5e-3, "ent": 5e-3, "mr":
 
 
 class ForwardMeter:
-    """FLOPs multiplied by ``nn.Linear`` layers and wall time inside the model's forward calls."""
+    """FLOPs multiplied by ``nn.Linear`` layers and wall time inside the model's forward calls,
+    in total and per phase (``prefill``: calls with more than one input position per row;
+    ``decode``: one position, i.e. a generation step)."""
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.flops = 0
         self.seconds = 0.0
         self.calls = 0
+        self.phase = {"prefill": [0, 0.0], "decode": [0, 0.0]}  # [flops, seconds]
         self._t0 = 0.0
-        self._hooks = [model.register_forward_pre_hook(self._pre), model.register_forward_hook(self._post)]
+        self._f0 = 0
+        self._cur = "prefill"
+        self._hooks = [model.register_forward_pre_hook(self._pre, with_kwargs=True),
+                       model.register_forward_hook(self._post)]
         for mod in model.modules():
             if isinstance(mod, torch.nn.Linear):
                 self._hooks.append(mod.register_forward_hook(self._linear))
 
-    def _pre(self, module, args) -> None:
+    def _pre(self, module, args, kwargs) -> None:
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        self._cur = "decode" if ids is not None and ids.shape[-1] == 1 else "prefill"
+        self._f0 = self.flops
         self._t0 = time.perf_counter()
 
     def _post(self, module, args, output) -> None:
-        self.seconds += time.perf_counter() - self._t0
+        dt = time.perf_counter() - self._t0
+        self.seconds += dt
         self.calls += 1
+        ph = self.phase[self._cur]
+        ph[0] += self.flops - self._f0
+        ph[1] += dt
 
     def _linear(self, module, args, output) -> None:
         x = args[0]
@@ -96,6 +109,11 @@ class ForwardMeter:
     @property
     def gflops_per_s(self) -> float:
         return self.flops / self.seconds / 1e9 if self.seconds else float("nan")
+
+    def phases(self) -> str:
+        """``prefill X s at Y GFLOP/s; decode …`` for the report."""
+        return "; ".join(f"{k} {sec:.2f} s, {fl / 1e12:.2f} TFLOP, {fl / sec / 1e9 if sec else float('nan'):.1f} GFLOP/s"
+                         for k, (fl, sec) in self.phase.items())
 
     def remove(self) -> None:
         for h in self._hooks:
@@ -280,6 +298,7 @@ def main() -> int:
     print(f"sago:  {sago_s:7.2f} s wall for {len(resp)} generations | model load {timing['load']:.2f} s | "
           f"generate {timing['generate']:.2f} s (forward {m.seconds:.2f} s, {m.calls} calls, {m.flops / 1e12:.2f} TFLOP, "
           f"{m.gflops_per_s:.1f} GFLOP/s) | plan + scoring + writes {sago_s - timing['generate'] - timing['load']:.2f} s")
+    print(f"sago forward by phase: {m.phases()}")
     if a.bf16_check:
         bf_cfg = dataclasses.replace(cfg, store=str(tmp / "sago_bf16.duckdb"),
                                      models=(dataclasses.replace(cfg.models[0], dtype="bfloat16"),))
