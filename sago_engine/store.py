@@ -981,9 +981,24 @@ def merge_stores(out: str | Path, inputs: Sequence[str | Path], overwrite: bool 
                 src_tables = {r[0] for r in st.con.execute(
                     "SELECT table_name FROM information_schema.tables WHERE table_catalog = ?", [f"src{i}"]).fetchall()}
                 for t in TABLES + tuple(t for t in EXTRA_TABLES if t in src_tables):
-                    if t == "runs":
+                    if t in ("runs", "run_usage"):
                         continue
                     st.con.execute(f"INSERT OR IGNORE INTO {t} SELECT * FROM src{i}.{t}")
+                if "run_usage" in src_tables:  # shards of one API run: usage adds up
+                    st.con.execute(f"""
+                        INSERT INTO run_usage SELECT * FROM src{i}.run_usage s
+                        ON CONFLICT (run_id) DO UPDATE SET
+                            requests = run_usage.requests + excluded.requests,
+                            cache_hits = run_usage.cache_hits + excluded.cache_hits,
+                            retries = run_usage.retries + excluded.retries,
+                            errors = run_usage.errors + excluded.errors,
+                            prompt_tokens = run_usage.prompt_tokens + excluded.prompt_tokens,
+                            completion_tokens = run_usage.completion_tokens + excluded.completion_tokens,
+                            cost_usd = run_usage.cost_usd + excluded.cost_usd,
+                            models_returned = CAST(list_sort(list_distinct(list_concat(
+                                CAST(run_usage.models_returned AS VARCHAR[]),
+                                CAST(excluded.models_returned AS VARCHAR[])))) AS JSON),
+                            updated_at = greatest(run_usage.updated_at, excluded.updated_at)""")
                 st.con.execute(f"""
                     INSERT INTO runs SELECT * FROM src{i}.runs s
                     ON CONFLICT (run_id) DO UPDATE SET

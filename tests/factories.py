@@ -108,3 +108,18 @@ class ScriptedBackend:
 
     def close(self) -> None:
         self.closed = True
+
+
+def scripted_factory(respond, built: list):
+    """A runner ``backend_factory``: specs with ``backend = "scripted"`` get a ``ScriptedBackend``
+    answering with ``respond(prompt)`` (appended to ``built``); any other spec goes to ``get_backend``."""
+
+    def factory(spec):
+        if spec.get("backend") == "scripted":
+            built.append(ScriptedBackend(spec["model"], respond=respond))
+            return built[-1]
+        from sago_engine.backends import get_backend
+
+        return get_backend(spec)
+
+    return factory

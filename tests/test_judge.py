@@ -21,7 +21,7 @@ from sago_engine.seeds import stable_hash
 from sago_engine.store import open_store
 from sago_engine.types import DEFAULT_NORMALIZERS, GenerationResult, VariantSpec
 from sago_engine.variants import make_variant
-from tests.factories import ScriptedBackend, tiny_toml
+from tests.factories import ScriptedBackend, scripted_factory, tiny_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "datasets"
@@ -188,13 +188,7 @@ def test_runner_stores_verdicts_templates_and_detector_labels(tmp_path, monkeypa
             return "I cannot tell"
         return "YES" if len(_reply(prompt)) % 2 == 0 else " no."
 
-    def factory(spec):
-        if spec.get("backend") == "scripted":
-            judges.append(ScriptedBackend(spec["model"], respond=respond))
-            return judges[-1]
-        from sago_engine.backends import get_backend
-
-        return get_backend(spec)
+    factory = scripted_factory(respond, judges)
 
     [summary] = run(cfg, progress=False, backend_factory=factory)
     assert summary["run_id"] != BASELINE_RUN_ID

@@ -21,7 +21,7 @@ from sago_engine.variants.llm_rewriter import (REWRITER_TEMPLATE_ID, REWRITER_TE
                                                clean_output, generator_id, rewrite_issue)
 from sago_engine.variants.semantic_filter import FilterConfig, apply_filter
 from sago_engine.variants.structural import Structural
-from tests.factories import ScriptedBackend, tiny_toml
+from tests.factories import ScriptedBackend, scripted_factory, tiny_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "datasets"
@@ -174,13 +174,7 @@ def llm_store(tmp_path_factory):
 
     built = []
 
-    def factory(spec):
-        if spec.get("backend") == "scripted":
-            built.append(ScriptedBackend(spec["model"], respond=respond))
-            return built[-1]
-        from sago_engine.backends import get_backend
-
-        return get_backend(spec)
+    factory = scripted_factory(respond, built)
 
     [summary] = run(cfg, progress=False, backend_factory=factory)
     yield cfg, built, factory, summary, texts

@@ -358,3 +358,23 @@ def test_responses_base_first(store):
     assert r["response"].tolist() == ["A", "B"]
     assert r["variant_id"].isna().tolist() == [True, False]
     assert (r["model"] == "model-a").all()
+
+
+def test_merge_adds_up_api_usage_of_shards(tmp_path):
+    """Two shards of one API run: the merged run_usage sums counters and cost, unions model strings."""
+    from sago_engine.store import merge_stores
+
+    parts = []
+    for k, (req, toks, model) in enumerate([(3, 100, "gpt-x-2026-01-01"), (5, 50, "gpt-x-2026-02-01")]):
+        p = tmp_path / f"s{k}.duckdb"
+        with open_store(p, read_only=False, create=True) as st:
+            st.add_run_usage("run1", {"requests": req, "cache_hits": 1, "retries": 0, "errors": 0,
+                                      "prompt_tokens": toks, "completion_tokens": toks, "models": [model]},
+                             price_in_per_mtok=1.0, price_out_per_mtok=2.0)
+        parts.append(p)
+    merge_stores(tmp_path / "all.duckdb", parts)
+    with open_store(tmp_path / "all.duckdb") as st:
+        u = st.run_usage().iloc[0]
+    assert (u["requests"], u["cache_hits"], u["prompt_tokens"]) == (8, 2, 150)
+    assert u["cost_usd"] == pytest.approx(150 * 3.0 / 1e6)
+    assert json.loads(u["models_returned"]) == ["gpt-x-2026-01-01", "gpt-x-2026-02-01"]
