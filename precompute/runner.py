@@ -302,7 +302,8 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     # run feeds the model exactly the same batches as an uninterrupted one: identical numbers.
     chunks = [c for c in plan_chunks(plan.prompts, cfg.chunk_prompts, shard) if any(p.prompt_id not in done for p in c)]
     pending = [p for c in chunks for p in c if p.prompt_id not in done]
-    summary = {"run_id": run_id, "model": m.key, "pending": len(pending), "generated": 0, "seconds": 0.0}
+    summary = {"run_id": run_id, "model": m.key, "pending": len(pending), "generated": 0, "retry_pending": 0,
+               "seconds": 0.0}
     if not pending:
         log.info("run %s (%s): all %d prompts done; nothing to run", run_id, m.key, len(plan.prompts))
         return summary
@@ -356,6 +357,16 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
         results = backend.generate(texts, cfg.max_new_tokens)
         units = [Unit(p.prompt_id, p.dataset, results[s], plan.to_generate(p.prompt_id), results[s + 1 : s + 1 + n])
                  for p, (s, n) in zip(chunk, spans)]
+        # a unit with a transient API failure (retries ran out) is not written: it stays pending
+        # and the next run retries it (its successful replies come from the response cache)
+        retry = {u.prompt_id for u in units if any((r.meta or {}).get("retryable") for r in (u.base, *u.results))}
+        if retry:
+            log.warning("%s: %d prompt unit(s) hit transient API failures; left pending, rerun to retry: %s",
+                        m.key, len(retry), ", ".join(sorted(retry)[:5]) + (" …" if len(retry) > 5 else ""))
+            summary["retry_pending"] += len(retry)
+            units = [u for u in units if u.prompt_id not in retry]
+            chunk = [p for p in chunk if p.prompt_id not in retry]
+            results = [r for u in units for r in (u.base, *u.results)]
         overrides, verdicts = judge_rows(run_id, units, base_prompts, judge) if judge is not None else ({}, None)
         responses, deltas = compute_rows(run_id, units, cfg.normalizers, frozenset(backend.capabilities),
                                          mr_overrides=overrides or None)
@@ -380,8 +391,11 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     backend.close()
     if judge is not None:
         judge.close()
+    status = "complete" if shard is None else f"shard {shard[0]}/{shard[1]} complete"
+    if summary["retry_pending"]:
+        status = f"incomplete: {summary['retry_pending']} prompt units failed transiently (rerun to retry)"
     store.upsert_run({"run_id": run_id, "finished_at": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
-                      "status": "complete" if shard is None else f"shard {shard[0]}/{shard[1]} complete"})
+                      "status": status})
     summary["seconds"] = time.perf_counter() - t0
     return summary
 
@@ -467,7 +481,9 @@ def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = N
                 out.append(run_model(cfg, m, plan, store, progress=progress, backend_factory=backend_factory,
                                      shard=shard, on_chunk=on_chunk))
             if resumed or not plan.variant_rows.empty or any(s["generated"] for s in out) or not target.exists():
-                publish(store, target, progress="done", status="complete")
+                failed = sum(s.get("retry_pending", 0) for s in out)
+                publish(store, target, progress="done" if not failed else f"{failed} prompt units to retry",
+                        status="complete" if not failed else "incomplete")
             # else: nothing new — the published store stays byte-for-byte as it was
     except BaseException:
         # a run that failed before committing any unit leaves nothing behind to "resume"

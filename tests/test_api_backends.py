@@ -546,3 +546,33 @@ def test_run_id_unchanged_for_hf_local_and_api_settings_join_it(env, tmp_path):
     assert run_id_for(cfg, replace(api, max_concurrency=16, timeout_s=5.0), plan) == base  # no answer change
     assert run_id_for(cfg, replace(api, top_logprobs=5), plan) != base
     assert run_id_for(cfg, replace(api, base_url="http://localhost:1/v1"), plan) != base
+
+
+def test_transient_failures_leave_units_pending_and_a_rerun_retries_them(env):
+    """A server that is down (500s until retries run out) must not mark prompts finished: the run
+    ends "incomplete", stores no rows for them, and the same command later completes them."""
+    from precompute.config import load_config
+    from precompute.runner import run
+    from sago_engine.store import open_store
+
+    toml = E2E_TOML.split("[[models]]")[0] + ('[[models]]\nkey = "served-model"\nbackend = "openai_compatible"\n'
+                                              'base_url = "{plain}/v1"\nmax_retries = 1\n')
+    with FakeAPI(default="500") as srv:
+        cfg_path = env / "t.toml"
+        cfg_path.write_text(toml.format(store=env / "t.duckdb", data=ROOT / "data" / "datasets", plain=srv.url))
+        cfg = load_config(cfg_path)
+        [s] = run(cfg, progress=False)
+        assert s["retry_pending"] == 2 and srv.count > 0
+        with open_store(cfg.store) as st:
+            assert st.counts()["units"] == 0 and st.counts()["responses"] == 0
+            assert st.meta()["status"] == "incomplete"
+            assert st.runs()["status"].iloc[0].startswith("incomplete")
+        srv.default = "normal"  # the server recovers
+        [s2] = run(cfg, progress=False)
+        assert s2["pending"] == 2 and s2["retry_pending"] == 0
+        with open_store(cfg.store) as st:
+            assert st.counts()["units"] == 2 and st.meta()["status"] == "complete"
+            assert st.con.execute("SELECT count(*) FROM responses WHERE error IS NOT NULL").fetchone()[0] == 0
+        n = srv.count
+        [s3] = run(cfg, progress=False)  # finished: nothing to do, no request
+        assert s3["pending"] == 0 and srv.count == n

@@ -661,7 +661,9 @@ class ApiBackend:
             "stop" | "length" | "error", ``latency_s`` of the successful attempt (the original
             one for a cache hit), ``error`` (redacted) for a prompt that failed permanently or
             ran out of retries, ``meta`` with model (returned), prompt_tokens,
-            completion_tokens, cached, attempts, finish_raw.
+            completion_tokens, cached, attempts, finish_raw; on an error also ``status`` and
+            ``retryable`` (True: a transient failure — 429/5xx/timeout/connection — that ran
+            out of retries; the runner leaves that prompt unit pending so a rerun retries it).
         Raises:
             ApiFatalError: 401/403/404 — bad key, no access or unknown model (same for every
                 prompt, so the run stops rather than storing an error per prompt).
@@ -715,7 +717,7 @@ class ApiBackend:
                 return GenerationResult(text="", n_tokens=0, finish_reason="error",
                                         latency_s=time.perf_counter() - t0, error=msg,
                                         meta={"model": None, "cached": False, "attempts": attempts,
-                                              "status": ec.status})
+                                              "status": ec.status, "retryable": bool(ec.retryable)})
         latency = time.perf_counter() - t0
         with self._lock:
             for u in (self._usage, self._totals):
