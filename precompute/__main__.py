@@ -35,10 +35,19 @@ def print_plan(cfg, runner, shard) -> None:
 
     from sago_engine.store import open_store
 
+    from precompute.config import llm_key_holders, missing_api_keys
+
     store = open_store(cfg.store, read_only=True) if Path(cfg.store).exists() else None
-    plan = runner.make_plan(cfg, None)
+    plan = runner.make_plan(cfg, None, request_rewrites=False)  # --plan sends no request
     n_var = sum(len(v) for v in plan.variants.values())
-    print(f"prompts: {len(plan.prompts)}  variants: {n_var}  kept: {int(plan.variant_rows['kept'].sum())}")
+    kept = int(plan.variant_rows["kept"].sum()) if len(plan.variant_rows) else 0
+    pending_rw = sum(bool(v.meta.get("pending_rewrite")) for vs in plan.variants.values() for v in vs)
+    print(f"prompts: {len(plan.prompts)}  variants: {n_var}  kept: {kept}"
+          + (f"  (+ {pending_rw} LLM rewrites, requested and filtered at run time unless already stored)"
+             if pending_rw else ""))
+    missing = missing_api_keys([*cfg.models, *llm_key_holders(("judge", cfg.judge), ("rewriter", cfg.rewriter))])
+    if missing:
+        print("warning: a run needs these API keys, unset now: " + "; ".join(missing))
     ids = [p.prompt_id for p in runner.shard_prompts(plan.prompts, cfg.chunk_prompts, shard)]
     for m in cfg.models:
         rid = runner.run_id_for(cfg, m, plan)

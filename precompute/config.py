@@ -296,6 +296,14 @@ def llm_section(raw: dict, name: str, default_max_new_tokens: int, base: Path) -
                     _int(kwargs, k, 0, lo=1 if k == "batch_size" else 0)
                 except ConfigError as e:
                     raise ConfigError(f"[{name}] {e}") from None
+    else:  # an API backend: the same keys and checks as an API [[models]] entry
+        for k in kwargs:
+            if k not in API_FIELDS:
+                raise _unknown(f"[{name}] key", k, [*_LLM_OWN_KEYS, *API_FIELDS])
+        try:
+            _check_model({"key": model, "backend": backend, **kwargs}, base)
+        except ConfigError as e:
+            raise ConfigError(f"[{name}] {e}") from None
     return {"backend": backend, "model": model, "max_new_tokens": mnt, "kwargs": kwargs}
 
 

@@ -57,12 +57,14 @@ def rewriter_settings(section: dict) -> dict:
 
 
 def _llm_structural(cfg: RunConfig, specs_by_prompt: dict, texts: dict[str, str], store: Store | None,
-                    backend_factory: Callable | None) -> tuple[dict[tuple, Variant], list[dict]]:
+                    backend_factory: Callable | None, request: bool = True) -> tuple[dict[tuple, Variant], list[dict]]:
     """Structural variants from the LLM rewriter: (prompt_id, spec) -> Variant, plus template rows.
 
     Rewrites already in the store (same variant id = same prompt, spec, seed and generator)
     are reused as stored, so a resumed run never regenerates them; the rest are rewritten in
-    one batched call. The backend is built only when something is left to rewrite.
+    one batched call. The backend is built only when something is left to rewrite. With
+    ``request=False`` (``--plan``) nothing is requested: rewrites not yet stored are placeholders
+    (empty text, ``meta["pending_rewrite"]``) with their final variant ids.
     """
     from sago_engine.variants import make_variant, variant_identity
     from sago_engine.variants.llm_rewriter import (REWRITER_TEMPLATE_ID, REWRITER_TEMPLATE_TEXT, LLMRewriter,
@@ -86,7 +88,11 @@ def _llm_structural(cfg: RunConfig, specs_by_prompt: dict, texts: dict[str, str]
             continue
         out[(pid, spec)] = Variant(vid, pid, VariantSpec(r.family, r.subtype, float(r.strength), r.position), r.text,
                                 int(r.seed), r.generator, json.loads(r.meta_json) if r.meta_json else {})
-    if todo:
+    if todo and not request:
+        for pid, spec in todo:
+            seed, vid = wanted[(pid, spec)]
+            out[(pid, spec)] = Variant(vid, pid, spec, "", seed, gen, {"pending_rewrite": True})
+    elif todo:
         backend = (backend_factory or _get_backend)(llm_backend_spec(sec))
         try:
             rw = LLMRewriter(backend, model=sec["model"], settings=settings, max_new_tokens=sec["max_new_tokens"])
@@ -107,11 +113,14 @@ def _get_backend(spec: dict):
     return get_backend(spec)
 
 
-def make_plan(cfg: RunConfig, store: Store | None = None, backend_factory: Callable | None = None) -> Plan:
+def make_plan(cfg: RunConfig, store: Store | None = None, backend_factory: Callable | None = None,
+              request_rewrites: bool = True) -> Plan:
     """Load prompts, build variants, apply the semantic filter (only to variants new to the store).
 
     With ``[rewriter]`` the structural variants come from the LLM rewriter (``backend_factory``,
     default ``get_backend``, builds its backend); those the filter rejects go to ``Plan.skip``.
+    ``request_rewrites=False`` (``--plan``) sends no rewrite request: rewrites not in ``store``
+    are placeholders (``meta["pending_rewrite"]``, not filtered, not in ``variant_rows``).
     """
     from sago_engine.variants import full_grid, make_variant, sample_grid
     from sago_engine.variants.semantic_filter import FilterConfig, apply_filter, effective_threshold
@@ -137,7 +146,7 @@ def make_plan(cfg: RunConfig, store: Store | None = None, backend_factory: Calla
     templates: list[dict] = []
     if cfg.rewriter is not None:
         llm, templates = _llm_structural(cfg, specs_by_prompt, {p.prompt_id: p.text for p in prompts}, store,
-                                         backend_factory)
+                                         backend_factory, request=request_rewrites)
     for p in prompts:
         variants[p.prompt_id] = [llm[(p.prompt_id, s)] if (p.prompt_id, s) in llm
                                  else make_variant(p.prompt_id, p.text, s, cfg.seed)
@@ -146,7 +155,7 @@ def make_plan(cfg: RunConfig, store: Store | None = None, backend_factory: Calla
     fcfg = FilterConfig(**cfg.filter)
     known = store.existing_ids("variants", "variant_id", [v.variant_id for v in all_v]) if store else set()
     todo_prompts = {v.prompt_id for v in all_v if v.variant_id not in known}
-    new_v = [v for v in all_v if v.prompt_id in todo_prompts]
+    new_v = [v for v in all_v if v.prompt_id in todo_prompts and not v.meta.get("pending_rewrite")]
     verdicts = {}
     if new_v:
         base_texts = {p.prompt_id: p.text for p in prompts}

@@ -150,7 +150,7 @@ def test_live_page_in_a_real_browser_with_smollm():
         box.press("Control+Enter")
         page.get_by_text("Variants (24)").wait_for(timeout=30_000)
         page.get_by_role("button", name="Run probe").click()
-        page.locator("[data-testid='stPlotlyChart'] .main-svg").first.wait_for(timeout=120_000)
+        page.locator("[data-testid='stPlotlyChart'] .main-svg").first.wait_for(timeout=300_000)  # 2 cores under load: generation can take minutes
         page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=60_000)
         page.wait_for_timeout(800)
         assert page.locator("[data-testid='stException']").count() == 0

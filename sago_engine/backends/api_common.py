@@ -64,7 +64,7 @@ API_BACKENDS: tuple[str, ...] = ("openai", "openai_compatible", "anthropic", "ge
 #: wins). A config's ``api_key_env`` replaces this list with the one name it gives.
 KEY_ENV_VARS: dict[str, tuple[str, ...]] = {
     "openai": ("OPENAI_API_KEY",),
-    "openai_compatible": ("OPENAI_API_KEY",),
+    "openai_compatible": (),  # only the variable named by ``api_key_env``: never OPENAI_API_KEY (a third-party server)
     "anthropic": ("ANTHROPIC_API_KEY",),
     "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
 }
@@ -127,13 +127,17 @@ def missing_key_vars(backend: str, api_key_env: str | None = None, base_url: str
     """What must be set before this backend can run: ``[]`` when a key is present or not needed.
 
     Returns one entry per missing requirement, e.g. ``["GEMINI_API_KEY (or GOOGLE_API_KEY)"]``.
-    An ``openai_compatible`` server at a local ``base_url`` needs no key unless ``api_key_env``
-    names one.
+    An ``openai_compatible`` server reads its key only from the variable ``api_key_env`` names
+    (never OPENAI_API_KEY); at a local ``base_url`` it needs none.
     """
     if backend not in KEY_ENV_VARS:
         return []
-    if backend == "openai_compatible" and not api_key_env and is_local_url(base_url):
-        return []
+    if backend == "openai_compatible" and not api_key_env:
+        # a server on this machine/network runs without a key; a remote one must name its key's
+        # variable (OPENAI_API_KEY is never sent to a server other than OpenAI's)
+        return [] if is_local_url(base_url) else [
+            "api_key_env = \"NAME\" in the model's config (the variable holding the key of the remote "
+            "openai_compatible server; OPENAI_API_KEY is never sent to it)"]
     key, _ = resolve_api_key(backend, api_key_env, environ)
     if key:
         return []
