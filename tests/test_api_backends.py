@@ -577,3 +577,27 @@ def test_transient_failures_leave_units_pending_and_a_rerun_retries_them(env):
         n = srv.count
         [s3] = run(cfg, progress=False)  # finished: nothing to do, no request
         assert s3["pending"] == 0 and srv.count == n
+
+
+def test_plan_sends_no_rewrite_request_and_api_llm_sections_are_validated(env, capsys):
+    """--plan with an API [rewriter] requests nothing; API [judge]/[rewriter] keys are checked at load."""
+    from precompute.__main__ import main as cli_main
+    from precompute.config import ConfigError, load_config
+
+    base = E2E_TOML.split("[[models]]")[0].replace('families = ["surface_noise"]', 'families = ["structural"]') \
+        .replace("per_family = {{ surface_noise = 2 }}", "per_family = {{ structural = 2 }}")
+    with FakeAPI(default="normal") as srv:
+        toml = base + ('[[models]]\nkey = "tiny-random"\n\n[rewriter]\nbackend = "openai_compatible"\n'
+                       'model = "rw"\nbase_url = "{plain}/v1"\n')
+        cfg = env / "p.toml"
+        cfg.write_text(toml.format(store=env / "p.duckdb", data=ROOT / "data" / "datasets", plain=srv.url))
+        assert cli_main(["--config", str(cfg), "--plan"]) == 0
+        assert srv.count == 0 and "LLM rewrites" in capsys.readouterr().out
+    for extra, msg in (('temprature = 0.0', "unknown \\[rewriter\\] key 'temprature'"),
+                       ('top_logprobs = 3', "returns no log-probs")):
+        bad = env / "bad.toml"
+        backend = "anthropic" if "top_logprobs" in extra else "openai"
+        bad.write_text((base + f'[[models]]\nkey = "tiny-random"\n\n[rewriter]\nbackend = "{backend}"\n'
+                        f'model = "rw"\n{extra}\n').format(store=env / "b.duckdb", data=ROOT / "data" / "datasets"))
+        with pytest.raises(ConfigError, match=msg):
+            load_config(bad)
