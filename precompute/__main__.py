@@ -143,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     from sago_engine.datasets import DatasetError
     from sago_engine.models import ModelUnavailableError
     from sago_engine.store import StoreError
+    from sago_engine.variants.llm_rewriter import RewriterUnavailableError
 
     if args.plan:
         try:
@@ -154,11 +155,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         summaries = runner.run(cfg, progress=not args.no_progress, only_models=args.model, shard=args.shard,
                                publish_every_s=args.publish_every)
-    except (DatasetError, StoreError, ModelUnavailableError, ApiFatalError, ConfigError) as e:
+    except (DatasetError, StoreError, ModelUnavailableError, ApiFatalError, ConfigError, RewriterUnavailableError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     for s in summaries:
         print(json.dumps(s))
+    retry = sum(s.get("retry_pending", 0) for s in summaries)
+    if retry:  # exit status 3: the run is incomplete, the same command retries what failed
+        print(f"incomplete: {retry} prompt units failed transiently; rerun the same command to retry them",
+              file=sys.stderr)
+        return 3
     return 0
 
 

@@ -182,8 +182,9 @@ def check_api_keys(models, environ=None) -> None:
     """
     missing = missing_api_keys(models, environ)
     if missing:
-        raise ConfigError("missing API keys: set " + "; ".join(missing) + " in the environment "
-                          "(keys are read from environment variables only, never from the config)")
+        raise ConfigError("missing API keys: " + "; ".join(
+            m if m.startswith("api_key_env") else f"set {m} in the environment" for m in missing)
+            + " (keys are read from environment variables only, never from the config)")
 
 
 @dataclass(frozen=True)

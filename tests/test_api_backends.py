@@ -568,6 +568,9 @@ def test_transient_failures_leave_units_pending_and_a_rerun_retries_them(env):
             assert st.counts()["units"] == 0 and st.counts()["responses"] == 0
             assert st.meta()["status"] == "incomplete"
             assert st.runs()["status"].iloc[0].startswith("incomplete")
+        from precompute.__main__ import main as cli_main
+
+        assert cli_main(["--config", str(cfg_path), "--no-progress"]) == 3  # still down: exit 3 = incomplete
         srv.default = "normal"  # the server recovers
         [s2] = run(cfg, progress=False)
         assert s2["pending"] == 2 and s2["retry_pending"] == 0

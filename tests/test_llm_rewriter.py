@@ -267,3 +267,35 @@ def test_llm_rewriter_with_tiny_random_is_deterministic():
     assert a.generator.startswith(f"llm:tiny-random:{REWRITER_TEMPLATE_ID}:")
     assert (a.variant_id, a.text, a.meta) == (b.variant_id, b.text, b.meta)
     assert "rewrite_issue" in a.meta and a.meta["template_id"] == REWRITER_TEMPLATE_ID
+
+
+def test_a_transient_rewriter_outage_is_never_stored_as_a_rejection():
+    """Retries ran out on a 5xx/timeout: prefetch raises (nothing recorded), so a rerun asks again;
+    a permanent error is recorded as the rewrite's issue."""
+    from sago_engine.types import GenerationResult
+    from sago_engine.variants.llm_rewriter import LLMRewriter, RewriterUnavailableError
+
+    class Down:
+        name, model_id, capabilities = "down", "down-model", frozenset()
+
+        def __init__(self, retryable: bool) -> None:
+            self.retryable = retryable
+
+        def info(self):
+            return {"backend": self.name, "model_id": self.model_id}
+
+        def generate(self, prompts, max_new_tokens):
+            return [GenerationResult(text="", error="HTTP 500: internal error", finish_reason="error",
+                                     meta={"retryable": self.retryable}) for _ in prompts]
+
+        def close(self):
+            pass
+
+    req = LLMRewriter.request("length", "What is the capital of Australia and why was it chosen?", 0.5)
+    rw = LLMRewriter(Down(retryable=True), model="down-model")
+    with pytest.raises(RewriterUnavailableError, match="transiently for 1 of 1 rewrites"):
+        rw.prefetch([req])
+    assert req not in rw._done
+    rw = LLMRewriter(Down(retryable=False), model="down-model")
+    rw.prefetch([req])
+    assert rw._done[req].issue.startswith("backend error")

@@ -136,8 +136,8 @@ def missing_key_vars(backend: str, api_key_env: str | None = None, base_url: str
         # a server on this machine/network runs without a key; a remote one must name its key's
         # variable (OPENAI_API_KEY is never sent to a server other than OpenAI's)
         return [] if is_local_url(base_url) else [
-            "api_key_env = \"NAME\" in the model's config (the variable holding the key of the remote "
-            "openai_compatible server; OPENAI_API_KEY is never sent to it)"]
+            "api_key_env = \"NAME\" is needed in the model's config: the name of the environment variable "
+            "holding the remote openai_compatible server's key (OPENAI_API_KEY is never sent to it)"]
     key, _ = resolve_api_key(backend, api_key_env, environ)
     if key:
         return []

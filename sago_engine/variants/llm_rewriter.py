@@ -156,6 +156,10 @@ class Rewrite:
     """``rewrite_issue`` of the cleaned text (None = usable)."""
 
 
+
+class RewriterUnavailableError(RuntimeError):
+    """The rewriter's backend failed transiently (429/5xx/timeout/connection, retries exhausted)."""
+
 class LLMRewriter:
     """``Rewriter`` through any ``Backend`` (SAGO §Variants family 3; paper: GPT-4o-mini).
 
@@ -214,13 +218,24 @@ class LLMRewriter:
         return ("mood", text, mood_target(text))
 
     def prefetch(self, requests: Iterable[tuple[str, str, Any]]) -> int:
-        """Generate every new (kind, text, arg) request in one batched call; returns how many."""
+        """Generate every new (kind, text, arg) request in one batched call; returns how many.
+
+        Raises:
+            RewriterUnavailableError: an API request failed transiently (retries ran out) — a
+                permanent failure is recorded as the rewrite's issue instead.
+        """
         todo = list(dict.fromkeys(r for r in requests if r not in self._done))
         if not todo:
             return 0
         results = self.backend.generate([self.render(*r) for r in todo], self.max_new_tokens)
         if len(results) != len(todo):
             raise RuntimeError(f"rewriter backend returned {len(results)} results for {len(todo)} prompts")
+        transient = [r for r in results if (r.meta or {}).get("retryable")]
+        if transient:  # never store an outage as a rejected rewrite: it would be permanent
+            raise RewriterUnavailableError(
+                f"the rewriter's API failed transiently for {len(transient)} of {len(todo)} rewrites (retries ran "
+                f"out: {transient[0].error[:200]}); nothing was stored — rerun the same command to retry "
+                f"(successful replies are cached)")
         for (kind, text, arg), res in zip(todo, results):
             raw = res.text or ""
             out = "" if res.error else clean_output(raw, text)
