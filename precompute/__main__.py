@@ -35,7 +35,7 @@ def print_plan(cfg, runner, shard) -> None:
 
     from sago_engine.store import open_store
 
-    from precompute.config import llm_key_holders, missing_api_keys
+    from precompute.config import missing_api_keys, run_key_holders
 
     store = open_store(cfg.store, read_only=True) if Path(cfg.store).exists() else None
     plan = runner.make_plan(cfg, None, request_rewrites=False)  # --plan sends no request
@@ -45,7 +45,7 @@ def print_plan(cfg, runner, shard) -> None:
     print(f"prompts: {len(plan.prompts)}  variants: {n_var}  kept: {kept}"
           + (f"  (+ {pending_rw} LLM rewrites, requested and filtered at run time unless already stored)"
              if pending_rw else ""))
-    missing = missing_api_keys([*cfg.models, *llm_key_holders(("judge", cfg.judge), ("rewriter", cfg.rewriter))])
+    missing = missing_api_keys(run_key_holders(cfg))
     if missing:
         print("warning: a run needs these API keys, unset now: " + "; ".join(missing))
     ids = [p.prompt_id for p in runner.shard_prompts(plan.prompts, cfg.chunk_prompts, shard)]
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from dataclasses import replace
 
-    from precompute.config import ConfigError, check_api_keys, llm_key_holders, load_config
+    from precompute.config import ConfigError, check_run_keys, load_config
     from precompute import runner
 
     try:
@@ -134,8 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     if not args.plan:
         try:  # every missing key of the models to run, before any work
-            check_api_keys([m for m in cfg.models if not args.model or m.key in args.model]
-                           + llm_key_holders(("judge", cfg.judge), ("rewriter", cfg.rewriter)))
+            check_run_keys(cfg, args.model)
         except ConfigError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

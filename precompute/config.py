@@ -172,6 +172,18 @@ def llm_key_holders(*sections: tuple[str, dict | None]) -> list:
             for name, sec in sections if sec is not None]
 
 
+def run_key_holders(cfg: "RunConfig", only_models=None) -> list:
+    """What a run of ``cfg`` needs keys for: its models (or those in ``only_models``) and an
+    API ``[judge]`` / ``[rewriter]`` (``llm_key_holders``)."""
+    return ([m for m in cfg.models if not only_models or m.key in only_models]
+            + llm_key_holders(("judge", cfg.judge), ("rewriter", cfg.rewriter)))
+
+
+def check_run_keys(cfg: "RunConfig", only_models=None, environ=None) -> None:
+    """``check_api_keys`` over ``run_key_holders(cfg, only_models)``: call before any work."""
+    check_api_keys(run_key_holders(cfg, only_models), environ)
+
+
 def check_api_keys(models, environ=None) -> None:
     """Raise ConfigError listing every missing API key variable (call before any work).
 
@@ -284,19 +296,12 @@ def llm_section(raw: dict, name: str, default_max_new_tokens: int, base: Path) -
         for k in kwargs:
             if k not in allowed:
                 raise _unknown(f"[{name}] key", k, [*_LLM_OWN_KEYS, *allowed])
-        if model not in ZOO and model != "tiny-random" and not (base / model).is_dir() and not Path(model).is_dir():
-            raise _unknown(f"[{name}] model", model, [*ZOO, "tiny-random", "<a local folder with config.json>"])
-        if kwargs.get("dtype", "float32") not in ("float32", "bfloat16", "float16"):
-            raise _unknown(f"[{name}] dtype", kwargs["dtype"], ["float32", "bfloat16", "float16"])
-        dev = str(kwargs.get("device", "auto"))
-        if dev not in ("auto", "cpu", "cuda") and not dev.startswith("cuda:"):
-            raise _unknown(f"[{name}] device", dev, ["auto", "cpu", "cuda", "cuda:N"])
-        for k in ("batch_size", "seed"):
-            if k in kwargs:
-                try:
-                    _int(kwargs, k, 0, lo=1 if k == "batch_size" else 0)
-                except ConfigError as e:
-                    raise ConfigError(f"[{name}] {e}") from None
+        try:  # the same checks as an hf_local [[models]] entry (model, dtype, device, batch_size)
+            _check_model({"key": model, "backend": backend, **{k: v for k, v in kwargs.items() if k != "seed"}}, base)
+            if "seed" in kwargs:
+                _int(kwargs, "seed", 0, lo=0)
+        except ConfigError as e:
+            raise ConfigError(f"[{name}] {e}") from None
     else:  # an API backend: the same keys and checks as an API [[models]] entry
         for k in kwargs:
             if k not in API_FIELDS:
@@ -418,15 +423,13 @@ def load_config(path: str | Path, base_dir: str | Path | None = None, check_keys
         raise ConfigError("[rewriter] rewrites structural variants, but variants.families has no 'structural'")
     if judge is not None and "social_register" not in fams:
         raise ConfigError("[judge] judges social_register variants, but variants.families has no 'social_register'")
-    if check_keys:
-        check_api_keys(models + llm_key_holders(("judge", judge), ("rewriter", rewriter)))
     n_prompts = int(data.get("n_prompts", 16))
     if n_prompts < 1:
         raise ConfigError("data.n_prompts must be ≥ 1")
     store = run.get("store")
     if not store:
         raise ConfigError("run.store is required (path of the DuckDB file to write)")
-    return RunConfig(
+    cfg = RunConfig(
         store=str(base / store),
         seed=int(run.get("seed", 0)),
         max_new_tokens=int(run.get("max_new_tokens", 48)),
@@ -444,3 +447,6 @@ def load_config(path: str | Path, base_dir: str | Path | None = None, check_keys
         rewriter=rewriter,
         raw=raw,
     )
+    if check_keys:
+        check_run_keys(cfg)
+    return cfg

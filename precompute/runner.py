@@ -452,10 +452,9 @@ def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = N
         ApiFatalError: an API answered 401/403/404 (bad key, no access, unknown model); the
             units committed so far stay, a rerun resumes.
     """
-    from precompute.config import check_api_keys, llm_key_holders
+    from precompute.config import check_run_keys
 
-    check_api_keys([m for m in cfg.models if not only_models or m.key in only_models]  # before any work
-                   + llm_key_holders(("judge", cfg.judge), ("rewriter", cfg.rewriter)))
+    check_run_keys(cfg, only_models)  # before any work
     target = Path(cfg.store)
     target.parent.mkdir(parents=True, exist_ok=True)
     if target.exists():

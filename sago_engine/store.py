@@ -175,8 +175,6 @@ TABLES = ("runs", "prompts", "variants", "responses", "deltas", "units")
 #: token counts, cache hit, attempts, raw stop reason). A version-1 store lacks them: read-only
 #: reads return empty frames, and a writable open migrates it to version 2 (creates them).
 EXTRA_TABLES = ("mirroring_verdicts", "templates", "run_usage", "api_responses")
-#: Of ``EXTRA_TABLES``, those written by API runs.
-API_TABLES = ("run_usage", "api_responses")
 _EXTRA_DDL = _DDL[_DDL.index("CREATE TABLE IF NOT EXISTS mirroring_verdicts"):_DDL.index("CREATE OR REPLACE VIEW prompt_scores")]
 #: Schema versions this sago opens (older ones are migrated on a writable open).
 READABLE_VERSIONS = (1, SCHEMA_VERSION)
@@ -297,7 +295,7 @@ class Store:
         return dict(self.con.execute("SELECT key, value FROM meta").fetchall())
 
     def run_usage(self) -> pd.DataFrame:
-        """API usage per run (see ``API_TABLES``) joined with the model name; empty for a store
+        """API usage per run (``run_usage``, see ``EXTRA_TABLES``) joined with the model name; empty for a store
         written before the table existed."""
         cols = ["run_id", "model", "backend", "requests", "cache_hits", "retries", "errors", "prompt_tokens",
                 "completion_tokens", "price_in_per_mtok", "price_out_per_mtok", "cost_usd", "models_returned",
