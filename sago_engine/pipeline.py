@@ -199,6 +199,7 @@ def _response_row(run_id: str, prompt_id: str, variant_id: str | None, r: Genera
         "variant_id": variant_id,
         "response": r.text,
         "n_tokens": int(r.n_tokens),
+        "token_ids": None if r.token_ids is None else [int(t) for t in r.token_ids],
         "seq_logprob": r.seq_logprob,
         "mean_entropy": r.mean_entropy,
         "cos_per_layer": None if cos_layers is None else [float(x) for x in cos_layers],

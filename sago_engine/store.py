@@ -20,7 +20,7 @@ import pandas as pd
 if TYPE_CHECKING:  # only for annotations; filters.py has no store dependency
     from sago_engine.filters import Filters
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 APP_ID = "sago-store"
 
 _DDL = """
@@ -79,6 +79,7 @@ CREATE TABLE IF NOT EXISTS responses (
     variant_id VARCHAR,
     response VARCHAR NOT NULL,
     n_tokens INTEGER,
+    token_ids INTEGER[],
     seq_logprob DOUBLE,
     mean_entropy DOUBLE,
     cos_per_layer DOUBLE[],
@@ -176,8 +177,18 @@ TABLES = ("runs", "prompts", "variants", "responses", "deltas", "units")
 #: reads return empty frames, and a writable open migrates it to version 2 (creates them).
 EXTRA_TABLES = ("mirroring_verdicts", "templates", "run_usage", "api_responses")
 _EXTRA_DDL = _DDL[_DDL.index("CREATE TABLE IF NOT EXISTS mirroring_verdicts"):_DDL.index("CREATE OR REPLACE VIEW prompt_scores")]
+#: Schema version 3 (measurement fidelity): ``responses.token_ids`` — the generated token ids
+#: exactly as the model emitted them (special tokens included), so a teacher-forced pass can
+#: re-derive ``seq_logprob``/``mean_entropy``; ``responses.response`` is the reply exactly as
+#: decoded (no stripping). Older stores read NULL there.
+#: Additive, idempotent steps that bring a version-1 or -2 store to this version (run in one
+#: transaction on a writable open). Each later addition of this version appends here.
+_MIGRATIONS: tuple[str, ...] = (
+    _EXTRA_DDL,
+    "ALTER TABLE responses ADD COLUMN IF NOT EXISTS token_ids INTEGER[]",
+)
 #: Schema versions this sago opens (older ones are migrated on a writable open).
-READABLE_VERSIONS = (1, SCHEMA_VERSION)
+READABLE_VERSIONS = (1, 2, SCHEMA_VERSION)
 
 
 class StoreError(RuntimeError):
@@ -935,9 +946,10 @@ def open_store(path: str | Path, read_only: bool = True, create: bool = False) -
         con.close()
         raise
     if not read_only and int(dict(con.execute("SELECT key, value FROM meta").fetchall())["schema_version"]) < SCHEMA_VERSION:
-        # v1 → v2 migration: purely additive (new tables), in one transaction
+        # v1/v2 → v3 migration: purely additive (new tables and columns), in one transaction
         con.execute("BEGIN TRANSACTION")
-        con.execute(_EXTRA_DDL)
+        for step in _MIGRATIONS:
+            con.execute(step)
         con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
         con.execute("COMMIT")
     return Store(path=path, con=con, read_only=read_only)
@@ -981,10 +993,10 @@ def merge_stores(out: str | Path, inputs: Sequence[str | Path], overwrite: bool 
                 for t in TABLES + tuple(t for t in EXTRA_TABLES if t in src_tables):
                     if t in ("runs", "run_usage"):
                         continue
-                    st.con.execute(f"INSERT OR IGNORE INTO {t} SELECT * FROM src{i}.{t}")
+                    st.con.execute(f"INSERT OR IGNORE INTO {t} BY NAME SELECT * FROM src{i}.{t}")
                 if "run_usage" in src_tables:  # shards of one API run: usage adds up
                     st.con.execute(f"""
-                        INSERT INTO run_usage SELECT * FROM src{i}.run_usage s
+                        INSERT INTO run_usage BY NAME SELECT * FROM src{i}.run_usage s
                         ON CONFLICT (run_id) DO UPDATE SET
                             requests = run_usage.requests + excluded.requests,
                             cache_hits = run_usage.cache_hits + excluded.cache_hits,
@@ -998,7 +1010,7 @@ def merge_stores(out: str | Path, inputs: Sequence[str | Path], overwrite: bool 
                                 CAST(excluded.models_returned AS VARCHAR[])))) AS JSON),
                             updated_at = greatest(run_usage.updated_at, excluded.updated_at)""")
                 st.con.execute(f"""
-                    INSERT INTO runs SELECT * FROM src{i}.runs s
+                    INSERT INTO runs BY NAME SELECT * FROM src{i}.runs s
                     ON CONFLICT (run_id) DO UPDATE SET
                         started_at = least(runs.started_at, excluded.started_at),
                         finished_at = greatest(runs.finished_at, excluded.finished_at)""")

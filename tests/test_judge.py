@@ -234,12 +234,13 @@ def test_runner_stores_verdicts_templates_and_detector_labels(tmp_path, monkeypa
 
 def test_schema_v1_store_reads_empty_and_migrates_on_a_writable_open(tmp_path):
     """A version-1 store (written before mirroring_verdicts/templates/run_usage/api_responses):
-    read-only reads are empty and leave the file untouched; a writable open migrates it to v2."""
+    read-only reads are empty and leave the file untouched; a writable open migrates it to v3."""
     from sago_engine.store import EXTRA_TABLES, SCHEMA_VERSION
 
     path = tmp_path / "old.duckdb"
     with open_store(path, read_only=False, create=True) as st:
         st.con.execute("; ".join(f"DROP TABLE {t}" for t in EXTRA_TABLES))
+        st.con.execute("ALTER TABLE responses DROP COLUMN token_ids")
         st.con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     before = path.read_bytes()
     with open_store(path) as st:
@@ -248,7 +249,7 @@ def test_schema_v1_store_reads_empty_and_migrates_on_a_writable_open(tmp_path):
         assert list(st.templates().columns) == ["template_id", "kind", "text"]
     assert path.read_bytes() == before
     with open_store(path, read_only=False) as st:
-        assert st.schema_version() == SCHEMA_VERSION == 2
+        assert st.schema_version() == SCHEMA_VERSION == 3
         st.insert_df("templates", pd.DataFrame([{"template_id": JUDGE_TEMPLATE_ID, "kind": "judge",
                                                  "text": JUDGE_TEMPLATE}]))
         assert st.templates("judge")["text"].tolist() == [JUDGE_TEMPLATE]

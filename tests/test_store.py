@@ -19,13 +19,13 @@ from sago_engine.store import APP_ID, SCHEMA_VERSION, TABLES, StoreError, open_s
 def test_create_sets_schema_version_and_meta(tmp_path):
     path = tmp_path / "s.duckdb"
     with open_store(path, read_only=False, create=True) as st:
-        assert st.schema_version() == SCHEMA_VERSION == 2
+        assert st.schema_version() == SCHEMA_VERSION == 3
         meta = dict(st.con.execute("SELECT key, value FROM meta").fetchall())
         assert meta == {"app": APP_ID, "schema_version": str(SCHEMA_VERSION)}
         assert st.counts() == {t: 0 for t in TABLES}
     # reopen read-only, and again with create=True (existing store is kept, not re-initialised)
     with open_store(path) as st:
-        assert st.read_only and st.schema_version() == 2
+        assert st.read_only and st.schema_version() == 3
     with open_store(path, read_only=False, create=True) as st:
         assert st.con.execute("SELECT count(*) FROM meta").fetchone()[0] == 2
 
@@ -104,7 +104,7 @@ def test_older_schema_version(tmp_path):
     with pytest.raises(StoreError) as ei:
         open_store(path)
     msg = str(ei.value)
-    assert "version 0" in msg and f"versions 1, {SCHEMA_VERSION}" in msg
+    assert "version 0" in msg and f"versions 1, 2, {SCHEMA_VERSION}" in msg
 
 
 def test_missing_schema_version_counts_as_zero(tmp_path):
@@ -378,3 +378,29 @@ def test_merge_adds_up_api_usage_of_shards(tmp_path):
     assert (u["requests"], u["cache_hits"], u["prompt_tokens"]) == (8, 2, 150)
     assert u["cost_usd"] == pytest.approx(150 * 3.0 / 1e6)
     assert json.loads(u["models_returned"]) == ["gpt-x-2026-01-01", "gpt-x-2026-02-01"]
+
+
+def test_schema_v2_store_reads_and_gains_token_ids_on_a_writable_open(tmp_path):
+    """A version-2 store (responses without ``token_ids``) reads as it is; a writable open adds the
+    column (NULL for old rows) and a merge of a v2 and a v3 store keeps every row (columns by name)."""
+    from sago_engine.store import merge_stores
+
+    old = tmp_path / "v2.duckdb"
+    with open_store(old, read_only=False, create=True) as st:
+        st.con.execute("ALTER TABLE responses DROP COLUMN token_ids")
+        st.con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        st.con.execute("INSERT INTO responses (response_id, run_id, prompt_id, response) VALUES ('a', 'r', 'p', 'x ')")
+    with open_store(old) as st:
+        assert st.schema_version() == 2 and "token_ids" not in st.responses("p").columns
+    new = tmp_path / "v3.duckdb"
+    with open_store(new, read_only=False, create=True) as st:
+        st.con.execute("INSERT INTO responses (response_id, run_id, prompt_id, response, token_ids) "
+                       "VALUES ('b', 'r', 'p', 'y\t', [5, 0])")
+    merged = tmp_path / "m.duckdb"
+    merge_stores(merged, [old, new])
+    with open_store(merged) as st:
+        got = st.con.execute("SELECT response_id, response, token_ids FROM responses ORDER BY 1").fetchall()
+    assert got == [("a", "x ", None), ("b", "y\t", [5, 0])]
+    with open_store(old, read_only=False) as st:
+        assert st.schema_version() == 3
+        assert st.con.execute("SELECT token_ids FROM responses").fetchall() == [(None,)]
