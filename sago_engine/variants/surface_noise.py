@@ -7,11 +7,13 @@ import re
 import unicodedata
 from typing import Any
 
+from ._text import protected_spans
 from .base import SubtypeInfo
 
 _POS = ("PREFIX", "SUFFIX", "GLOBAL")
 _MARKS = ("!!", "??", "...", ",,", "!?", "!", "?", ";", ",", "..")
 _TOKEN = re.compile(r"\S+")
+_NOT_REPEATED = "\"'“”‘’«»()[]{}<>"
 
 
 def _is_punct(ch: str) -> bool:
@@ -26,16 +28,35 @@ def _trailing_punct(token: str) -> str:
     return token[k:]
 
 
+def _plain(text: str) -> str:
+    t = "".join(ch for ch in text.casefold() if not unicodedata.category(ch).startswith("P"))
+    return " ".join(t.split())
+
+
 def denoise(text: str) -> str:
     """Canonical form that every surface_noise variant shares with its base prompt.
 
-    Casefolds, deletes every Unicode punctuation character (category P*), collapses all
-    whitespace runs to one space and strips. So ``denoise(variant) == denoise(base)`` for
-    every variant of this family: the words survive, only their surface changes.
-    Source: SAGO (arXiv 2610.01428) §Variants ("meaning is kept by construction").
+    Outside the protected spans (``_text.protected_spans``: numbers, math, code, URLs,
+    e-mail addresses, quoted strings): casefolds, deletes every Unicode punctuation character
+    (category P*), collapses whitespace runs to one space. Each protected span is kept byte
+    for byte, wrapped in ``⟦ ⟧``; the pieces are joined by single spaces. So
+    ``denoise(variant) == denoise(base)`` says the words survive and every protected span is
+    byte-identical ("2n+3=11" -> "2n+3=11!!" or "2N+3=11" is not meaning-preserving).
+    A text without protected spans gives the plain form ("What  IS it?!" -> "what is it").
+
+    Args:
+        text: any string.
+    Returns:
+        the canonical string ("" for whitespace/punctuation-only text).
+    Source: SAGO (arXiv 2610.01428) §Variants ("meaning is kept by construction"); the
+    protected spans are sago's rule (issue #12 item 7).
     """
-    t = "".join(ch for ch in text.casefold() if not unicodedata.category(ch).startswith("P"))
-    return " ".join(t.split())
+    parts, last = [], 0
+    for a, b in protected_spans(text):
+        parts += [_plain(text[last:a]), "⟦" + text[a:b] + "⟧"]
+        last = b
+    parts.append(_plain(text[last:]))
+    return " ".join(p for p in parts if p)
 
 
 def region_bounds(text: str, position: str) -> tuple[int, int]:
@@ -77,12 +98,41 @@ def region_bounds(text: str, position: str) -> tuple[int, int]:
     raise ValueError(f"invalid position {position!r}; valid positions: {list(_POS)}")
 
 
+def _grow(text: str, a: int, b: int, position: str) -> tuple[int, int]:
+    """The region [a, b) grown by one word: SUFFIX backward, PREFIX forward, GLOBAL (already
+    the whole text) unchanged. Used when protected spans fill the whole region."""
+    n = len(text)
+    if position == "SUFFIX":
+        while a > 0 and text[a - 1].isspace():
+            a -= 1
+        while a > 0 and not text[a - 1].isspace():
+            a -= 1
+        return a, b
+    if position == "PREFIX":
+        while b < n and text[b].isspace():
+            b += 1
+        while b < n and not text[b].isspace():
+            b += 1
+        return a, b
+    return 0, n
+
+
 def _pick(rng: random.Random, sites: list, strength: int) -> list:
     """Choose the edit sites: 1 at strength 1, ~35% (≥2) at 2, ~70% (≥3) at 3."""
     if not sites:
         return []
     k = {1: 1, 2: max(2, round(0.35 * len(sites))), 3: max(3, round(0.7 * len(sites)))}[strength]
     return sorted(rng.sample(sites, min(k, len(sites))))
+
+
+def _inside(p: int, spans: list[tuple[int, int]]) -> bool:
+    """True when position ``p`` lies strictly inside a span."""
+    return any(a < p < b for a, b in spans)
+
+
+def _touches(p: int, spans: list[tuple[int, int]]) -> bool:
+    """True when position ``p`` lies inside a span or on either of its edges."""
+    return any(a <= p <= b for a, b in spans)
 
 
 def _case_char(ch: str, upper: bool) -> str:
@@ -105,6 +155,17 @@ class SurfaceNoise:
         "random_case"); 2 = all lower case (target "lower"; if the region has no upper-case
         letter, random letter case instead, target "random_case"); 3 = ALL CAPS (target "upper").
     Positions: PREFIX / SUFFIX / GLOBAL edit only ``region_bounds`` of the text.
+
+    Protected spans (``_text.protected_spans``: numbers, math, code, URLs, e-mail addresses,
+    quoted strings) stay byte-identical under every subtype: no letter in them changes case,
+    nothing is inserted in them or dropped from them, no mark is glued to either edge of one
+    ("2n+3=11" never becomes "2n+3=11!!"; a token that ends with a span gets no mark), and no
+    whitespace is inserted at a line start that borders one (so no code line gains
+    indentation). Spacing may widen the gap next to a span's edge (``"the  5 cm"``). When the
+    region has nothing editable (a SUFFIX that is one long quotation, a code block), it grows
+    one word at a time, SUFFIX backward and PREFIX forward, until an edit is possible
+    (``meta.region`` records the region used); a text with nothing editable at all stays
+    unchanged (``meta.changed`` false).
     """
 
     name = "surface_noise"
@@ -132,12 +193,20 @@ class SurfaceNoise:
         """
         a, b = region_bounds(text, position)
         s = int(strength)
-        seg = text[a:b]
-        new, target, n = getattr(self, "_" + subtype)(seg, s, rng, text, a, b)
+        protected = protected_spans(text)
+        while True:
+            seg = text[a:b]
+            spans = [(x - a, y - a) for x, y in protected if x <= b and y >= a]
+            new, target, n = getattr(self, "_" + subtype)(seg, s, rng, text, a, b, spans)
+            if new != seg or (a, b) == (0, len(text)):
+                break
+            a, b = _grow(text, a, b, position)  # everything editable was protected
         return text[:a] + new + text[b:], {"target": target, "region": [a, b], "n_edits": n}
 
     # -- subtypes: each maps the region's text to its noisy version -----------------------
-    def _spacing(self, seg, s, rng, text, a, b):
+    # ``spans``: the protected spans meeting the region, in region coordinates (may reach
+    # past either end of it)
+    def _spacing(self, seg, s, rng, text, a, b, spans):
         gaps = [m.span() for m in re.finditer(r"\s+", seg) if 0 < m.start() and m.end() < len(seg)]
         sites = [("gap", e) for _, e in gaps]  # insert at the end of an inner gap
         # the gap that borders the region (outside whitespace) may widen from inside
@@ -148,9 +217,12 @@ class SurfaceNoise:
         if s == 3 or not sites:
             for m in _TOKEN.finditer(seg):
                 tail = _trailing_punct(m.group())
-                if tail and len(tail) < len(m.group()):
+                # not before "*", "/", "-", "&": split off, they would read as an operator
+                if tail and len(tail) < len(m.group()) and tail[0] not in "*/-&":
                     sites.append(("punct", m.end() - len(tail)))
-        positions = sorted({pos for _, pos in sites})
+        # never inside a span; at a line start never next to one (no code line gains indentation)
+        positions = sorted({pos for _, pos in sites if not _inside(pos, spans) and not (
+            _touches(pos, spans) and (a + pos == 0 or text[a + pos - 1] == "\n"))})
         chosen = _pick(rng, positions, s)
         out, last = [], 0
         for pos in chosen:
@@ -165,17 +237,20 @@ class SurfaceNoise:
         out.append(seg[last:])
         return "".join(out), "spacing", len(chosen)
 
-    def _punctuation(self, seg, s, rng, text, a, b):
-        toks = {m.end(): m.group() for m in _TOKEN.finditer(seg)}
+    def _punctuation(self, seg, s, rng, text, a, b, spans):
+        toks = {m.end(): m.group() for m in _TOKEN.finditer(seg) if not _touches(m.end(), spans)}
         chosen = _pick(rng, list(toks), s)
         out, last = [], 0
         for pos in chosen:
             existing = _trailing_punct(toks[pos])
-            if existing and s >= 2 and rng.random() < 0.5:
-                mark = existing[-1] * rng.randint(1, 3)  # repeat the existing mark
+            # a quote or bracket is never repeated (that would open a quotation or a group)
+            last_mark = existing.rstrip(_NOT_REPEATED)[-1:]
+            if last_mark and s >= 2 and rng.random() < 0.5:
+                mark = last_mark * rng.randint(1, 3)  # repeat the existing mark
             else:
                 mark = rng.choice(_MARKS[:4] if s == 1 else _MARKS)
-            if existing and s == 3 and rng.random() < 0.2:
+            if existing and s == 3 and rng.random() < 0.2 and not any(
+                    x < pos and y > pos - len(existing) for x, y in spans):
                 # drop the existing mark instead (denoise deletes punctuation anyway)
                 out += [seg[last:pos - len(existing)]]
             else:
@@ -184,19 +259,21 @@ class SurfaceNoise:
         out.append(seg[last:])
         return "".join(out), "punctuation", len(chosen)
 
-    def _case(self, seg, s, rng, text, a, b):
+    def _case(self, seg, s, rng, text, a, b, spans):
+        free = [not any(x <= i < y for x, y in spans) for i in range(len(seg))]  # editable chars
         if s == 3:
-            new = "".join(_case_char(c, True) for c in seg)
+            new = "".join(_case_char(c, True) if f else c for c, f in zip(seg, free))
             return new, "upper", sum(x != y for x, y in zip(seg, new))
-        if s == 2 and any(c.isupper() for c in seg):
-            new = "".join(_case_char(c, False) for c in seg)
+        if s == 2 and any(c.isupper() and f for c, f in zip(seg, free)):
+            new = "".join(_case_char(c, False) if f else c for c, f in zip(seg, free))
             return new, "lower", sum(x != y for x, y in zip(seg, new))
         if s == 2:  # already lower case: scramble letter case instead
-            new = "".join(_case_char(c, rng.random() < 0.5) if c.isalpha() else c for c in seg)
+            new = "".join(_case_char(c, rng.random() < 0.5) if c.isalpha() and f else c
+                          for c, f in zip(seg, free))
             if new == seg:
-                new = "".join(_case_char(c, True) if c.isalpha() else c for c in seg)
+                new = "".join(_case_char(c, True) if c.isalpha() and f else c for c, f in zip(seg, free))
             return new, "random_case", sum(x != y for x, y in zip(seg, new))
-        starts = [m.start() for m in re.finditer(r"\b[^\W\d_]", seg)]
+        starts = [m.start() for m in re.finditer(r"\b[^\W\d_]", seg) if free[m.start()]]
         chosen = _pick(rng, starts, 2 if len(starts) > 4 else 1)
         chars = list(seg)
         for p in chosen:
