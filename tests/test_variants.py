@@ -260,6 +260,7 @@ def _span_violation(base: str, variant: str) -> str | None:
     ("Who sang 'Endless Love' at Papa Gino's, and the players' 'Don't Stop'?", ["'Endless Love'", "'Don't Stop'"]),
     ('"In what city did James Joyce\'s ""Ulysses"" take place?"', ['""Ulysses""']),  # CSV-wrapped prompt
     ("Which singer/songwriter won Star Wars - The Musical?", []),  # words, not math
+    ("Let me know (briefly):\nClass action (law) or Def Leppard (band)?\nPrint (in bold) it {", ["Print (in bold) it {"]),
 ])
 def test_protected_spans_of_each_kind(text, expected):
     assert [text[a:b] for a, b in protected_spans(text)] == expected

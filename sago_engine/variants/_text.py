@@ -142,13 +142,15 @@ _QUOTES = (
 #: a line that looks like code (case-insensitive; leading indentation allowed)
 _CODE_LINE = re.compile(
     r"""(?ix)^[ \t]*(?:
-        (?:def|class)\s+\w+\s*[(:]
+        def\s+[a-z_]\w*\(                                  # not "Def Leppard (band)"
+      | class\s+[a-z_]\w*\s*(?:\([^)]*\))?\s*:\s*$        # not "Class action (law)"
       | (?:for|while|if|elif|with|switch)\b.*[()\[\]=<>].*:\s*$
       | (?:else|try|finally)\s*:\s*$
       | import\s+[\w.]+\s*(?:as\s+\w+\s*)?$
       | from\s+[\w.]+\s+import\s
-      | (?:print|printf|console\.log|echo|system\.out\.\w+)\s*\(
-      | (?:function|const|let|var|int|void|float|double|char|bool|public|private|static)\s+\w+.*[=({;]
+      | (?:print|printf|console\.log|echo|system\.out\.\w+)\(  # not "Print (in bold)"
+      | (?:function|const|let|var|int|void|float|double|char|bool|public|private|static)
+        \s+[\w<>\[\]*]+(?:\s+\w+)?(?:\s*=|\(|;)          # "int x = 1;" "void main(" not "Let me"
       | \#include\b | <\?php\b
       | [a-z_][\w.\[\]]*\s*(?:[-+*/%]|\*\*)?=(?!=)\s*\S
       | .*[{}]\s*;?\s*$
@@ -170,8 +172,8 @@ _CLOSERS_OF = {")": "(", "]": "[", "}": "{", ">": "<"}
 
 def _core(tok: str) -> tuple[int, int]:
     """[i, j) of the meaningful core of a whitespace token: edge quotes, unbalanced brackets
-    and trailing sentence marks stripped ("(2019)," -> "2019"); "!" right after a digit stays
-    (a factorial: "5!", "11!!")."""
+    and trailing sentence marks stripped ("2019)." -> "2019", "(2019)," -> "(2019)"); "!"
+    right after a digit stays (a factorial: "5!", "11!!")."""
     i, j = 0, len(tok)
     while True:
         if i < j and (tok[i] in "\"'“”‘’«»¿¡" or

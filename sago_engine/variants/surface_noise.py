@@ -29,6 +29,7 @@ def _trailing_punct(token: str) -> str:
 
 
 def _plain(text: str) -> str:
+    """Casefolded, Unicode punctuation deleted, whitespace runs collapsed to one space."""
     t = "".join(ch for ch in text.casefold() if not unicodedata.category(ch).startswith("P"))
     return " ".join(t.split())
 
