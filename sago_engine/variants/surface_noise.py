@@ -170,7 +170,7 @@ class SurfaceNoise:
     """
 
     name = "surface_noise"
-    generator = "rules-v1"
+    generator = "rules-v2"  # v2: protected spans (numbers, maths, code, URLs, quotes); v1 texts differ
     subtypes = {
         "spacing": SubtypeInfo((1.0, 2.0, 3.0), _POS, "extra spaces/tabs between words"),
         "punctuation": SubtypeInfo((1.0, 2.0, 3.0), _POS, "inserted/repeated punctuation marks"),
@@ -250,9 +250,10 @@ class SurfaceNoise:
                 mark = last_mark * rng.randint(1, 3)  # repeat the existing mark
             else:
                 mark = rng.choice(_MARKS[:4] if s == 1 else _MARKS)
-            if existing and s == 3 and rng.random() < 0.2 and not any(
-                    x < pos and y > pos - len(existing) for x, y in spans):
-                # drop the existing mark instead (denoise deletes punctuation anyway)
+            if existing and s == 3 and rng.random() < 0.2 and not any(c in _NOT_REPEATED for c in existing) \
+                    and not any(x < pos and y > pos - len(existing) for x, y in spans):
+                # drop the existing mark instead (denoise deletes punctuation anyway); a quote or
+                # bracket is never dropped (that would unbalance a quotation or a group)
                 out += [seg[last:pos - len(existing)]]
             else:
                 out += [seg[last:pos], mark]
