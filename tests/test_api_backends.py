@@ -416,7 +416,9 @@ def test_end_to_end_local_and_api_models_in_one_store(env, monkeypatch, capsys):
             assert runs.loc["gpt-test", "backend"] == "openai" and runs.loc["gpt-test", "device"] == "api"
             n_resp = st.con.execute("SELECT count(*) FROM responses WHERE run_id = ?",
                                     [runs.loc["gpt-test", "run_id"]]).fetchone()[0]
-            assert n_calls == (n_resp, 2 * n_resp)
+            n_req = n_resp + 2  # + one base repeat per prompt (noise floor, default k = 2 for API models)
+            assert n_calls == (n_req, 2 * n_req)
+            assert len(st.base_repeats(runs.loc["gpt-test", "run_id"])) == 2
             d = st.deltas(kept_only=False)
             d = d if "model" in d else d.merge(st.runs()[["run_id", "model"]], on="run_id")
             avail = d.groupby(["model", "axis"])["available"].all().unstack()
@@ -432,12 +434,12 @@ def test_end_to_end_local_and_api_models_in_one_store(env, monkeypatch, capsys):
             usage = st.run_usage().set_index("model")
             assert set(usage.index) == {"served-model", "gpt-test", "claude-test"}
             g = usage.loc["gpt-test"]
-            assert (g["requests"], g["cache_hits"], g["errors"]) == (n_resp, 0, 0)
+            assert (g["requests"], g["cache_hits"], g["errors"]) == (n_req, 0, 0)
             assert g["cost_usd"] == pytest.approx((g["prompt_tokens"] * 1.5 + g["completion_tokens"] * 6.0) / 1e6)
             assert np.isnan(usage.loc["claude-test", "cost_usd"])  # no prices → unknown, never a guess
             assert "gpt-test-2026-01-01" in usage.loc["gpt-test", "models_returned"]
             api = st.api_responses(runs.loc["claude-test", "run_id"])
-            assert len(api) == n_resp and set(api["model_returned"]) == {"claude-test-2026-01-01"}
+            assert len(api) == n_req and set(api["model_returned"]) == {"claude-test-2026-01-01"}
             wide = report.wide_cells(report.score_tables(st.prompt_scores())["total"], ["model"]).set_index("model")
         assert (wide.loc["served-model", ["Δ-Cos", "Δ-Prob", "Δ-Ent"]] == "n/a").all()
         assert (wide.loc["gpt-test", "Δ-Cos"] == "n/a") and (wide.loc["gpt-test", ["Δ-Prob", "Δ-Ent"]] != "n/a").all()
