@@ -148,3 +148,23 @@ def floor_table(scores: pd.DataFrame, floor: pd.DataFrame, by: Sequence[str] = (
                     "n_prompts": int(len(g)), "n_paired": int(len(paired)), "t": t, "p": p, "marker": marker(p),
                     "above_floor": bool(np.isfinite(p) and p < alpha)})
     return pd.DataFrame(out, columns=cols)
+
+
+def reply_health_table(health: pd.DataFrame) -> pd.DataFrame:
+    """Per model: replies that are not answers, as counts and shares (for display beside SGS).
+
+    Args:
+        health: ``Store.reply_health()`` rows (one per run).
+    Returns:
+        One row per model: model, replies, errors, empty, budget_spent (empty because the token
+        budget went to hidden reasoning), refused, judge_unparsed (judge answers without an
+        unambiguous YES/NO, which fell back to the heuristic), and ``not_answers_pct`` =
+        100 · (errors + empty + refused) / replies (the three are disjoint).
+    """
+    cols = ["model", "replies", "errors", "empty", "budget_spent", "refused", "judge_unparsed", "not_answers_pct"]
+    if health is None or health.empty:
+        return pd.DataFrame(columns=cols)
+    num = ["replies", "errors", "empty", "budget_spent", "refused", "judge_unparsed"]
+    g = health.groupby("model", sort=True)[num].sum().reset_index()
+    g["not_answers_pct"] = (100.0 * (g["errors"] + g["empty"] + g["refused"]) / g["replies"].clip(lower=1)).round(1)
+    return g[cols]

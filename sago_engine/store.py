@@ -1117,7 +1117,7 @@ def _reply_health(self: Store) -> pd.DataFrame:
     Returns:
         DataFrame, one row per run: run_id, model, backend, replies (base + variant rows of
         ``responses``, plus base repeats), errors (``error`` set), empty (no error, blank
-        text), budget_spent (empty with finish "length": the token budget went to hidden
+        text, not a refusal), budget_spent (empty with finish "length": the token budget went to hidden
         reasoning), refused (no error but finish "error": content filter / safety / refusal),
         judge_verdicts and judge_unparsed (mirroring-judge answers with no unambiguous YES/NO,
         backend errors excluded; 0 without a judge).
@@ -1128,7 +1128,8 @@ def _reply_health(self: Store) -> pd.DataFrame:
         WITH r AS (SELECT run_id, response, finish_reason, error FROM responses {rep})
         SELECT r.run_id, any_value(ru.model) AS model, any_value(ru.backend) AS backend, count(*) AS replies,
                count(*) FILTER (WHERE r.error IS NOT NULL) AS errors,
-               count(*) FILTER (WHERE r.error IS NULL AND trim(r.response) = '') AS empty,
+               count(*) FILTER (WHERE r.error IS NULL AND trim(r.response) = ''
+                                       AND coalesce(r.finish_reason, '') <> 'error') AS empty,
                count(*) FILTER (WHERE r.error IS NULL AND trim(r.response) = '' AND r.finish_reason = 'length')
                    AS budget_spent,
                count(*) FILTER (WHERE r.error IS NULL AND r.finish_reason = 'error') AS refused

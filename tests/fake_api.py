@@ -12,8 +12,8 @@ probabilities 0.5/0.25/0.125), ``("429", retry_after)``, ``"500"``, ``("timeout"
 servers do), ``"401"``; and for issue #13: ``("thinking", n)`` (a thinking model that spent the
 whole budget on ``n`` hidden reasoning tokens: no visible text, finish "length" / MAX_TOKENS /
 max_tokens), ``"refusal"`` (content filter / SAFETY / refusal stop, no text), ``"paraphrase"``
-(a seeded random paraphrase of the deterministic answer: a fresh one per request, as a provider
-that samples even at temperature 0).
+(a seeded random paraphrase of one fixed answer, whatever the prompt: a fresh one per request,
+as a provider that samples even at temperature 0).
 
 ``FakeAPI(reject={"temperature", "logprobs"})`` answers every request that carries one of those
 parameters with the provider's own 400 naming it (OpenAI: ``param``/``unsupported_value``;
@@ -50,10 +50,11 @@ _FILLERS = ("indeed", "basically", "probably", "clearly", "so", "then", "really"
 
 
 def paraphrase(prompt: str, rng: random.Random) -> str:
-    """A random paraphrase of ``reply_text(prompt)``: another opener, a shuffled word order and
-    one or two fillers, drawn from ``rng`` (so every request gets a fresh one)."""
-    words = re.findall(r"\w+", prompt.lower())[:6] or ["answer"]
-    words = words[:]
+    """A random paraphrase of one fixed answer ("Lima is the capital of Peru"): another opener,
+    a shuffled word order and one or two fillers, drawn from ``rng``. It does not depend on the
+    prompt, so a variant's reply and a repeat's reply come from the same process: the only
+    instability is the "provider's" own noise."""
+    words = ["lima", "is", "the", "capital", "of", "peru"]
     rng.shuffle(words)
     for _ in range(rng.randint(1, 2)):
         words.insert(rng.randrange(len(words) + 1), rng.choice(_FILLERS))

@@ -4,6 +4,7 @@ Every check runs the official SDKs against the loopback fake (tests/fake_api.py)
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from sago_engine.backends.api_common import ApiConfigError, ApiFatalError, cost_usd
@@ -128,3 +129,167 @@ def test_thinking_settings_are_sent_and_recorded(provider, kw, sent, env):
         # a different thinking setting is a different cache key (a different answer)
         assert be.cache_key("hello there", 8) != make(provider, fake).cache_key("hello there", 8)
         be.close()
+
+
+# ---------------------------------------------------------------------- through the runner and the store
+
+RUN_TOML = """
+[run]
+store = "{store}"
+seed = 5
+max_new_tokens = 6
+chunk_prompts = 4
+
+[data]
+dir = "{data}"
+datasets = ["truthfulqa"]
+n_prompts = {n}
+
+[variants]
+families = ["surface_noise"]
+per_family = {{ surface_noise = 2 }}
+
+[[models]]
+key = "{key}"
+backend = "{backend}"
+base_url = "{url}"
+{extra}
+"""
+
+
+def _toml(env, fake_url, backend="openai", key="m-test", n=2, extra=""):
+    from tests.test_api_backends import ROOT
+
+    url = fake_url + ("/v1" if backend.startswith("openai") else "")
+    p = env / f"{key}.toml"
+    p.write_text(RUN_TOML.format(store=env / f"{key}.duckdb", data=ROOT / "data" / "datasets", n=n, key=key,
+                                 backend=backend, url=url, extra=extra))
+    return p
+
+
+def test_runner_stops_on_a_parameter_400_before_any_row(env, capsys):
+    from precompute.__main__ import main as cli_main
+
+    with FakeAPI(default="logprobs", reject={"temperature"}) as fake:
+        cfg = _toml(env, fake.url, key="gpt-reasoner")
+        assert cli_main(["--config", str(cfg), "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert "rejects the request parameter 'temperature'" in err and 'omit_params = ["temperature"]' in err
+        assert fake.count <= 4  # the first chunk's requests at most (max_concurrency 4), none retried
+        assert not (env / "gpt-reasoner.duckdb").exists()  # no store of error rows
+        assert not list(env.glob(".gpt-reasoner.duckdb.work*"))
+        # the fix named in the message: the same config with omit_params runs to completion
+        cfg.write_text(cfg.read_text() + 'omit_params = ["temperature"]\n')
+        assert cli_main(["--config", str(cfg), "--no-progress"]) == 0
+        assert all("temperature" not in r["body"] for r in fake.requests[-4:])
+
+
+def test_mostly_errors_never_reads_complete(env, capsys):
+    from precompute.__main__ import main as cli_main
+    from sago_engine.store import open_store
+
+    with FakeAPI(default="400") as fake:  # a 400 that names no parameter: one error row per prompt
+        cfg = _toml(env, fake.url, key="broken")
+        assert cli_main(["--config", str(cfg), "--no-progress"]) == 4
+        assert "failed: most replies of broken are errors" in capsys.readouterr().err
+        with open_store(env / "broken.duckdb") as st:
+            assert st.runs()["status"].iloc[0].startswith("failed: 8 of 8 replies are errors")
+            assert st.meta()["status"] == "failed"
+            h = st.reply_health().iloc[0]
+            assert (h["replies"], h["errors"], h["empty"]) == (8, 8, 0)
+
+
+def test_thinking_replies_are_unavailable_warned_counted_and_billed(env, caplog):
+    from precompute.config import load_config
+    from precompute.runner import run
+    from sago_engine.store import open_store
+
+    with FakeAPI(default=("thinking", 47), prompt_tokens={"gemini": 9}) as fake:
+        cfg = load_config(_toml(env, fake.url, backend="gemini", key="gemini-think",
+                                extra="price_in_per_mtok = 0.30\nprice_out_per_mtok = 2.50"))
+        [s] = run(cfg, progress=False)
+        assert s["no_output"] == s["replies"] == 8 and s["status"] == "complete"
+        assert "have no visible text" in caplog.text and "thinking_budget" in caplog.text
+        with open_store(cfg.store) as st:
+            d = st.deltas(kept_only=False)
+            text = d[d["axis"].isin(["bleu", "bert", "mr"])]
+            assert len(text) == 12 and not text["available"].any()  # never "perfectly stable" (0)
+            assert text["reason"].str.startswith("no visible reply (base): token budget spent with no visible "
+                                                 "text (47 hidden reasoning tokens)").all()
+            h = st.reply_health().iloc[0]
+            assert (h["replies"], h["empty"], h["budget_spent"], h["errors"], h["refused"]) == (8, 8, 8, 0, 0)
+            u = st.run_usage().iloc[0]
+            # 8 replies of 9 prompt + 47 thought tokens at 0.30 / 2.50 USD per million
+            assert (u["prompt_tokens"], u["completion_tokens"], u["reasoning_tokens"]) == (72, 376, 376)
+            assert u["cost_usd"] == pytest.approx(4 * 2.404e-04, rel=1e-12)
+            api = st.api_responses()
+            assert len(api) == 8 and set(api["reasoning_tokens"]) == {47}
+
+
+def test_noise_floor_of_a_sampling_provider(env):
+    """A fake that answers every request with a fresh random paraphrase: the floor (Δ between two
+    askings of the same base prompt) is > 0, and the SGS is not significantly above it."""
+    from precompute.config import load_config
+    from precompute.runner import run
+    from sago_engine.noise import floor_table
+    from sago_engine.store import open_store
+
+    with FakeAPI(default="paraphrase", seed=13) as fake:
+        # one request at a time: the fake's random stream meets the requests in a fixed order
+        cfg = load_config(_toml(env, fake.url, backend="openai_compatible", key="sampler", n=12,
+                                extra="max_concurrency = 1"))
+        assert cfg.models[0].repeats == 2
+        [s] = run(cfg, progress=False)
+        assert s["replies"] == 12 * 4 and fake.count == 48
+        with open_store(cfg.store) as st:
+            rep = st.base_repeats()
+            assert len(rep) == 12 and set(rep["repeat"]) == {1}
+            base_ids = set(st.con.execute("SELECT response_id FROM responses").df()["response_id"])
+            assert not base_ids & set(rep["response_id"])  # repeats never collide with base rows
+            floor = st.noise_floor()
+            assert set(floor[floor["available"]]["axis"]) == {"bleu", "bert"}  # no log-probs, no activations, no MR
+            assert (floor[floor["axis"] == "mr"]["reason"].str.contains("nothing|no register")).all()
+            tab = floor_table(st.prompt_scores(), floor).set_index("axis")
+        for axis in ("bleu", "bert"):
+            row = tab.loc[axis]
+            assert row["floor"] > 0.05 and row["n_paired"] == 12
+            assert not row["above_floor"] and row["p"] > 0.05  # same process as the variants: not above the floor
+        assert np.isnan(tab.loc["mr", "floor"]) and tab.loc["mr", "n_paired"] == 0
+    # the dashboard: Profiles shows reply health and the floor, Significance the test against the floor
+    from tests.test_pages_summary import _app
+
+    at = _app(cfg.store)
+    dfs = [el.value for el in at.dataframe]
+    health = next(v for v in dfs if "budget_spent" in v.columns).set_index("model")
+    assert (health.loc["sampler", "replies"], health.loc["sampler", "errors"]) == (48, 0)
+    shown = next(v for v in dfs if "floor" in v.columns).set_index("axis")
+    assert shown.loc["bleu", "floor"] == pytest.approx(tab.loc["bleu", "floor"])
+    at = _app(cfg.store, "significance")
+    sig = next(el.value for el in at.dataframe if "floor" in el.value.columns).set_index("axis")
+    assert sig.loc["bert", "p"] == pytest.approx(tab.loc["bert", "p"])
+
+
+def test_reply_health_counts_each_kind_and_unparsed_judge_answers(tmp_path):
+    import pandas as pd
+
+    from sago_engine.judge import parse_verdict
+    from sago_engine.noise import reply_health_table
+    from sago_engine.store import open_store
+
+    with open_store(tmp_path / "h.duckdb", read_only=False, create=True) as st:
+        st.insert_df("runs", pd.DataFrame([{"run_id": "r1", "model": "m", "backend": "gemini"}]))
+        rows = [("ok", "stop", None), ("", "length", None), ("", "error", None), ("", "error", "HTTP 400"),
+                ("  ", "stop", None)]
+        st.insert_df("responses", pd.DataFrame([{"response_id": f"x{i}", "run_id": "r1", "prompt_id": "p",
+                                                 "variant_id": f"v{i}", "response": t, "finish_reason": fr, "error": e}
+                                                for i, (t, fr, e) in enumerate(rows)]))
+        raws = ["YES", "There is no", "No rudeness here. YES", "NO.", ""]
+        st.insert_df("mirroring_verdicts", pd.DataFrame([
+            {"run_id": "r1", "variant_id": f"v{i}", "prompt_id": "p", "response_of": "variant", "judge_model": "j",
+             "template_id": "t", "verdict": parse_verdict(r), "raw": r, "error": "HTTP 500" if i == 4 else None,
+             "heuristic_verdict": 0, "detector": "heuristic"} for i, r in enumerate(raws)]).astype({"verdict": "Int64"}))
+        h = st.reply_health().iloc[0]
+        assert (h["replies"], h["errors"], h["empty"], h["budget_spent"], h["refused"]) == (5, 1, 2, 1, 1)
+        assert (h["judge_verdicts"], h["judge_unparsed"]) == (5, 2)  # the two prose answers; a backend error is not "unparsed"
+        t = reply_health_table(st.reply_health()).iloc[0]
+        assert t["not_answers_pct"] == pytest.approx(80.0)
