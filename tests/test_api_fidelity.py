@@ -293,3 +293,39 @@ def test_reply_health_counts_each_kind_and_unparsed_judge_answers(tmp_path):
         assert (h["judge_verdicts"], h["judge_unparsed"]) == (5, 2)  # the two prose answers; a backend error is not "unparsed"
         t = reply_health_table(st.reply_health()).iloc[0]
         assert t["not_answers_pct"] == pytest.approx(80.0)
+
+
+@pytest.mark.parametrize("model, match", [
+    ('key = "m"\nbackend = "openai"\nomit_params = ["top_p"]', r"omit_params must be a list of temperature, seed, logprobs"),
+    ('key = "m"\nbackend = "openai"\nthinking_budget = 0', r"thinking_budget applies to gemini and anthropic"),
+    ('key = "m"\nbackend = "gemini"\nreasoning_effort = "low"', r"reasoning_effort is a string for openai"),
+    ('key = "m"\nbackend = "gemini"\nthinking_budget = -1', r"thinking_budget must be an integer ≥ 0"),
+    ('key = "m"\nbackend = "openai"\nbase_repeats = 0', r"base_repeats must be an integer ≥ 1"),
+])
+def test_fidelity_config_errors(model, match, env, tmp_path):
+    from precompute.config import ConfigError, load_config
+    from tests.test_api_backends import ROOT
+
+    text = (f'[run]\nstore = "s.duckdb"\n[data]\ndir = "{ROOT / "data" / "datasets"}"\ndatasets = ["truthfulqa"]\n'
+            f"[[models]]\n{model}\n")
+    (tmp_path / "c.toml").write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        load_config(tmp_path / "c.toml", base_dir=tmp_path)
+
+
+def test_answer_changing_settings_change_the_run_id_and_defaults_do_not():
+    from dataclasses import replace
+
+    from precompute.config import ModelConfig
+    from precompute.runner import Plan, run_id_for
+    from types import SimpleNamespace
+
+    cfg = SimpleNamespace(max_new_tokens=8, seed=1, normalizers={}, filter={}, judge=None)
+    plan = Plan([], {}, None, {})
+    m = ModelConfig(key="g", backend="gemini")
+    base = run_id_for(cfg, m, plan)
+    assert run_id_for(cfg, replace(m, base_repeats=3), plan) == base  # more repeats: same answers, same run
+    ids = {run_id_for(cfg, replace(m, **kw), plan) for kw in ({"thinking_budget": 0}, {"thinking_budget": 512},
+                                                               {"omit_params": ("temperature",)})}
+    assert len(ids) == 3 and base not in ids
+    assert ModelConfig(key="x").repeats == 1 and m.repeats == 2
