@@ -20,7 +20,6 @@ import math
 import os
 import random
 import re
-import sqlite3
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +32,7 @@ import numpy as np
 
 from ..seeds import stable_hash
 from ..types import GenerationResult
+from .caching import ResponseCache, default_cache_dir  # noqa: F401 (re-exported)
 
 __all__ = [
     "API_BACKENDS",
@@ -439,50 +439,9 @@ def normalise_finish_reason(raw: object) -> str:
 
 # ---------------------------------------------------------------------------- cache
 
-
-def api_cache_dir() -> Path:
-    """``${SAGO_CACHE_DIR:-~/.cache/sago}/api_cache`` (created on first use)."""
-    root = os.environ.get("SAGO_CACHE_DIR") or str(Path.home() / ".cache" / "sago")
-    return Path(root).expanduser() / "api_cache"
-
-
-class ResponseCache:
-    """Successful API replies on disk (sqlite3, WAL; safe across threads and processes).
-
-    One table ``replies(key TEXT PRIMARY KEY, value TEXT, created REAL)``; ``value`` is JSON.
-    Keys come from ``ApiBackend.cache_key`` (a sha256 of backend, model, base_url, prompt and
-    every generation parameter). Failed requests are never stored.
-    """
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._con = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False, isolation_level=None)
-        with self._lock:
-            self._con.execute("PRAGMA journal_mode=WAL")
-            self._con.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
-                              "created REAL NOT NULL)")
-
-    def get(self, key: str) -> dict | None:
-        """The stored value for ``key`` or None."""
-        with self._lock:
-            row = self._con.execute("SELECT value FROM replies WHERE key = ?", (key,)).fetchone()
-        return None if row is None else json.loads(row[0])
-
-    def put(self, key: str, value: dict) -> None:
-        """Store ``value`` (JSON-serialisable) under ``key`` (first write wins)."""
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-        with self._lock:
-            self._con.execute("INSERT OR IGNORE INTO replies VALUES (?, ?, ?)", (key, text, time.time()))
-
-    def __len__(self) -> int:
-        with self._lock:
-            return int(self._con.execute("SELECT count(*) FROM replies").fetchone()[0])
-
-    def close(self) -> None:
-        with self._lock:
-            self._con.close()
+#: The on-disk reply cache is the ``caching.CachingBackend`` wrapper (any backend can use it);
+#: ``get_backend`` wraps API backends in it unless the spec says ``cache = False``.
+api_cache_dir = default_cache_dir
 
 
 # ---------------------------------------------------------------------------- replies and usage
@@ -571,8 +530,9 @@ class ApiBackend:
     Subclasses set ``name``, ``sdk``, ``default_top_logprobs``, ``max_top_logprobs`` and
     implement ``_make_client(api_key)`` and ``_request(prompt, max_new_tokens) -> ApiReply``
     (one attempt, may raise). This class adds: a key from the environment only; a bounded
-    thread pool (results in input order); retries with backoff; an on-disk cache of successful
-    replies; usage/cost counters; redaction of the key from every error text.
+    thread pool (results in input order); retries with backoff; usage/cost counters; redaction
+    of the key from every error text. The on-disk cache of successful replies is the
+    ``caching.CachingBackend`` wrapper (``get_backend`` applies it; ``cache_key`` is its key).
 
     ``capabilities`` ⊆ {"prob", "ent"} (never "cos": no activations). "prob" when log-probs are
     requested, "ent" when top-k alternatives (k ≥ 1) are requested too. A reply without them
@@ -608,7 +568,6 @@ class ApiBackend:
         thinking_budget: int | None = None,
         reasoning_effort: str | None = None,
         seed: int = 0,
-        cache: bool = True,
         backoff_base_s: float = 0.5,
         backoff_cap_s: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
@@ -635,7 +594,6 @@ class ApiBackend:
                 completion cap). None = the model's default.
             reasoning_effort: OpenAI ``reasoning_effort`` (e.g. ``"none"``, ``"minimal"``, ``"low"``).
             seed: sent where the API accepts one (recorded; APIs promise best effort only).
-            cache: use the on-disk response cache (``api_cache_dir()``).
             backoff_base_s / backoff_cap_s: full-jitter backoff (see ``RetryPolicy``).
             sleep: the sleep function (tests record instead of sleeping).
         Raises:
@@ -695,7 +653,6 @@ class ApiBackend:
         self._totals = Usage()
         self.sleeps: list[float] = []
         """Every backoff delay taken, in seconds (for tests and the run log)."""
-        self._cache = ResponseCache(api_cache_dir() / "responses.sqlite3") if cache else None
         self._closed = False
         self._fatal: str | None = None
         self._fatal_param: str | None = None
@@ -882,11 +839,6 @@ class ApiBackend:
             if self._fatal_param is not None:
                 raise ApiConfigError(self._fatal, self._fatal_param)
             raise ApiFatalError(self._fatal)
-        key = self.cache_key(prompt, max_new_tokens, repeat)
-        hit = self._cache.get(key) if self._cache is not None else None
-        if hit is not None:
-            self._count(cache_hits=1)
-            return self._result(ApiReply(**hit["reply"]), hit.get("latency_s", 0.0), cached=True, attempts=0)
         attempts = 0
         while True:
             attempts += 1
@@ -933,9 +885,14 @@ class ApiBackend:
                 u.cache_write_tokens += reply.cache_write_tokens or 0
                 if reply.model:
                     u.models.add(reply.model)
-        if self._cache is not None:
-            self._cache.put(key, {"reply": asdict(reply), "latency_s": latency})
         return self._result(reply, latency, cached=False, attempts=attempts)
+
+    def result_from_cache(self, value: dict) -> GenerationResult | None:
+        """A reply cached by an older sago (``{"reply": ApiReply fields, "latency_s": s}``) as this
+        backend's ``GenerationResult`` (``CachingBackend`` calls this for old entries)."""
+        if "reply" not in value:
+            return None
+        return self._result(ApiReply(**value["reply"]), value.get("latency_s", 0.0), cached=True, attempts=0)
 
     def _result(self, reply: ApiReply, latency: float, cached: bool, attempts: int) -> GenerationResult:
         text = reply.text or ""
@@ -948,11 +905,6 @@ class ApiBackend:
                 ent = topk_entropy(tops)
         n = reply.completion_tokens if reply.completion_tokens is not None else (0 if lp is None else len(lp))
         n = max(0, n - (reply.reasoning_tokens or 0))  # visible tokens only
-        if cached:
-            with self._lock:
-                for u in (self._usage, self._totals):
-                    if reply.model:
-                        u.models.add(reply.model)
         finish = normalise_finish_reason(reply.finish_raw)
         meta = {"model": reply.model, "prompt_tokens": reply.prompt_tokens,
                 "completion_tokens": reply.completion_tokens, "reasoning_tokens": reply.reasoning_tokens,
@@ -968,7 +920,7 @@ class ApiBackend:
         )
 
     def close(self) -> None:
-        """Close the SDK client and the cache. Idempotent."""
+        """Close the SDK client. Idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -978,8 +930,6 @@ class ApiBackend:
                 closer()
             except Exception:
                 pass
-        if self._cache is not None:
-            self._cache.close()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model_id!r}, base_url={_public_url(self.base_url)!r})"
