@@ -758,7 +758,8 @@ class ApiBackend:
         """Counters since the previous call (then reset), plus ``cost_usd`` at the configured prices.
 
         Returns:
-            dict: requests (HTTP attempts, retries included), cache_hits, retries, errors
+            dict: requests (HTTP attempts, retries included), cache_hits (0 here: the
+            ``CachingBackend`` wrapper adds its hits), retries, errors
             (prompts that ended in an error), prompt_tokens (all billed input, cached
             included), completion_tokens (all billed output, reasoning included),
             reasoning_tokens, cached_tokens, cache_write_tokens (fresh requests only), models
