@@ -95,6 +95,21 @@ mc_note = "" if correction == "none" else f" Markers use {correction.upper() if 
 st.subheader("Total SGS, mean ± std over prompts")
 common.table(wide_cells(tables["total"], ["model"]), "profiles_total_table", "sago_sgs_total.csv")
 st.caption("Family of tests for the correction: every model × axis of this table." + mc_note)
+# api-fidelity (#13): replies that are not answers, and the noise floor, beside the SGS
+from sago_engine.noise import floor_table, reply_health_table  # noqa: E402
+
+health = reply_health_table(common.query("reply_health", None))
+if len(health):
+    common.table(health, "profiles_reply_health", "sago_reply_health.csv")
+    st.caption("Replies that are not answers, per model: errors, empty (budget_spent: the token budget went to hidden "
+               "reasoning, so the text axes of those pairs are n/a), refused (content filter / safety / refusal), "
+               "judge answers without an unambiguous YES/NO (fell back to the heuristic).")
+nf = common.query("noise_floor", None)
+if len(nf):
+    common.table(floor_table(common.query("prompt_scores", f), nf), "profiles_noise_floor", "sago_noise_floor.csv")
+    st.caption("Noise floor: the same axes between repeats of the base prompt (RMS per prompt, mean over prompts). "
+               "p: one-sided paired t-test of s − floor > 0 over prompts (is the instability above what repeating "
+               "the same prompt gives?).")
 st.subheader("SGS per dataset × axis")
 common.table(wide_cells(tables["per_dataset"], ["model", "dataset"]), "profiles_dataset_table",
              "sago_sgs_per_dataset.csv")

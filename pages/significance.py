@@ -48,6 +48,16 @@ if correction != "none":
     st.caption(f"Markers follow {'Holm' if correction == 'holm' else 'Benjamini–Hochberg'}-adjusted p over the "
                f"{int(sig['p'].notna().sum())} tests of this table (models × axes{' × datasets' if per_dataset else ''}).")
 
+# api-fidelity (#13): the test against the noise floor beside the test against ε
+_nf = common.query("noise_floor", None)
+if len(_nf):
+    from sago_engine.noise import floor_table
+
+    st.subheader("Against the noise floor: is the instability above repeating the same prompt?")
+    common.table(floor_table(scores, _nf), "significance_noise_floor", "sago_noise_floor_test.csv")
+    st.caption("floor: mean over prompts of the RMS Δ between repeats of the base prompt (models that are not "
+               "deterministic at T = 0). p: one-sided paired t-test of s_X(i) − floor_X(i) > 0.")
+
 heat_df = common.scored_frame("significance_heatmap", sig)
 order = [AXIS_LABELS[a] for a in AXES]
 hm = alt.Chart(heat_df).encode(x=alt.X("axis_label:N", sort=order, title="axis", axis=alt.Axis(labelAngle=0, orient="top")),

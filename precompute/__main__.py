@@ -164,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"incomplete: {retry} prompt units failed transiently; rerun the same command to retry them",
               file=sys.stderr)
         return 3
+    failed = [s["model"] for s in summaries if str(s.get("status", "")).startswith("failed")]
+    if failed:  # exit status 4: most replies of a model are errors — never reported as complete
+        print(f"failed: most replies of {', '.join(failed)} are errors (see the run status)", file=sys.stderr)
+        return 4
     return 0
 
 

@@ -61,7 +61,27 @@ class ModelConfig:
     price_in_per_mtok: float | None = None
     """USD per million prompt tokens (for the recorded cost; unset → cost unknown)."""
     price_out_per_mtok: float | None = None
-    """USD per million completion tokens."""
+    """USD per million completion tokens (reasoning/thinking tokens included: billed as output)."""
+    price_cached_in_per_mtok: float | None = None
+    """USD per million cached input tokens (unset → the input price)."""
+    omit_params: tuple[str, ...] | None = None
+    """Request parameters not sent, for models that reject them: any of ``temperature``,
+    ``seed``, ``logprobs`` (``api_common.OMITTABLE_PARAMS``). A model that rejects one stops the
+    run with a message naming this setting."""
+    thinking_budget: int | None = None
+    """Hidden-reasoning token budget: gemini ``thinking_budget`` (0 = thinking off), anthropic
+    extended thinking ``budget_tokens`` (≥ 1024, on top of max_new_tokens). Unset: the model's default."""
+    reasoning_effort: str | None = None
+    """openai / openai_compatible ``reasoning_effort`` (e.g. ``"none"``, ``"minimal"``, ``"low"``)."""
+    # ---- every backend ----
+    base_repeats: int | None = None
+    """How often the base prompt is asked (≥ 1); repeats beyond the first give the noise floor.
+    Unset: 2 for API backends (not deterministic at T = 0), 1 for hf_local (greedy)."""
+
+    @property
+    def repeats(self) -> int:
+        """``base_repeats`` or its backend default (2 for API models, 1 for hf_local)."""
+        return self.base_repeats if self.base_repeats is not None else (2 if self.is_api else 1)
 
     @property
     def is_api(self) -> bool:
@@ -71,7 +91,8 @@ class ModelConfig:
 
 #: ModelConfig fields that only API backends take.
 API_FIELDS: tuple[str, ...] = ("base_url", "api_key_env", "api_version", "top_logprobs", "max_concurrency",
-                               "timeout_s", "max_retries", "price_in_per_mtok", "price_out_per_mtok")
+                               "timeout_s", "max_retries", "price_in_per_mtok", "price_out_per_mtok",
+                               "price_cached_in_per_mtok", "omit_params", "thinking_budget", "reasoning_effort")
 #: ModelConfig fields that only hf_local takes.
 LOCAL_FIELDS: tuple[str, ...] = ("dtype", "device", "batch_size")
 
@@ -91,6 +112,9 @@ def _check_model(m: dict, base: Path) -> ModelConfig:
     backend = m.get("backend", "hf_local")
     if backend not in BACKENDS:
         raise _unknown("backend", backend, sorted(BACKENDS))
+    m = dict(m)
+    if "base_repeats" in m:
+        _int(m, "base_repeats", 1, lo=1)
     key = m["key"]
     if not isinstance(key, str) or not key.strip():
         raise ConfigError(f"models.key must be a non-empty string, got {key!r}")
@@ -139,6 +163,22 @@ def _check_model(m: dict, base: Path) -> ModelConfig:
     _number(m, "timeout_s", 0, strict=True)
     _number(m, "price_in_per_mtok", 0)
     _number(m, "price_out_per_mtok", 0)
+    _number(m, "price_cached_in_per_mtok", 0)
+    if "omit_params" in m:
+        from sago_engine.backends.api_common import OMITTABLE_PARAMS
+
+        op = m["omit_params"]
+        if not isinstance(op, list) or any(p not in OMITTABLE_PARAMS for p in op):
+            raise ConfigError(f"model {key!r}: omit_params must be a list of {', '.join(OMITTABLE_PARAMS)}, got {op!r}")
+        m["omit_params"] = tuple(sorted(set(op)))
+    if "thinking_budget" in m:
+        if backend not in ("gemini", "anthropic"):
+            raise ConfigError(f"model {key!r}: thinking_budget applies to gemini and anthropic "
+                              f"(openai: reasoning_effort)")
+        _int(m, "thinking_budget", 0, lo=0)
+    if "reasoning_effort" in m and (backend not in ("openai", "openai_compatible")
+                                    or not isinstance(m["reasoning_effort"], str)):
+        raise ConfigError(f"model {key!r}: reasoning_effort is a string for openai / openai_compatible only")
     if ("price_in_per_mtok" in m) != ("price_out_per_mtok" in m):
         raise ConfigError(f"model {key!r}: give both price_in_per_mtok and price_out_per_mtok (USD per million "
                           f"tokens), or neither (cost then stays unknown)")

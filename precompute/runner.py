@@ -209,7 +209,12 @@ def judge_key(cfg: RunConfig) -> dict | None:
 
 #: ModelConfig fields of API backends that can change an answer (so they are part of the run id);
 #: concurrency, timeouts, retries and prices cannot, so changing them resumes the same run.
-RUN_ID_API_FIELDS: tuple[str, ...] = ("base_url", "api_version", "top_logprobs")
+RUN_ID_API_FIELDS: tuple[str, ...] = ("base_url", "api_version", "top_logprobs", "omit_params", "thinking_budget",
+                                       "reasoning_effort")
+#: A run whose replies are more than this share errors ends "failed", never "complete" (issue #13).
+MAX_ERROR_SHARE = 0.5
+#: Above this share of replies with no visible text (token budget spent), the run warns.
+WARN_NO_OUTPUT_SHARE = 0.03
 
 
 def run_id_for(cfg: RunConfig, m: ModelConfig, plan: Plan) -> str:
@@ -264,19 +269,17 @@ def backend_spec(cfg: RunConfig, m: ModelConfig) -> dict:
     return spec
 
 
-def _api_rows(run_id: str, chunk, plan: Plan, results) -> pd.DataFrame:
-    """``api_responses`` rows for one chunk (results in the runner's order: base, then variants)."""
-    from sago_engine.pipeline import response_id
-
-    rows, k = [], 0
-    for p in chunk:
-        for vid in [None, *(v.variant_id for v in plan.to_generate(p.prompt_id))]:
-            meta = results[k].meta or {}
-            k += 1
-            rows.append({"response_id": response_id(run_id, p.prompt_id, vid), "run_id": run_id,
-                         "model_returned": meta.get("model"), "prompt_tokens": meta.get("prompt_tokens"),
-                         "completion_tokens": meta.get("completion_tokens"), "cached": meta.get("cached"),
-                         "attempts": meta.get("attempts"), "finish_raw": meta.get("finish_raw")})
+def _api_rows(run_id: str, keyed) -> pd.DataFrame:
+    """``api_responses`` rows for one chunk: ``keyed`` is (response_id, GenerationResult) pairs
+    (base, variants and base repeats)."""
+    rows = []
+    for rid, r in keyed:
+        meta = r.meta or {}
+        rows.append({"response_id": rid, "run_id": run_id,
+                     "model_returned": meta.get("model"), "prompt_tokens": meta.get("prompt_tokens"),
+                     "completion_tokens": meta.get("completion_tokens"), "cached": meta.get("cached"),
+                     "attempts": meta.get("attempts"), "finish_raw": meta.get("finish_raw"),
+                     "reasoning_tokens": meta.get("reasoning_tokens"), "cached_tokens": meta.get("cached_tokens")})
     return pd.DataFrame(rows)
 
 
@@ -341,6 +344,9 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
             versions[info["sdk"]] = info.get("sdk_version", "?")
     else:
         decoding = {"greedy": True, "max_new_tokens": cfg.max_new_tokens, "batch_size": m.batch_size}
+    k_rep = m.repeats
+    if k_rep > 1:  # noise floor: the base prompt is asked k times (recorded; old runs keep their record)
+        decoding["base_repeats"] = k_rep
     record = {
         "run_id": run_id, "model": m.key, "backend": m.backend, "model_source": str(info.get("source", "")),
         "weights_sha256": info.get("weights_sha256") or info.get("gguf_sha256"),
@@ -353,32 +359,56 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     }
     record["fingerprint"] = fingerprint(record)
     store.upsert_run(record)
-    total = sum(1 + len(plan.to_generate(p.prompt_id)) for c in chunks for p in c)
+    total = sum(k_rep + len(plan.to_generate(p.prompt_id)) for c in chunks for p in c)
     base_prompts = {p.prompt_id: p.text for p in plan.prompts}
+    from sago_engine.noise import RepeatUnit, floor_rows, repeat_response_id
+    from sago_engine.pipeline import budget_spent, response_id
+
+    health = {"replies": 0, "errors": 0, "no_output": 0, "first_error": None}
     bar = tqdm(total=total, desc=f"{m.key}", unit="gen", disable=not progress, dynamic_ncols=True)
     for chunk in chunks:
         texts, spans = [], []
+        reps: list[int] = []
         for p in chunk:
             vs = plan.to_generate(p.prompt_id)
             spans.append((len(texts), len(vs)))
             texts.append(p.text)
             texts.extend(v.text for v in vs)
-        results = backend.generate(texts, cfg.max_new_tokens)
+            texts.extend([p.text] * (k_rep - 1))  # base repeats after the variants (noise floor)
+            reps.extend([0] * (1 + len(vs)) + list(range(1, k_rep)))
+        if k_rep > 1 and m.is_api:  # repeat r has its own cache key: asked afresh, not read back
+            results = backend.generate(texts, cfg.max_new_tokens, repeats=reps)
+        else:
+            results = backend.generate(texts, cfg.max_new_tokens)
         units = [Unit(p.prompt_id, p.dataset, results[s], plan.to_generate(p.prompt_id), results[s + 1 : s + 1 + n])
                  for p, (s, n) in zip(chunk, spans)]
+        rep_units = {p.prompt_id: RepeatUnit(p.prompt_id, p.dataset, results[s], results[s + 1 + n: s + n + k_rep])
+                     for p, (s, n) in zip(chunk, spans)}
         # a unit with a transient API failure (retries ran out) is not written: it stays pending
         # and the next run retries it (its successful replies come from the response cache)
-        retry = {u.prompt_id for u in units if any((r.meta or {}).get("retryable") for r in (u.base, *u.results))}
+        retry = {u.prompt_id for u in units if any((r.meta or {}).get("retryable")
+                                                   for r in (u.base, *u.results, *rep_units[u.prompt_id].repeats))}
         if retry:
             log.warning("%s: %d prompt unit(s) hit transient API failures; left pending, rerun to retry: %s",
                         m.key, len(retry), ", ".join(sorted(retry)[:5]) + (" …" if len(retry) > 5 else ""))
             summary["retry_pending"] += len(retry)
             units = [u for u in units if u.prompt_id not in retry]
             chunk = [p for p in chunk if p.prompt_id not in retry]
-            results = [r for u in units for r in (u.base, *u.results)]
         overrides, verdicts = judge_rows(run_id, units, base_prompts, judge) if judge is not None else ({}, None)
         responses, deltas = compute_rows(run_id, units, cfg.normalizers, frozenset(backend.capabilities),
                                          mr_overrides=overrides or None)
+        repeats, floor = floor_rows(run_id, [rep_units[u.prompt_id] for u in units], cfg.normalizers,
+                                    frozenset(backend.capabilities))
+        keyed = [(response_id(run_id, u.prompt_id, vid), r) for u in units
+                 for vid, r in zip([None, *(v.variant_id for v in u.variants)], (u.base, *u.results))]
+        keyed += [(repeat_response_id(run_id, pid, j + 1), r) for pid in (u.prompt_id for u in units)
+                  for j, r in enumerate(rep_units[pid].repeats)]
+        for _, r in keyed:
+            health["replies"] += 1
+            health["errors"] += bool(r.error)
+            health["no_output"] += budget_spent(r) is not None
+            if r.error and health["first_error"] is None:
+                health["first_error"] = r.error[:200]
         finished = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
         unit_rows = pd.DataFrame([{"run_id": run_id, "prompt_id": p.prompt_id, "n_variants": len(plan.to_generate(p.prompt_id)),
                                    "finished_at": finished} for p in chunk])
@@ -388,10 +418,13 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
             store.insert_df("deltas", deltas)
             if verdicts is not None:
                 store.insert_df("mirroring_verdicts", verdicts)
+            store.insert_df("base_repeats", repeats)
+            store.insert_df("noise_floor", floor)
             store.insert_df("units", unit_rows)
             if callable(take_usage):
-                store.insert_df("api_responses", _api_rows(run_id, chunk, plan, results))
-                store.add_run_usage(run_id, take_usage(), m.price_in_per_mtok, m.price_out_per_mtok)
+                store.insert_df("api_responses", _api_rows(run_id, keyed))
+                store.add_run_usage(run_id, take_usage(), m.price_in_per_mtok, m.price_out_per_mtok,
+                                    m.price_cached_in_per_mtok)
         summary["generated"] += len(texts)
         bar.update(len(texts))
         if on_chunk:
@@ -401,10 +434,22 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     if judge is not None:
         judge.close()
     status = "complete" if shard is None else f"shard {shard[0]}/{shard[1]} complete"
+    n = max(1, health["replies"])
+    summary.update(errors=health["errors"], no_output=health["no_output"], replies=health["replies"])
+    if health["no_output"] / n > WARN_NO_OUTPUT_SHARE:
+        log.warning("%s: %d of %d replies (%.1f%%) have no visible text: the token budget went to hidden reasoning. "
+                    "Their text axes are stored as unavailable. Raise [run] max_new_tokens or set thinking_budget / "
+                    "reasoning_effort for this model.", m.key, health["no_output"], health["replies"],
+                    100.0 * health["no_output"] / n)
     if summary["retry_pending"]:
         status = f"incomplete: {summary['retry_pending']} prompt units failed transiently (rerun to retry)"
+    elif health["errors"] / n > MAX_ERROR_SHARE:
+        status = (f"failed: {health['errors']} of {health['replies']} replies are errors "
+                  f"(first: {health['first_error']})")
+        log.error("%s: %s", m.key, status)
     store.upsert_run({"run_id": run_id, "finished_at": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
                       "status": status})
+    summary["status"] = status
     summary["seconds"] = time.perf_counter() - t0
     return summary
 
@@ -490,8 +535,9 @@ def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = N
                                      shard=shard, on_chunk=on_chunk))
             if resumed or not plan.variant_rows.empty or any(s["generated"] for s in out) or not target.exists():
                 failed = sum(s.get("retry_pending", 0) for s in out)
+                broken = [s["model"] for s in out if str(s.get("status", "")).startswith("failed")]
                 publish(store, target, progress="done" if not failed else f"{failed} prompt units to retry",
-                        status="complete" if not failed else "incomplete")
+                        status="failed" if broken else "complete" if not failed else "incomplete")
             # else: nothing new — the published store stays byte-for-byte as it was
     except BaseException:
         # a run that failed before committing any unit leaves nothing behind to "resume"

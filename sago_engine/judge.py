@@ -52,23 +52,42 @@ REGISTER_DESCRIPTIONS: dict[str, str] = {
 #: Default decoding budget of the judge: room for "YES"/"NO" plus a stray token or two.
 JUDGE_MAX_NEW_TOKENS = 4
 
-_VERDICT = re.compile(r"(?<![a-z])(yes|no)(?![a-z])", re.IGNORECASE)
+#: A final "Answer: YES|NO" line (markdown emphasis allowed), the template's explicit form.
+_ANSWER_LINE = re.compile(r"^[\s*_`>#-]*answer[\s*_`]*:[\s*_`]*(yes|no)[\s*_`]*[.!]?[\s*_`]*$", re.IGNORECASE)
+#: The answer opens with the verdict word, followed by the end or punctuation (not by more prose:
+#: "No rudeness here" is a sentence, not a verdict).
+_LEADING = re.compile(r"^[\s*_`\"'“‘(\[]*(yes|no)(?![a-z])[*_`\"'”’)\]]*(?=\s*(?:$|[.,!;:\-–—]))", re.IGNORECASE)
+_ANY = re.compile(r"(?<![a-z])(yes|no)(?![a-z])", re.IGNORECASE)
 
 
 def parse_verdict(text: str | None) -> int | None:
-    """The verdict in a judge's raw answer: the first standalone YES/NO token, case-insensitive.
+    """The verdict in a judge's raw answer, only when it is unambiguous under ``JUDGE_TEMPLATE``
+    ("Answer with exactly one word: YES or NO").
+
+    Accepted, case-insensitive: (a) a last non-empty line ``Answer: YES`` / ``Answer: NO``;
+    (b) an answer that opens with YES or NO followed by the end or punctuation (``"NO."``,
+    ``"**Yes**, it does"``), and in which the other verdict word does not appear later.
+    Anything else — a verdict word inside prose ("There is no", "No rudeness here. YES"),
+    both words, none — is None; the caller then falls back to the offline heuristic and the
+    run counts it (``Store.judge_parse_counts``).
 
     Args:
         text: the raw generated text (may be None or empty).
     Returns:
-        1 for YES, 0 for NO, None when neither word appears as a token (e.g. "maybe", "",
-        "yesterday"). " yes." → 1, "No" → 0, "NO, because yes..." → 0 (the first one wins).
+        1 for YES, 0 for NO, None when there is no unambiguous verdict. " yes." → 1, "NO.\n" → 0,
+        "No, yes" → None, "There is no" → None, "yesterday" → None.
     """
-    if not text:
+    if not text or not text.strip():
         return None
-    m = _VERDICT.search(text)
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    m = _ANSWER_LINE.match(lines[-1])
     if m is None:
-        return None
+        m = _LEADING.match(text.strip())
+        if m is None:
+            return None
+        rest = text.strip()[m.end():]
+        if any(w.group(1).lower() != m.group(1).lower() for w in _ANY.finditer(rest)):
+            return None  # "No, yes": contradicts itself
     return 1 if m.group(1).lower() == "yes" else 0
 
 

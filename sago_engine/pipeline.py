@@ -52,10 +52,29 @@ def response_id(run_id: str, prompt_id: str, variant_id: str | None) -> str:
     return stable_hash(run_id, prompt_id, variant_id or "<base>", length=20)
 
 
+#: Axes computed from the reply text only.
+TEXT_AXES: frozenset[str] = frozenset({"bleu", "bert", "mr"})
+
+
+def budget_spent(r: GenerationResult) -> str | None:
+    """Why ``r`` is not an answer because the token budget ran out before any visible text, or
+    None. A thinking model that spends ``max_new_tokens`` on hidden reasoning returns "" with
+    finish "length" (Gemini ``MAX_TOKENS`` with thought tokens, OpenAI ``length`` with
+    reasoning tokens): two such replies would otherwise score Δ-BLEU = Δ-BERT = Δ-MR = 0
+    ("perfectly stable"), one of them −100 / −1 (issue #13)."""
+    if r.error is None and r.finish_reason == "length" and not (r.text or "").strip():
+        return (r.meta or {}).get("no_output") or "token budget spent with no visible text"
+    return None
+
+
 def _unavailable_reason(axis: str, capabilities: frozenset[str], base: GenerationResult, res: GenerationResult) -> str | None:
     """Why ``axis`` cannot be measured for this (base, variant) pair, or None if it can."""
     if res.error or base.error:
         return f"generation error: {(res.error or base.error)[:200]}"
+    if axis in TEXT_AXES:
+        why = budget_spent(base) or budget_spent(res)
+        if why:
+            return f"no visible reply ({'base' if budget_spent(base) else 'variant'}): {why}"[:300]
     if axis == "cos" and "cos" not in capabilities:
         return "backend exposes no activations"
     if axis == "prob" and "prob" not in capabilities:

@@ -263,16 +263,19 @@ class Store:
             self.insert_df("runs", pd.DataFrame([row]))
 
     def add_run_usage(self, run_id: str, usage: dict[str, Any], price_in_per_mtok: float | None = None,
-                      price_out_per_mtok: float | None = None) -> None:
+                      price_out_per_mtok: float | None = None, price_cached_in_per_mtok: float | None = None) -> None:
         """Add one chunk's API usage to the run's ``run_usage`` row (created on first use).
 
         Args:
             usage: counters as ``ApiBackend.take_usage()`` returns them (requests, cache_hits,
                 retries, errors, prompt_tokens, completion_tokens, models).
             price_in_per_mtok / price_out_per_mtok: USD per million tokens; the cost is
-                recomputed from the cumulative tokens, NULL when either price is None.
+                recomputed from the cumulative tokens (``api_common.cost_usd``: reasoning tokens
+                are output, cached input at ``price_cached_in_per_mtok`` or else the input
+                price), NULL when either price is None.
         """
-        cols = ("requests", "cache_hits", "retries", "errors", "prompt_tokens", "completion_tokens")
+        cols = ("requests", "cache_hits", "retries", "errors", "prompt_tokens", "completion_tokens",
+                *USAGE_EXTRA_COUNTERS)  # api-fidelity: reasoning / cached / cache-write tokens
         old = self.con.execute(f"SELECT {', '.join(cols)}, models_returned FROM run_usage WHERE run_id = ?",
                                [run_id]).fetchall()
         tot = {c: int(usage.get(c) or 0) for c in cols}
@@ -281,15 +284,20 @@ class Store:
             for c, v in zip(cols, old[0][: len(cols)]):
                 tot[c] += int(v or 0)
             models |= set(json.loads(old[0][-1] or "[]"))
-        cost = None
-        if price_in_per_mtok is not None and price_out_per_mtok is not None:
-            cost = (tot["prompt_tokens"] * price_in_per_mtok + tot["completion_tokens"] * price_out_per_mtok) / 1e6
+        from sago_engine.backends.api_common import cost_usd
+
+        price_cached = price_cached_in_per_mtok
+        cost = cost_usd(tot["prompt_tokens"], tot["completion_tokens"], price_in_per_mtok, price_out_per_mtok,
+                        tot["cached_tokens"], price_cached)
         import datetime as _dt
 
         now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+        names = ("run_id", *cols, "price_in_per_mtok", "price_out_per_mtok", "price_cached_in_per_mtok", "cost_usd",
+                 "models_returned", "updated_at")
         self.con.execute(
-            "INSERT OR REPLACE INTO run_usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [run_id, *[tot[c] for c in cols], price_in_per_mtok, price_out_per_mtok, cost, _json(sorted(models)), now])
+            f"INSERT OR REPLACE INTO run_usage ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+            [run_id, *[tot[c] for c in cols], price_in_per_mtok, price_out_per_mtok, price_cached, cost,
+             _json(sorted(models)), now])
 
     def set_meta(self, **values: Any) -> None:
         """Upsert ``meta`` key/value pairs (values stored as text)."""
@@ -310,12 +318,12 @@ class Store:
         written before the table existed."""
         cols = ["run_id", "model", "backend", "requests", "cache_hits", "retries", "errors", "prompt_tokens",
                 "completion_tokens", "price_in_per_mtok", "price_out_per_mtok", "cost_usd", "models_returned",
-                "updated_at"]
+                "updated_at", *USAGE_EXTRA_COUNTERS, "price_cached_in_per_mtok"]
         if not self._has_table("run_usage"):
             return pd.DataFrame(columns=cols)
         return self.con.execute(
             "SELECT u.run_id, r.model, r.backend, u.* EXCLUDE (run_id) FROM run_usage u "
-            "LEFT JOIN runs r USING (run_id) ORDER BY r.model").df()[cols]
+            "LEFT JOIN runs r USING (run_id) ORDER BY r.model").df().reindex(columns=cols)
 
     def api_responses(self, run_id: str | None = None) -> pd.DataFrame:
         """Per-response API facts (model string returned, tokens, cache hit, attempts, raw stop
@@ -945,8 +953,9 @@ def open_store(path: str | Path, read_only: bool = True, create: bool = False) -
     except StoreError:
         con.close()
         raise
-    if not read_only and int(dict(con.execute("SELECT key, value FROM meta").fetchall())["schema_version"]) < SCHEMA_VERSION:
-        # v1/v2 → v3 migration: purely additive (new tables and columns), in one transaction
+    if not read_only:
+        # v1/v2 → v3 migration: purely additive (new tables and columns), in one transaction; the
+        # steps are idempotent, so they also run on a v3 store that predates a later v3 addition
         con.execute("BEGIN TRANSACTION")
         for step in _MIGRATIONS:
             con.execute(step)
@@ -1004,6 +1013,9 @@ def merge_stores(out: str | Path, inputs: Sequence[str | Path], overwrite: bool 
                             errors = run_usage.errors + excluded.errors,
                             prompt_tokens = run_usage.prompt_tokens + excluded.prompt_tokens,
                             completion_tokens = run_usage.completion_tokens + excluded.completion_tokens,
+                            reasoning_tokens = run_usage.reasoning_tokens + excluded.reasoning_tokens,
+                            cached_tokens = run_usage.cached_tokens + excluded.cached_tokens,
+                            cache_write_tokens = run_usage.cache_write_tokens + excluded.cache_write_tokens,
                             cost_usd = run_usage.cost_usd + excluded.cost_usd,
                             models_returned = CAST(list_sort(list_distinct(list_concat(
                                 CAST(run_usage.models_returned AS VARCHAR[]),
@@ -1039,3 +1051,128 @@ def table_fingerprints(path: str | Path) -> dict[str, str]:
             out[t] = hashlib.sha256(pd.util.hash_pandas_object(df.astype(str), index=False).values.tobytes()).hexdigest()
             out[t + ".rows"] = str(len(df))
     return out
+
+
+# =============================================================================================
+# BEGIN api-fidelity block (issue #13): billed token classes, base-prompt repeats, noise floor,
+# reply health. Every store addition of that issue is here, so the store package split can move
+# it as one piece: DDL appended to ``_DDL`` (fresh stores) and one idempotent ``_MIGRATIONS``
+# step (older stores, run on every writable open), new tables appended to ``EXTRA_TABLES``,
+# and the read/write methods bound onto ``Store`` at the end.
+#
+# ``run_usage`` / ``api_responses`` gain the billed token classes the providers report apart:
+# reasoning (thinking) tokens — inside completion_tokens —, cached input tokens and cache
+# writes — inside prompt_tokens —, and the cached-input price. ``base_repeats``: the k ≥ 1
+# repeats of each base prompt (the first asking stays the base row of ``responses``, so its
+# response_id never changes); ``noise_floor``: each axis's Δ between the base reply and repeat
+# k, the provider's own noise (rows as ``deltas``, keyed by repeat instead of variant).
+_FIDELITY_DDL = """
+ALTER TABLE run_usage ADD COLUMN IF NOT EXISTS reasoning_tokens BIGINT DEFAULT 0;
+ALTER TABLE run_usage ADD COLUMN IF NOT EXISTS cached_tokens BIGINT DEFAULT 0;
+ALTER TABLE run_usage ADD COLUMN IF NOT EXISTS cache_write_tokens BIGINT DEFAULT 0;
+ALTER TABLE run_usage ADD COLUMN IF NOT EXISTS price_cached_in_per_mtok DOUBLE;
+ALTER TABLE api_responses ADD COLUMN IF NOT EXISTS reasoning_tokens INTEGER;
+ALTER TABLE api_responses ADD COLUMN IF NOT EXISTS cached_tokens INTEGER;
+CREATE TABLE IF NOT EXISTS base_repeats (
+    response_id VARCHAR PRIMARY KEY,
+    run_id VARCHAR NOT NULL,
+    prompt_id VARCHAR NOT NULL,
+    repeat INTEGER NOT NULL,
+    response VARCHAR NOT NULL,
+    n_tokens INTEGER,
+    seq_logprob DOUBLE,
+    mean_entropy DOUBLE,
+    finish_reason VARCHAR,
+    latency_s DOUBLE,
+    error VARCHAR
+);
+CREATE TABLE IF NOT EXISTS noise_floor (
+    run_id VARCHAR NOT NULL,
+    dataset VARCHAR NOT NULL,
+    prompt_id VARCHAR NOT NULL,
+    repeat INTEGER NOT NULL,
+    axis VARCHAR NOT NULL,
+    delta DOUBLE,
+    delta_norm DOUBLE,
+    available BOOLEAN NOT NULL,
+    reason VARCHAR,
+    PRIMARY KEY (run_id, prompt_id, repeat, axis)
+);
+"""
+_DDL += _FIDELITY_DDL
+_MIGRATIONS += (_FIDELITY_DDL,)
+EXTRA_TABLES += ("base_repeats", "noise_floor")
+#: Extra ``run_usage`` counters (summed over chunks and shards like the others).
+USAGE_EXTRA_COUNTERS = ("reasoning_tokens", "cached_tokens", "cache_write_tokens")
+
+
+def _has_column(st: Store, table: str, column: str) -> bool:
+    return bool(st.con.execute("SELECT 1 FROM information_schema.columns WHERE table_name = ? AND column_name = ?",
+                               [table, column]).fetchall())
+
+
+def _reply_health(self: Store) -> pd.DataFrame:
+    """Per run: how many stored replies are not answers.
+
+    Returns:
+        DataFrame, one row per run: run_id, model, backend, replies (base + variant rows of
+        ``responses``, plus base repeats), errors (``error`` set), empty (no error, blank
+        text, not a refusal), budget_spent (empty with finish "length": the token budget went to hidden
+        reasoning), refused (no error but finish "error": content filter / safety / refusal),
+        judge_verdicts and judge_unparsed (mirroring-judge answers with no unambiguous YES/NO,
+        backend errors excluded; 0 without a judge).
+    """
+    rep = ("UNION ALL SELECT run_id, response, finish_reason, error FROM base_repeats"
+           if self._has_table("base_repeats") else "")
+    df = self.con.execute(f"""
+        WITH r AS (SELECT run_id, response, finish_reason, error FROM responses {rep})
+        SELECT r.run_id, any_value(ru.model) AS model, any_value(ru.backend) AS backend, count(*) AS replies,
+               count(*) FILTER (WHERE r.error IS NOT NULL) AS errors,
+               count(*) FILTER (WHERE r.error IS NULL AND trim(r.response) = ''
+                                       AND coalesce(r.finish_reason, '') <> 'error') AS empty,
+               count(*) FILTER (WHERE r.error IS NULL AND trim(r.response) = '' AND r.finish_reason = 'length')
+                   AS budget_spent,
+               count(*) FILTER (WHERE r.error IS NULL AND r.finish_reason = 'error') AS refused
+        FROM r LEFT JOIN runs ru USING (run_id) GROUP BY r.run_id ORDER BY model""").df()
+    if self._has_table("mirroring_verdicts"):
+        j = self.con.execute("""SELECT run_id, count(*) AS judge_verdicts,
+                   count(*) FILTER (WHERE verdict IS NULL AND error IS NULL) AS judge_unparsed
+                FROM mirroring_verdicts GROUP BY run_id""").df()
+        df = df.merge(j, on="run_id", how="left")
+    for c in ("judge_verdicts", "judge_unparsed"):
+        df[c] = df[c].fillna(0).astype(int) if c in df else 0
+    return df
+
+
+def _noise_floor(self: Store, run_ids: Iterable[str] | None = None) -> pd.DataFrame:
+    """``noise_floor`` rows joined with the run's model (empty, same columns, without the table).
+
+    Columns: run_id, model, dataset, prompt_id, repeat, axis, delta, delta_norm, available, reason.
+    """
+    cols = ["run_id", "model", "dataset", "prompt_id", "repeat", "axis", "delta", "delta_norm", "available", "reason"]
+    if not self._has_table("noise_floor"):
+        return pd.DataFrame(columns=cols)
+    where, params = "", []
+    if run_ids is not None:
+        ids = list(run_ids)
+        where, params = f"WHERE n.run_id IN ({', '.join('?' * len(ids)) or 'NULL'})", ids
+    return self.con.execute(f"SELECT n.run_id, r.model, n.dataset, n.prompt_id, n.repeat, n.axis, n.delta, "
+                            f"n.delta_norm, n.available, n.reason FROM noise_floor n LEFT JOIN runs r USING (run_id) "
+                            f"{where} ORDER BY ALL", params).df()[cols]
+
+
+def _base_repeats(self: Store, run_id: str | None = None) -> pd.DataFrame:
+    """Stored base-prompt repeats (k ≥ 1), optionally of one run; empty without the table."""
+    if not self._has_table("base_repeats"):
+        return pd.DataFrame(columns=["response_id", "run_id", "prompt_id", "repeat", "response", "n_tokens",
+                                     "seq_logprob", "mean_entropy", "finish_reason", "latency_s", "error"])
+    if run_id is None:
+        return self.con.execute("SELECT * FROM base_repeats ORDER BY run_id, prompt_id, repeat").df()
+    return self.con.execute("SELECT * FROM base_repeats WHERE run_id = ? ORDER BY prompt_id, repeat", [run_id]).df()
+
+
+Store.reply_health = _reply_health
+Store.noise_floor = _noise_floor
+Store.base_repeats = _base_repeats
+# END api-fidelity block
+# =============================================================================================

@@ -9,13 +9,24 @@ Behaviours (``FakeAPI.script(prompt, [...])`` queues them per prompt; ``default`
 probabilities 0.5/0.25/0.125), ``("429", retry_after)``, ``"500"``, ``("timeout", seconds)``
 (sleep, then answer normally), ``"malformed"`` (200 with a broken JSON body), ``"empty"``
 (empty completion), ``"400"`` (bad request whose message echoes the caller's key, as careless
-servers do), ``"401"``.
+servers do), ``"401"``; and for issue #13: ``("thinking", n)`` (a thinking model that spent the
+whole budget on ``n`` hidden reasoning tokens: no visible text, finish "length" / MAX_TOKENS /
+max_tokens), ``"refusal"`` (content filter / SAFETY / refusal stop, no text), ``"paraphrase"``
+(a seeded random paraphrase of one fixed answer, whatever the prompt: a fresh one per request,
+as a provider that samples even at temperature 0).
+
+``FakeAPI(reject={"temperature", "logprobs"})`` answers every request that carries one of those
+parameters with the provider's own 400 naming it (OpenAI: ``param``/``unsupported_value``;
+Gemini: "Logprobs is not enabled for models/…"; Anthropic: "temperature: … not supported").
+``cached_tokens`` reports that many prompt tokens as read from the provider's prompt cache;
+``prompt_tokens`` overrides the per-provider prompt token count.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import random
 import re
 import threading
 import time
@@ -34,6 +45,22 @@ def reply_text(prompt: str) -> str:
     return "Answer: " + " ".join(words[:6][::-1]) if words else "Answer."
 
 
+_OPENERS = ("Answer:", "Sure:", "Well,", "In short:", "Here it is:", "OK:")
+_FILLERS = ("indeed", "basically", "probably", "clearly", "so", "then", "really", "I think")
+
+
+def paraphrase(prompt: str, rng: random.Random) -> str:
+    """A random paraphrase of one fixed answer ("Lima is the capital of Peru"): another opener,
+    a shuffled word order and one or two fillers, drawn from ``rng``. It does not depend on the
+    prompt, so a variant's reply and a repeat's reply come from the same process: the only
+    instability is the "provider's" own noise."""
+    words = ["lima", "is", "the", "capital", "of", "peru"]
+    rng.shuffle(words)
+    for _ in range(rng.randint(1, 2)):
+        words.insert(rng.randrange(len(words) + 1), rng.choice(_FILLERS))
+    return rng.choice(_OPENERS) + " " + " ".join(words)
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
@@ -45,9 +72,14 @@ class _Server(ThreadingHTTPServer):
 class FakeAPI:
     """Start with ``FakeAPI()`` (or as a context manager); ``url`` is ``http://127.0.0.1:<port>``."""
 
-    def __init__(self, default: Any = "normal", model_suffix: str = "-2026-01-01") -> None:
+    def __init__(self, default: Any = "normal", model_suffix: str = "-2026-01-01", reject=(),
+                 cached_tokens: int = 0, prompt_tokens: dict | None = None, seed: int = 0) -> None:
         self.default = default
         self.model_suffix = model_suffix
+        self.reject = set(reject)
+        self.cached_tokens = int(cached_tokens)
+        self.prompt_tokens = {"openai": 10, "anthropic": 12, "gemini": 8, **(prompt_tokens or {})}
+        self._rng = random.Random(seed)
         self._queues: dict[str, deque] = defaultdict(deque)
         self._lock = threading.Lock()
         self.requests: list[dict] = []
@@ -119,6 +151,9 @@ class FakeAPI:
             q = self._queues.get(prompt)
             beh = q.popleft() if q else self.default
         name, arg = (beh if isinstance(beh, tuple) else (beh, None))
+        rejected = self._rejected(kind, body)
+        if rejected is not None:
+            return self._send(h, 400, rejected)
         if name == "429":
             return self._send(h, 429, self._err(kind, 429, "rate limited"), {"Retry-After": str(arg)} if arg is not None else None)
         if name == "500":
@@ -133,8 +168,35 @@ class FakeAPI:
         if name == "timeout":
             time.sleep(float(arg or 1.0))
             name = "normal"
-        text = "" if name == "empty" else reply_text(prompt)
+        if name in ("thinking", "refusal"):
+            return self._send(h, 200, getattr(self, f"_{kind}_{name}")(body, int(arg or 0)))
+        if name == "paraphrase":
+            with self._lock:
+                text = paraphrase(prompt, self._rng)
+        else:
+            text = "" if name == "empty" else reply_text(prompt)
         self._send(h, 200, getattr(self, f"_{kind}")(body, text, name == "logprobs"))
+
+    def _rejected(self, kind: str, body: dict) -> dict | None:
+        """The provider's 400 for a rejected parameter the request carries, else None."""
+        gc = body.get("generationConfig", {})
+        sent = {"temperature": ("temperature" in body) if kind != "gemini" else ("temperature" in gc),
+                "logprobs": bool(body.get("logprobs")) if kind != "gemini" else bool(gc.get("responseLogprobs")),
+                "seed": ("seed" in body) if kind != "gemini" else ("seed" in gc)}
+        for p in sorted(self.reject):
+            if not sent.get(p):
+                continue
+            if kind == "openai":
+                return {"error": {"message": f"Unsupported value: '{p}' does not support 0 with this model. Only "
+                                             f"the default (1) value is supported.", "type": "invalid_request_error",
+                                  "param": p, "code": "unsupported_value"}}
+            if kind == "gemini":
+                what = "Logprobs" if p == "logprobs" else p
+                return {"error": {"code": 400, "message": f"{what} is not enabled for models/{body.get('model', 'm')}",
+                                  "status": "INVALID_ARGUMENT"}}
+            return {"type": "error", "error": {"type": "invalid_request_error",
+                                               "message": f"{p}: is not supported for this model"}}
+        return None
 
     @staticmethod
     def _err(kind: str, code: int, msg: str) -> dict:
@@ -178,14 +240,14 @@ class FakeAPI:
                 for t in toks], "refusal": None}
         return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0,
                 "model": body["model"] + self.model_suffix, "choices": [choice],
-                "usage": {"prompt_tokens": 10, "completion_tokens": len(toks), "total_tokens": 10 + len(toks)}}
+                "usage": self._openai_usage(len(toks), 0)}
 
     def _anthropic(self, body: dict, text: str, logprobs: bool) -> dict:
         toks = self._tokens(text)
         return {"id": "msg_fake", "type": "message", "role": "assistant", "model": body["model"] + self.model_suffix,
                 "content": [{"type": "text", "text": text}] if text else [],
                 "stop_reason": "end_turn", "stop_sequence": None,
-                "usage": {"input_tokens": 12, "output_tokens": len(toks)}}
+                "usage": self._anthropic_usage(len(toks))}
 
     def _gemini(self, body: dict, text: str, logprobs: bool) -> dict:
         toks = self._tokens(text)
@@ -200,5 +262,56 @@ class FakeAPI:
                                                   for j in range(k)]} for t in toks],
             }
         return {"candidates": [cand], "modelVersion": "gemini-fake" + self.model_suffix,
-                "usageMetadata": {"promptTokenCount": 8, "candidatesTokenCount": len(toks),
-                                  "totalTokenCount": 8 + len(toks)}}
+                "usageMetadata": self._gemini_usage(len(toks), 0)}
+
+    # ------------------------------------------------------------------ usage and issue-#13 replies
+    def _openai_usage(self, completion: int, reasoning: int) -> dict:
+        n = self.prompt_tokens["openai"]
+        return {"prompt_tokens": n, "completion_tokens": completion, "total_tokens": n + completion,
+                "prompt_tokens_details": {"cached_tokens": self.cached_tokens},
+                "completion_tokens_details": {"reasoning_tokens": reasoning}}
+
+    def _anthropic_usage(self, output: int) -> dict:
+        # input_tokens exclude cache reads (Anthropic bills them apart)
+        return {"input_tokens": self.prompt_tokens["anthropic"] - self.cached_tokens, "output_tokens": output,
+                "cache_read_input_tokens": self.cached_tokens, "cache_creation_input_tokens": 0}
+
+    def _gemini_usage(self, candidates: int, thoughts: int) -> dict:
+        n = self.prompt_tokens["gemini"]
+        u = {"promptTokenCount": n, "totalTokenCount": n + candidates + thoughts}
+        if candidates:
+            u["candidatesTokenCount"] = candidates
+        if thoughts:
+            u["thoughtsTokenCount"] = thoughts
+        if self.cached_tokens:
+            u["cachedContentTokenCount"] = self.cached_tokens
+        return u
+
+    def _openai_thinking(self, body: dict, n: int) -> dict:
+        return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": body["model"] + self.model_suffix,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": ""}, "finish_reason": "length",
+                             "logprobs": {"content": [], "refusal": None} if body.get("logprobs") else None}],
+                "usage": self._openai_usage(n, n)}
+
+    def _anthropic_thinking(self, body: dict, n: int) -> dict:
+        return {"id": "msg_fake", "type": "message", "role": "assistant", "model": body["model"] + self.model_suffix,
+                "content": [{"type": "thinking", "thinking": "hmm " * 3, "signature": "sig"}],
+                "stop_reason": "max_tokens", "stop_sequence": None, "usage": self._anthropic_usage(n)}
+
+    def _gemini_thinking(self, body: dict, n: int) -> dict:
+        return {"candidates": [{"content": {"role": "model"}, "finishReason": "MAX_TOKENS", "index": 0}],
+                "modelVersion": "gemini-fake" + self.model_suffix, "usageMetadata": self._gemini_usage(0, n)}
+
+    def _openai_refusal(self, body: dict, n: int) -> dict:
+        return {"id": "chatcmpl-fake", "object": "chat.completion", "created": 0, "model": body["model"] + self.model_suffix,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": None, "refusal": "I can't help."},
+                             "finish_reason": "stop", "logprobs": None}],
+                "usage": self._openai_usage(4, 0)}
+
+    def _anthropic_refusal(self, body: dict, n: int) -> dict:
+        return {"id": "msg_fake", "type": "message", "role": "assistant", "model": body["model"] + self.model_suffix,
+                "content": [], "stop_reason": "refusal", "stop_sequence": None, "usage": self._anthropic_usage(0)}
+
+    def _gemini_refusal(self, body: dict, n: int) -> dict:
+        return {"candidates": [{"finishReason": "SAFETY", "index": 0}],
+                "modelVersion": "gemini-fake" + self.model_suffix, "usageMetadata": self._gemini_usage(0, 0)}

@@ -416,7 +416,9 @@ def test_end_to_end_local_and_api_models_in_one_store(env, monkeypatch, capsys):
             assert runs.loc["gpt-test", "backend"] == "openai" and runs.loc["gpt-test", "device"] == "api"
             n_resp = st.con.execute("SELECT count(*) FROM responses WHERE run_id = ?",
                                     [runs.loc["gpt-test", "run_id"]]).fetchone()[0]
-            assert n_calls == (n_resp, 2 * n_resp)
+            n_req = n_resp + 2  # + one base repeat per prompt (noise floor, default k = 2 for API models)
+            assert n_calls == (n_req, 2 * n_req)
+            assert len(st.base_repeats(runs.loc["gpt-test", "run_id"])) == 2
             d = st.deltas(kept_only=False)
             d = d if "model" in d else d.merge(st.runs()[["run_id", "model"]], on="run_id")
             avail = d.groupby(["model", "axis"])["available"].all().unstack()
@@ -432,12 +434,12 @@ def test_end_to_end_local_and_api_models_in_one_store(env, monkeypatch, capsys):
             usage = st.run_usage().set_index("model")
             assert set(usage.index) == {"served-model", "gpt-test", "claude-test"}
             g = usage.loc["gpt-test"]
-            assert (g["requests"], g["cache_hits"], g["errors"]) == (n_resp, 0, 0)
+            assert (g["requests"], g["cache_hits"], g["errors"]) == (n_req, 0, 0)
             assert g["cost_usd"] == pytest.approx((g["prompt_tokens"] * 1.5 + g["completion_tokens"] * 6.0) / 1e6)
             assert np.isnan(usage.loc["claude-test", "cost_usd"])  # no prices → unknown, never a guess
             assert "gpt-test-2026-01-01" in usage.loc["gpt-test", "models_returned"]
             api = st.api_responses(runs.loc["claude-test", "run_id"])
-            assert len(api) == n_resp and set(api["model_returned"]) == {"claude-test-2026-01-01"}
+            assert len(api) == n_req and set(api["model_returned"]) == {"claude-test-2026-01-01"}
             wide = report.wide_cells(report.score_tables(st.prompt_scores())["total"], ["model"]).set_index("model")
         assert (wide.loc["served-model", ["Δ-Cos", "Δ-Prob", "Δ-Ent"]] == "n/a").all()
         assert (wide.loc["gpt-test", "Δ-Cos"] == "n/a") and (wide.loc["gpt-test", ["Δ-Prob", "Δ-Ent"]] != "n/a").all()
@@ -492,6 +494,11 @@ def test_paper_toml_validates_with_keys_and_fails_before_work_without(monkeypatc
     backends = [m.backend for m in cfg.models]
     assert backends.count("hf_local") == 8 and {"openai", "anthropic", "gemini"} <= set(backends)
     assert "fake-value" not in paper.read_text()
+    # issue #13: what items 1–2 need for the three API models
+    api = {m.key: m for m in cfg.models if m.is_api}
+    assert api["gpt-5.4"].omit_params == ("temperature",) and api["gpt-5.4"].reasoning_effort == "none"
+    assert api["gemini-2.5-flash"].thinking_budget == 0
+    assert api["claude-sonnet-4-6"].thinking_budget is None and all(m.repeats == 2 for m in api.values())
 
 
 def test_hub_id_without_weights_fails_clearly(monkeypatch):

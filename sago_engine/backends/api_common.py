@@ -20,7 +20,6 @@ import math
 import os
 import random
 import re
-import sqlite3
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -33,18 +32,23 @@ import numpy as np
 
 from ..seeds import stable_hash
 from ..types import GenerationResult
+from .caching import ResponseCache, default_cache_dir  # noqa: F401 (re-exported)
 
 __all__ = [
     "API_BACKENDS",
     "KEY_ENV_VARS",
     "ApiBackend",
+    "ApiConfigError",
     "ApiFatalError",
     "ApiReply",
     "ErrorClass",
     "ResponseCache",
     "RetryPolicy",
+    "OMITTABLE_PARAMS",
     "Usage",
     "api_cache_dir",
+    "config_fix",
+    "cost_usd",
     "classify_error",
     "is_local_url",
     "missing_key_vars",
@@ -82,6 +86,81 @@ _KEY_PATTERNS = (
 class ApiFatalError(RuntimeError):
     """An API answer that would be the same for every prompt (bad key, no access, unknown model):
     the run stops instead of storing one error row per prompt. The message is redacted."""
+
+
+class ApiConfigError(ApiFatalError):
+    """A 400 that names a request parameter the model does not accept (e.g. OpenAI reasoning
+    models and ``temperature``, a Gemini model without log-probs): a configuration error found
+    at request time. The run stops before any row is written; the message names the parameter
+    and the config change that fixes it (``config_fix``)."""
+
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param
+
+
+#: Request parameters a model's config can leave out (``omit_params``): ``temperature`` and
+#: ``seed`` are then not sent (the provider's default applies, recorded in the run's decoding);
+#: ``logprobs`` requests no log-probs (Δ-Prob/Δ-Ent unavailable).
+OMITTABLE_PARAMS: tuple[str, ...] = ("temperature", "seed", "logprobs")
+
+#: Parameter names recognised in a 400's message when the body has no ``param`` field
+#: (normalised name → words that name it in provider messages).
+_PARAM_WORDS: dict[str, tuple[str, ...]] = {
+    "temperature": ("temperature",),
+    "seed": ("seed",),
+    "logprobs": ("logprobs", "top_logprobs", "response_logprobs", "responselogprobs", "log probs", "log-probs"),
+    "reasoning_effort": ("reasoning_effort", "reasoning effort"),
+    "thinking": ("thinking_budget", "thinking_config", "thinkingbudget", "thinking.budget_tokens", "thinking"),
+    "max_tokens": ("max_tokens", "max_completion_tokens", "max_output_tokens", "maxoutputtokens"),
+    "top_p": ("top_p",),
+    "top_k": ("top_k",),
+}
+_PARAM_NORMAL = {w: k for k, ws in _PARAM_WORDS.items() for w in ws}
+
+
+def config_fix(param: str) -> str:
+    """The config change that stops a model's 400 on ``param`` (text for the error message)."""
+    if param in ("temperature", "seed"):
+        return f'add omit_params = ["{param}"] to the model\'s [[models]] table (the provider default is then used)'
+    if param == "logprobs":
+        return ('add omit_params = ["logprobs"] to the model\'s [[models]] table (or remove top_logprobs): '
+                'Δ-Prob and Δ-Ent are then unavailable for it')
+    if param == "reasoning_effort":
+        return "remove reasoning_effort from the model's [[models]] table (this model does not reason)"
+    if param == "thinking":
+        return "remove thinking_budget from the model's [[models]] table (or use a value the model accepts)"
+    if param == "max_tokens":
+        return "lower [run] max_new_tokens (or raise it past the model's minimum)"
+    return f"remove {param} from the request (see the model's [[models]] table)"
+
+
+def _param_of(exc: BaseException, status: int) -> str | None:
+    """The request parameter a 400/422 names: the body's ``param`` (OpenAI), else a known
+    parameter word in the message (Anthropic, Gemini: "Logprobs is not enabled for models/…")."""
+    if status not in (400, 422):
+        return None
+    cands: list[str] = []
+    p = getattr(exc, "param", None)
+    if isinstance(p, str) and p:
+        cands.append(p)
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error") if isinstance(body.get("error"), dict) else body
+        if isinstance(inner.get("param"), str) and inner.get("param"):
+            cands.append(inner["param"])
+    for c in cands:
+        c = c.lower().rsplit(".", 1)[-1] if c.lower() not in _PARAM_NORMAL else c.lower()
+        return _PARAM_NORMAL.get(c, c)
+    text = str(getattr(exc, "message", "") or exc).lower()
+    # only messages about a parameter being refused, not any 400 that happens to say "seed"
+    if not re.search(r"unsupported|not supported|not enabled|does not support|isn't supported|not allowed|"
+                     r"deprecated|only the default|invalid value|is not available", text):
+        return None
+    for w in sorted(_PARAM_NORMAL, key=len, reverse=True):
+        if re.search(r"(?<![a-z_])" + re.escape(w) + r"(?![a-z_])", text):
+            return _PARAM_NORMAL[w]
+    return None
 
 
 # ---------------------------------------------------------------------------- keys and secrets
@@ -184,6 +263,9 @@ class ErrorClass:
     """Seconds the server asked us to wait (``Retry-After`` / ``retry-after-ms``), if any."""
     message: str
     """``ExceptionType: message`` (not yet redacted)."""
+    param: str | None = None
+    """A 400 that names a request parameter the model refuses (``fatal`` is then True): the
+    normalised name (temperature, seed, logprobs, reasoning_effort, thinking, max_tokens…)."""
 
 
 _RETRY_NAMES = {"APITimeoutError", "APIConnectionError", "TimeoutException", "TransportError", "NetworkError",
@@ -247,7 +329,10 @@ def classify_error(exc: BaseException) -> ErrorClass:
     or an integer ``code`` (google-genai), ``response.headers`` for ``Retry-After``; timeouts and
     connection errors are recognised by class name in the MRO (``APITimeoutError``,
     ``APIConnectionError``, httpx ``TimeoutException``/``TransportError``, ``ConnectionError``).
-    Malformed JSON, schema mismatches and every other 4xx are permanent.
+    A 400/422 that names a request parameter (OpenAI's ``param`` field, or a parameter named
+    as unsupported / not enabled in the message) is fatal with ``param`` set: a configuration
+    error, the same for every prompt. Malformed JSON, schema mismatches and every other 4xx
+    are permanent (one error row per prompt).
     """
     status = getattr(exc, "status_code", None)
     if not isinstance(status, int):
@@ -259,7 +344,9 @@ def classify_error(exc: BaseException) -> ErrorClass:
     if status is not None:
         retryable = status in (408, 409, 429) or status >= 500
         fatal = status in (401, 403, 404)
-        return ErrorClass(retryable, fatal, status, parse_retry_after(headers) if retryable else None, msg)
+        param = _param_of(exc, status)
+        return ErrorClass(retryable, fatal or param is not None, status,
+                          parse_retry_after(headers) if retryable else None, msg, param)
     names = {c.__name__ for c in type(exc).__mro__}
     if isinstance(exc, json.JSONDecodeError):
         return ErrorClass(False, False, None, None, msg)
@@ -352,50 +439,9 @@ def normalise_finish_reason(raw: object) -> str:
 
 # ---------------------------------------------------------------------------- cache
 
-
-def api_cache_dir() -> Path:
-    """``${SAGO_CACHE_DIR:-~/.cache/sago}/api_cache`` (created on first use)."""
-    root = os.environ.get("SAGO_CACHE_DIR") or str(Path.home() / ".cache" / "sago")
-    return Path(root).expanduser() / "api_cache"
-
-
-class ResponseCache:
-    """Successful API replies on disk (sqlite3, WAL; safe across threads and processes).
-
-    One table ``replies(key TEXT PRIMARY KEY, value TEXT, created REAL)``; ``value`` is JSON.
-    Keys come from ``ApiBackend.cache_key`` (a sha256 of backend, model, base_url, prompt and
-    every generation parameter). Failed requests are never stored.
-    """
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._con = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False, isolation_level=None)
-        with self._lock:
-            self._con.execute("PRAGMA journal_mode=WAL")
-            self._con.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
-                              "created REAL NOT NULL)")
-
-    def get(self, key: str) -> dict | None:
-        """The stored value for ``key`` or None."""
-        with self._lock:
-            row = self._con.execute("SELECT value FROM replies WHERE key = ?", (key,)).fetchone()
-        return None if row is None else json.loads(row[0])
-
-    def put(self, key: str, value: dict) -> None:
-        """Store ``value`` (JSON-serialisable) under ``key`` (first write wins)."""
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-        with self._lock:
-            self._con.execute("INSERT OR IGNORE INTO replies VALUES (?, ?, ?)", (key, text, time.time()))
-
-    def __len__(self) -> int:
-        with self._lock:
-            return int(self._con.execute("SELECT count(*) FROM replies").fetchone()[0])
-
-    def close(self) -> None:
-        with self._lock:
-            self._con.close()
+#: The on-disk reply cache is the ``caching.CachingBackend`` wrapper (any backend can use it);
+#: ``get_backend`` wraps API backends in it unless the spec says ``cache = False``.
+api_cache_dir = default_cache_dir
 
 
 # ---------------------------------------------------------------------------- replies and usage
@@ -416,6 +462,18 @@ class ApiReply:
     """Natural-log probability of each produced token (T,), or None when not returned."""
     top_logprobs: list[list[float]] | None = None
     """Per produced token, the log-probs of the top-k alternatives (T × ≤k), or None."""
+    reasoning_tokens: int | None = None
+    """Hidden reasoning/thinking tokens, billed as output and included in ``completion_tokens``
+    (OpenAI ``completion_tokens_details.reasoning_tokens``, Gemini ``thoughts_token_count``);
+    None where the provider does not report them apart (Anthropic counts thinking inside
+    ``output_tokens``)."""
+    cached_tokens: int | None = None
+    """Input tokens read from the provider's prompt cache, included in ``prompt_tokens``
+    (OpenAI ``prompt_tokens_details.cached_tokens``, Anthropic ``cache_read_input_tokens``,
+    Gemini ``cached_content_token_count``)."""
+    cache_write_tokens: int | None = None
+    """Input tokens written to the prompt cache, included in ``prompt_tokens`` (Anthropic
+    ``cache_creation_input_tokens``)."""
 
 
 @dataclass
@@ -427,7 +485,12 @@ class Usage:
     retries: int = 0
     errors: int = 0
     prompt_tokens: int = 0
+    """All billed input tokens (cached and cache-write included)."""
     completion_tokens: int = 0
+    """All billed output tokens (reasoning included)."""
+    reasoning_tokens: int = 0
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
     models: set[str] = field(default_factory=set)
 
     def as_dict(self) -> dict[str, Any]:
@@ -437,11 +500,25 @@ class Usage:
 
 
 def cost_usd(prompt_tokens: int, completion_tokens: int, price_in_per_mtok: float | None,
-             price_out_per_mtok: float | None) -> float | None:
-    """Cost of the tokens at the configured prices (USD per million tokens); None if a price is unset."""
+             price_out_per_mtok: float | None, cached_tokens: int = 0,
+             price_cached_in_per_mtok: float | None = None) -> float | None:
+    """Cost in USD of the billed tokens at the configured prices (USD per million tokens).
+
+    ``prompt_tokens`` and ``completion_tokens`` are every billed class (reasoning/thinking
+    tokens are output; cached and cache-write tokens are input). Cached input tokens are priced
+    at ``price_cached_in_per_mtok`` when given, else at the input price (an upper bound)::
+
+        cost = ((prompt − cached)·p_in + cached·p_cached + completion·p_out) / 1e6
+
+    Returns None if the input or output price is unset. Example (Gemini, issue #13): two
+    replies of 9 prompt + 47 thought tokens at 0.30 / 2.50 → (18·0.30 + 94·2.50)/1e6 = 2.404e-4.
+    """
     if price_in_per_mtok is None or price_out_per_mtok is None:
         return None
-    return (prompt_tokens * price_in_per_mtok + completion_tokens * price_out_per_mtok) / 1e6
+    cached = min(int(cached_tokens or 0), int(prompt_tokens or 0))
+    p_cached = price_in_per_mtok if price_cached_in_per_mtok is None else price_cached_in_per_mtok
+    return ((prompt_tokens - cached) * price_in_per_mtok + cached * p_cached
+            + completion_tokens * price_out_per_mtok) / 1e6
 
 
 # ---------------------------------------------------------------------------- the base class
@@ -453,8 +530,9 @@ class ApiBackend:
     Subclasses set ``name``, ``sdk``, ``default_top_logprobs``, ``max_top_logprobs`` and
     implement ``_make_client(api_key)`` and ``_request(prompt, max_new_tokens) -> ApiReply``
     (one attempt, may raise). This class adds: a key from the environment only; a bounded
-    thread pool (results in input order); retries with backoff; an on-disk cache of successful
-    replies; usage/cost counters; redaction of the key from every error text.
+    thread pool (results in input order); retries with backoff; usage/cost counters; redaction
+    of the key from every error text. The on-disk cache of successful replies is the
+    ``caching.CachingBackend`` wrapper (``get_backend`` applies it; ``cache_key`` is its key).
 
     ``capabilities`` ⊆ {"prob", "ent"} (never "cos": no activations). "prob" when log-probs are
     requested, "ent" when top-k alternatives (k ≥ 1) are requested too. A reply without them
@@ -485,8 +563,11 @@ class ApiBackend:
         max_retries: int = 5,
         price_in_per_mtok: float | None = None,
         price_out_per_mtok: float | None = None,
+        price_cached_in_per_mtok: float | None = None,
+        omit_params: Sequence[str] | None = None,
+        thinking_budget: int | None = None,
+        reasoning_effort: str | None = None,
         seed: int = 0,
-        cache: bool = True,
         backoff_base_s: float = 0.5,
         backoff_cap_s: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
@@ -504,9 +585,15 @@ class ApiBackend:
             timeout_s: per-request timeout in seconds (> 0).
             max_retries: retries after the first attempt (≥ 0).
             price_in_per_mtok / price_out_per_mtok: USD per million prompt / completion tokens
-                (both None → cost unknown).
+                (both None → cost unknown); completion includes reasoning tokens.
+            price_cached_in_per_mtok: USD per million cached input tokens (None → input price).
+            omit_params: request parameters not to send, from ``OMITTABLE_PARAMS``
+                (``temperature``, ``seed``, ``logprobs``) — for models that reject them.
+            thinking_budget: hidden-reasoning token budget (gemini ``thinking_budget``, 0 = off;
+                anthropic extended thinking ``budget_tokens`` ≥ 1024, added on top of the
+                completion cap). None = the model's default.
+            reasoning_effort: OpenAI ``reasoning_effort`` (e.g. ``"none"``, ``"minimal"``, ``"low"``).
             seed: sent where the API accepts one (recorded; APIs promise best effort only).
-            cache: use the on-disk response cache (``api_cache_dir()``).
             backoff_base_s / backoff_cap_s: full-jitter backoff (see ``RetryPolicy``).
             sleep: the sleep function (tests record instead of sleeping).
         Raises:
@@ -517,8 +604,16 @@ class ApiBackend:
             raise ValueError(f"{self.name}: a model name is required")
         if self.requires_base_url and not base_url:
             raise ValueError(f"{self.name}: base_url is required (e.g. http://localhost:8000/v1)")
+        omit = tuple(sorted(set(omit_params or ())))
+        bad = [p for p in omit if p not in OMITTABLE_PARAMS]
+        if bad:
+            raise ValueError(f"{self.name}: omit_params may hold {', '.join(OMITTABLE_PARAMS)}, got {bad}")
+        if thinking_budget is not None and (isinstance(thinking_budget, bool) or int(thinking_budget) < 0):
+            raise ValueError(f"{self.name}: thinking_budget must be an integer >= 0, got {thinking_budget!r}")
         if top_logprobs == -1:
             top_logprobs = self.default_top_logprobs
+        if "logprobs" in omit:
+            top_logprobs = None
         if top_logprobs is not None and not (0 <= int(top_logprobs) <= self.max_top_logprobs):
             raise ValueError(f"{self.name}: top_logprobs must be in 0..{self.max_top_logprobs}, got {top_logprobs}")
         if int(max_concurrency) < 1:
@@ -540,6 +635,10 @@ class ApiBackend:
         self.policy = RetryPolicy(max_retries=int(max_retries), base_s=float(backoff_base_s), cap_s=float(backoff_cap_s))
         self.price_in_per_mtok = price_in_per_mtok
         self.price_out_per_mtok = price_out_per_mtok
+        self.price_cached_in_per_mtok = price_cached_in_per_mtok
+        self.omit_params: tuple[str, ...] = omit
+        self.thinking_budget = None if thinking_budget is None else int(thinking_budget)
+        self.reasoning_effort = reasoning_effort
         self.seed = int(seed)
         caps = set()
         if self.top_logprobs is not None:
@@ -554,9 +653,9 @@ class ApiBackend:
         self._totals = Usage()
         self.sleeps: list[float] = []
         """Every backoff delay taken, in seconds (for tests and the run log)."""
-        self._cache = ResponseCache(api_cache_dir() / "responses.sqlite3") if cache else None
         self._closed = False
         self._fatal: str | None = None
+        self._fatal_param: str | None = None
         try:
             self._client = self._make_client(key)
         except Exception as exc:
@@ -572,8 +671,27 @@ class ApiBackend:
 
     def request_params(self, max_new_tokens: int) -> dict[str, Any]:
         """Every setting that can change the answer (part of the cache key and the run record)."""
-        return {"max_new_tokens": int(max_new_tokens), "temperature": 0.0, "seed": self.seed,
-                "top_logprobs": self.top_logprobs}
+        d = {"max_new_tokens": int(max_new_tokens), "temperature": 0.0, "seed": self.seed,
+             "top_logprobs": self.top_logprobs}
+        return self._fidelity_params(d)
+
+    def _fidelity_params(self, d: dict[str, Any]) -> dict[str, Any]:
+        """``d`` with omitted parameters set to None and thinking settings added (only when set,
+        so the cache keys of configs without them are unchanged)."""
+        for p in self.omit_params:
+            if p in ("temperature", "seed") and p in d:
+                d[p] = None
+        if self.omit_params:
+            d["omit_params"] = list(self.omit_params)
+        if self.thinking_budget is not None:
+            d["thinking_budget"] = self.thinking_budget
+        if self.reasoning_effort is not None:
+            d["reasoning_effort"] = self.reasoning_effort
+        return d
+
+    def sends(self, param: str) -> bool:
+        """Whether ``param`` (``"temperature"`` / ``"seed"``) goes into the request."""
+        return param not in self.omit_params
 
     # ------------------------------------------------------------------ record
 
@@ -610,28 +728,49 @@ class ApiBackend:
             "top_logprobs": self.top_logprobs,
             "entropy": ("top-k lower bound: H ≈ −Σ_topk p log p − r log r, r = 1 − Σ_topk p"
                         if "ent" in self.capabilities else None),
-            "decoding": {"greedy": True, "temperature": 0.0, "seed": self.seed},
+            "decoding": self._decoding({"greedy": True, "temperature": 0.0, "seed": self.seed}),
             "max_concurrency": self.max_concurrency,
             "timeout_s": self.timeout_s,
             "max_retries": self.policy.max_retries,
             "price_in_per_mtok": self.price_in_per_mtok,
             "price_out_per_mtok": self.price_out_per_mtok,
+            "price_cached_in_per_mtok": self.price_cached_in_per_mtok,
             "device": "api",
         }
+
+    def _decoding(self, d: dict[str, Any]) -> dict[str, Any]:
+        """The run record's decoding with omitted parameters (provider default, not greedy when
+        temperature is left out) and the thinking settings."""
+        if "temperature" in self.omit_params:
+            d.update(greedy=False, temperature=None,
+                     note="temperature not sent (the model rejects it): the provider's default applies")
+        if "seed" in self.omit_params:
+            d["seed"] = None
+        if self.omit_params:
+            d["omit_params"] = list(self.omit_params)
+        if self.thinking_budget is not None:
+            d["thinking_budget"] = self.thinking_budget
+        if self.reasoning_effort is not None:
+            d["reasoning_effort"] = self.reasoning_effort
+        return d
 
     def take_usage(self) -> dict[str, Any]:
         """Counters since the previous call (then reset), plus ``cost_usd`` at the configured prices.
 
         Returns:
-            dict: requests (HTTP attempts, retries included), cache_hits, retries, errors
-            (prompts that ended in an error), prompt_tokens, completion_tokens (fresh requests
-            only), models (sorted distinct model strings the API returned), cost_usd (None
+            dict: requests (HTTP attempts, retries included), cache_hits (0 here: the
+            ``CachingBackend`` wrapper adds its hits), retries, errors
+            (prompts that ended in an error), prompt_tokens (all billed input, cached
+            included), completion_tokens (all billed output, reasoning included),
+            reasoning_tokens, cached_tokens, cache_write_tokens (fresh requests only), models
+            (sorted distinct model strings the API returned), cost_usd (``cost_usd``; None
             when prices are not configured).
         """
         with self._lock:
             u, self._usage = self._usage, Usage()
         d = u.as_dict()
-        d["cost_usd"] = cost_usd(u.prompt_tokens, u.completion_tokens, self.price_in_per_mtok, self.price_out_per_mtok)
+        d["cost_usd"] = cost_usd(u.prompt_tokens, u.completion_tokens, self.price_in_per_mtok, self.price_out_per_mtok,
+                                 u.cached_tokens, self.price_cached_in_per_mtok)
         return d
 
     def totals(self) -> dict[str, Any]:
@@ -647,17 +786,25 @@ class ApiBackend:
 
     # ------------------------------------------------------------------ generation
 
-    def cache_key(self, prompt: str, max_new_tokens: int) -> str:
-        """sha256 (``stable_hash``) of backend, model, base_url, prompt and ``request_params``."""
-        return stable_hash("sago-api-reply-v1", self.name, self.model_id, self.base_url or "", prompt,
-                           self.request_params(max_new_tokens), length=64)
+    def cache_key(self, prompt: str, max_new_tokens: int, repeat: int = 0) -> str:
+        """sha256 (``stable_hash``) of backend, model, base_url, prompt and ``request_params``;
+        a repeat ``k ≥ 1`` of the same prompt (noise floor) adds ``k``, so it is asked afresh
+        instead of read back from the cache."""
+        parts = ["sago-api-reply-v1", self.name, self.model_id, self.base_url or "", prompt,
+                 self.request_params(max_new_tokens)]
+        if repeat:
+            parts.append({"repeat": int(repeat)})
+        return stable_hash(*parts, length=64)
 
-    def generate(self, prompts: list[str], max_new_tokens: int = 48) -> list[GenerationResult]:
+    def generate(self, prompts: list[str], max_new_tokens: int = 48,
+                 repeats: Sequence[int] | None = None) -> list[GenerationResult]:
         """Answer each prompt (one user message, temperature 0), up to ``max_concurrency`` at a time.
 
         Args:
             prompts: raw user prompts.
             max_new_tokens: completion token cap per prompt (≥ 1).
+            repeats: per prompt, its repeat index (0 = first asking; k ≥ 1 = the k-th repeat of
+                the same prompt for the noise floor, cached under its own key). None = all 0.
         Returns:
             One ``GenerationResult`` per prompt in input order: ``text`` (may be ""),
             ``n_tokens`` (completion tokens as the API counts them), ``token_logprobs`` /
@@ -671,6 +818,8 @@ class ApiBackend:
         Raises:
             ApiFatalError: 401/403/404 — bad key, no access or unknown model (same for every
                 prompt, so the run stops rather than storing an error per prompt).
+            ApiConfigError: a 400 naming a request parameter the model refuses (message: the
+                parameter and the config change that fixes it).
             RuntimeError: the backend is closed; ValueError: ``max_new_tokens < 1``.
         """
         if self._closed:
@@ -679,18 +828,18 @@ class ApiBackend:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         if not prompts:
             return []
+        reps = [0] * len(prompts) if repeats is None else [int(k) for k in repeats]
+        if len(reps) != len(prompts):
+            raise ValueError(f"repeats has {len(reps)} entries for {len(prompts)} prompts")
         workers = min(self.max_concurrency, len(prompts))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"sago-{self.name}") as ex:
-            return list(ex.map(lambda p: self._one(p, max_new_tokens), prompts))
+            return list(ex.map(lambda pk: self._one(pk[0], max_new_tokens, pk[1]), zip(prompts, reps)))
 
-    def _one(self, prompt: str, max_new_tokens: int) -> GenerationResult:
-        if self._fatal:  # another prompt hit 401/403/404: send nothing more
+    def _one(self, prompt: str, max_new_tokens: int, repeat: int = 0) -> GenerationResult:
+        if self._fatal:  # another prompt hit 401/403/404 or a parameter-level 400: send nothing more
+            if self._fatal_param is not None:
+                raise ApiConfigError(self._fatal, self._fatal_param)
             raise ApiFatalError(self._fatal)
-        key = self.cache_key(prompt, max_new_tokens)
-        hit = self._cache.get(key) if self._cache is not None else None
-        if hit is not None:
-            self._count(cache_hits=1)
-            return self._result(ApiReply(**hit["reply"]), hit.get("latency_s", 0.0), cached=True, attempts=0)
         attempts = 0
         while True:
             attempts += 1
@@ -702,6 +851,11 @@ class ApiBackend:
             except Exception as exc:  # one prompt's failure becomes its row
                 ec = classify_error(exc)
                 msg = self.redact(ec.message)[:1000]
+                if ec.fatal and ec.param is not None:
+                    self._fatal = (f"{self.name} model {self.model_id!r} rejects the request parameter "
+                                   f"{ec.param!r} (HTTP {ec.status}: {msg[:300]}). Fix: {config_fix(ec.param)}")
+                    self._fatal_param = ec.param
+                    raise ApiConfigError(self._fatal, ec.param) from None
                 if ec.fatal:
                     self._fatal = f"{self.name} model {self.model_id!r}: HTTP {ec.status}: {msg}"
                     raise ApiFatalError(self._fatal) from None
@@ -727,11 +881,19 @@ class ApiBackend:
             for u in (self._usage, self._totals):
                 u.prompt_tokens += reply.prompt_tokens or 0
                 u.completion_tokens += reply.completion_tokens or 0
+                u.reasoning_tokens += reply.reasoning_tokens or 0
+                u.cached_tokens += reply.cached_tokens or 0
+                u.cache_write_tokens += reply.cache_write_tokens or 0
                 if reply.model:
                     u.models.add(reply.model)
-        if self._cache is not None:
-            self._cache.put(key, {"reply": asdict(reply), "latency_s": latency})
         return self._result(reply, latency, cached=False, attempts=attempts)
+
+    def result_from_cache(self, value: dict) -> GenerationResult | None:
+        """A reply cached by an older sago (``{"reply": ApiReply fields, "latency_s": s}``) as this
+        backend's ``GenerationResult`` (``CachingBackend`` calls this for old entries)."""
+        if "reply" not in value:
+            return None
+        return self._result(ApiReply(**value["reply"]), value.get("latency_s", 0.0), cached=True, attempts=0)
 
     def _result(self, reply: ApiReply, latency: float, cached: bool, attempts: int) -> GenerationResult:
         text = reply.text or ""
@@ -743,22 +905,23 @@ class ApiBackend:
                     and all(len(t) > 0 for t in tops)):
                 ent = topk_entropy(tops)
         n = reply.completion_tokens if reply.completion_tokens is not None else (0 if lp is None else len(lp))
-        if cached:
-            with self._lock:
-                for u in (self._usage, self._totals):
-                    if reply.model:
-                        u.models.add(reply.model)
+        n = max(0, n - (reply.reasoning_tokens or 0))  # visible tokens only
+        finish = normalise_finish_reason(reply.finish_raw)
+        meta = {"model": reply.model, "prompt_tokens": reply.prompt_tokens,
+                "completion_tokens": reply.completion_tokens, "reasoning_tokens": reply.reasoning_tokens,
+                "cached_tokens": reply.cached_tokens, "cache_write_tokens": reply.cache_write_tokens,
+                "cached": cached, "attempts": attempts, "finish_raw": reply.finish_raw}
+        if not text.strip() and finish == "length":
+            meta["no_output"] = ("token budget spent with no visible text"
+                                 + (f" ({reply.reasoning_tokens} hidden reasoning tokens)" if reply.reasoning_tokens
+                                    else "") + ": raise max_new_tokens or set thinking_budget / reasoning_effort")
         return GenerationResult(
             text=text, n_tokens=int(n), token_logprobs=lp, token_entropies=ent, hidden_last=None,
-            finish_reason=normalise_finish_reason(reply.finish_raw), latency_s=float(latency), error=None,
-            token_ids=None,
-            meta={"model": reply.model, "prompt_tokens": reply.prompt_tokens,
-                  "completion_tokens": reply.completion_tokens, "cached": cached, "attempts": attempts,
-                  "finish_raw": reply.finish_raw},
+            finish_reason=finish, latency_s=float(latency), error=None, token_ids=None, meta=meta,
         )
 
     def close(self) -> None:
-        """Close the SDK client and the cache. Idempotent."""
+        """Close the SDK client. Idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -768,8 +931,6 @@ class ApiBackend:
                 closer()
             except Exception:
                 pass
-        if self._cache is not None:
-            self._cache.close()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model_id!r}, base_url={_public_url(self.base_url)!r})"

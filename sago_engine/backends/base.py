@@ -110,7 +110,9 @@ def get_backend(spec: dict[str, Any]) -> Backend:
             "device": "auto", "batch_size": 8}``; for the API backends (``openai``,
             ``openai_compatible``, ``anthropic``, ``gemini``) e.g. ``{"name": "openai", "model":
             "gpt-4o-mini", "top_logprobs": 20, "max_concurrency": 4}`` (see
-            ``api_common.ApiBackend``; keys come from the environment only).
+            ``api_common.ApiBackend``; keys come from the environment only). API backends
+            come wrapped in ``caching.CachingBackend`` (on-disk reply cache) unless the spec
+            has ``"cache": False``.
     Returns:
         The constructed backend.
     Raises:
@@ -125,6 +127,14 @@ def get_backend(spec: dict[str, Any]) -> Backend:
         close = difflib.get_close_matches(name, list(BACKENDS), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise ValueError(f"unknown backend {name!r}.{hint} Known: {', '.join(sorted(BACKENDS))}")
+    cache = spec.pop("cache", True)
     mod_name, cls_name = BACKENDS[name].split(":")
     mod = importlib.import_module(mod_name, package=__package__)
-    return getattr(mod, cls_name)(**spec)
+    backend = getattr(mod, cls_name)(**spec)
+    from .api_common import ApiBackend
+
+    if cache and isinstance(backend, ApiBackend):  # API replies cost money and time: cached on disk
+        from .caching import CachingBackend
+
+        return CachingBackend(backend)
+    return backend

@@ -28,8 +28,11 @@ class GeminiBackend(ApiBackend):
     it ``capabilities`` is empty. Key: ``GEMINI_API_KEY`` or ``GOOGLE_API_KEY``. ``api_version``
     defaults to ``v1beta`` (where the log-prob fields are served).
 
-    Thinking models (2.5+) spend ``max_output_tokens`` on hidden thoughts too; thought parts are
-    not part of the response text.
+    Thinking models (2.5+) spend ``max_output_tokens`` on hidden thoughts too (an empty reply
+    with ``MAX_TOKENS``); thought parts are not part of the response text. ``thinking_budget``
+    sets ``thinking_config.thinking_budget`` (0 = off where the model allows it). Usage:
+    ``completion_tokens`` = candidates + thoughts (both billed as output), ``reasoning_tokens``
+    = thoughts, ``cached_tokens`` = ``cached_content_token_count``.
     """
 
     name = "gemini"
@@ -51,17 +54,26 @@ class GeminiBackend(ApiBackend):
         return genai.Client(api_key=api_key, vertexai=False, http_options=opts)
 
     def request_params(self, max_new_tokens: int) -> dict[str, Any]:
-        return {**super().request_params(max_new_tokens), "seed": self.seed31, "api_version": self.api_version}
+        d = {**super().request_params(max_new_tokens), "api_version": self.api_version}
+        if d.get("seed") is not None:
+            d["seed"] = self.seed31
+        return d
 
     def info(self) -> dict[str, Any]:
         d = super().info()
         d["api_version"] = self.api_version
-        d["decoding"]["seed"] = self.seed31
+        if d["decoding"].get("seed") is not None:
+            d["decoding"]["seed"] = self.seed31
         return d
 
     def _request(self, prompt: str, max_new_tokens: int) -> ApiReply:
-        cfg: dict[str, Any] = {"temperature": 0.0, "seed": self.seed31, "max_output_tokens": max_new_tokens,
-                               "candidate_count": 1}
+        cfg: dict[str, Any] = {"max_output_tokens": max_new_tokens, "candidate_count": 1}
+        if self.sends("temperature"):
+            cfg["temperature"] = 0.0
+        if self.sends("seed"):
+            cfg["seed"] = self.seed31
+        if self.thinking_budget is not None:
+            cfg["thinking_config"] = types.ThinkingConfig(thinking_budget=self.thinking_budget)
         if self.top_logprobs is not None:
             cfg["response_logprobs"] = True
             if self.top_logprobs > 0:
@@ -82,8 +94,13 @@ class GeminiBackend(ApiBackend):
                 tops = [[float(a.log_probability or 0.0) for a in (t.candidates or [])] for t in lr.top_candidates]
         u = r.usage_metadata
         fr = c.finish_reason
+        # thoughts are billed as output but reported apart from candidates_token_count
+        cand = getattr(u, "candidates_token_count", None)
+        thoughts = getattr(u, "thoughts_token_count", None)
+        completion = None if cand is None and thoughts is None else (cand or 0) + (thoughts or 0)
         return ApiReply(text=text, finish_raw=None if fr is None else str(getattr(fr, "value", fr)),
                         model=r.model_version or None,
                         prompt_tokens=getattr(u, "prompt_token_count", None),
-                        completion_tokens=getattr(u, "candidates_token_count", None),
-                        token_logprobs=lps, top_logprobs=tops)
+                        completion_tokens=completion,
+                        token_logprobs=lps, top_logprobs=tops, reasoning_tokens=thoughts,
+                        cached_tokens=getattr(u, "cached_content_token_count", None))

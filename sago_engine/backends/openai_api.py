@@ -21,7 +21,10 @@ class OpenAIBackend(ApiBackend):
 
     Measures: Δ-Prob (sum of the returned per-token log-probs) and Δ-Ent (top-k lower bound,
     see ``api_common.topk_entropy``). Never Δ-Cos (no activations). The completion cap is sent
-    as ``max_completion_tokens``.
+    as ``max_completion_tokens`` (reasoning models spend it on hidden reasoning too; set
+    ``reasoning_effort``). ``omit_params`` leaves out temperature / seed / log-probs for models
+    that reject them. Usage records reasoning tokens (inside ``completion_tokens``) and cached
+    prompt tokens (inside ``prompt_tokens``).
     """
 
     name = "openai"
@@ -36,7 +39,13 @@ class OpenAIBackend(ApiBackend):
 
     def _request(self, prompt: str, max_new_tokens: int) -> ApiReply:
         kw: dict[str, Any] = {"model": self.model_id, "messages": [{"role": "user", "content": prompt}],
-                              "temperature": 0.0, "seed": self.seed, self.token_param: max_new_tokens}
+                              self.token_param: max_new_tokens}
+        if self.sends("temperature"):
+            kw["temperature"] = 0.0
+        if self.sends("seed"):
+            kw["seed"] = self.seed
+        if self.reasoning_effort is not None:
+            kw["reasoning_effort"] = self.reasoning_effort
         if self.top_logprobs is not None:
             kw["logprobs"] = True
             if self.top_logprobs > 0:
@@ -52,14 +61,24 @@ class OpenAIBackend(ApiBackend):
             if self.top_logprobs:
                 tops = [[float(a.logprob) for a in (t.top_logprobs or [])] for t in content]
         u = r.usage
+        # completion_tokens already include reasoning tokens; prompt_tokens include cached ones
+        out_d = getattr(u, "completion_tokens_details", None)
+        in_d = getattr(u, "prompt_tokens_details", None)
+        msg = ch.message
+        text = (msg.content or "") if msg is not None else ""
+        finish = ch.finish_reason
+        if msg is not None and getattr(msg, "refusal", None) and not text:
+            finish = "refusal"  # the model refused: not an answer
         return ApiReply(
-            text=(ch.message.content or "") if ch.message is not None else "",
-            finish_raw=ch.finish_reason,
+            text=text,
+            finish_raw=finish,
             model=r.model,
             prompt_tokens=getattr(u, "prompt_tokens", None),
             completion_tokens=getattr(u, "completion_tokens", None),
             token_logprobs=lps,
             top_logprobs=tops,
+            reasoning_tokens=getattr(out_d, "reasoning_tokens", None),
+            cached_tokens=getattr(in_d, "cached_tokens", None),
         )
 
 

@@ -1,0 +1,77 @@
+"""CachingBackend: the on-disk reply cache as a wrapper any backend can use."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sago_engine.backends.caching import CachingBackend
+from sago_engine.types import GenerationResult
+from tests.test_api_backends import env  # noqa: F401 (fixture)
+
+
+class Counting:
+    """A local-style backend (no cache_key, no usage counters) that records what it is asked."""
+
+    name, model_id, capabilities = "stub", "stub-1", frozenset({"cos", "prob", "ent"})
+
+    def __init__(self):
+        self.asked: list[list[str]] = []
+        self.closed = False
+
+    def info(self):
+        return {"backend": self.name, "model_id": self.model_id}
+
+    def generate(self, prompts, max_new_tokens):
+        self.asked.append(list(prompts))
+        return [GenerationResult(text=p.upper(), n_tokens=2, token_logprobs=np.array([-0.5, -1.25]),
+                                 token_entropies=np.array([0.1, 0.2]), hidden_last=np.ones((3, 4), np.float32) * i,
+                                 token_ids=[7, 8], latency_s=0.5, error="boom" if p == "bad" else None)
+                for i, p in enumerate(prompts)]
+
+    def close(self):
+        self.closed = True
+
+
+def test_wraps_any_backend_and_rerun_reads_the_cache(tmp_path):
+    inner = Counting()
+    be = CachingBackend(inner, tmp_path)
+    first = be.generate(["a", "bad", "c"], 8)
+    assert inner.asked == [["a", "bad", "c"]] and be.capabilities == inner.capabilities and be.model_id == "stub-1"
+    again = be.generate(["c", "bad", "a", "d"], 8)
+    assert inner.asked[-1] == ["bad", "d"]  # hits are not asked; a failure was never stored
+    by = {r.text: r for r in again}
+    for r0 in (first[0], first[2]):
+        r1 = by[r0.text]
+        assert r1.meta["cached"] is True and r1.latency_s == r0.latency_s and r1.token_ids == [7, 8]
+        np.testing.assert_array_equal(r1.token_logprobs, r0.token_logprobs)
+        np.testing.assert_array_equal(r1.hidden_last, r0.hidden_last)
+        assert r1.hidden_last.dtype == np.float32
+    assert [r.text for r in again] == ["C", "BAD", "A", "D"]  # input order kept
+    assert be.take_usage()["cache_hits"] == 2 and be.take_usage()["cache_hits"] == 0
+    be.generate(["a"], 9)  # another max_new_tokens: another key
+    assert inner.asked[-1] == ["a"]
+    be.close()
+    assert inner.closed
+    with pytest.raises(RuntimeError):
+        be.generate(["a"], 8)
+
+
+def test_api_replies_cached_by_an_older_sago_still_read(env):
+    from sago_engine.backends.caching import CachingBackend as CB
+    from tests.fake_api import FakeAPI
+    from tests.test_api_backends import make
+
+    with FakeAPI(default="logprobs") as fake:
+        be = make("openai", fake)
+        assert isinstance(be, CB)
+        key = be.cache_key("old?", 8)
+        be.cache.put(key, {"reply": {"text": "from the old cache", "finish_raw": "stop", "model": "gpt-old",
+                                     "prompt_tokens": 3, "completion_tokens": 4, "token_logprobs": [-1.0, -2.0]},
+                           "latency_s": 0.25})
+        [r] = be.generate(["old?"], 8)
+        assert fake.count == 0 and r.text == "from the old cache" and r.seq_logprob == pytest.approx(-3.0)
+        assert r.meta["cached"] and r.latency_s == 0.25
+        u = be.take_usage()
+        assert (u["requests"], u["cache_hits"], u["models"]) == (0, 1, ["gpt-old"])
+        be.close()
