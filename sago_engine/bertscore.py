@@ -87,7 +87,8 @@ def encoder_info() -> dict[str, str]:
     }
 
 
-def word_pieces(text: str) -> list[int]:
+@lru_cache(maxsize=65536)
+def word_pieces(text: str) -> tuple[int, ...]:
     """The encoder's word-piece ids of ``text.strip()``, without [CLS]/[SEP] and never truncated.
 
     Leading/trailing whitespace is dropped (as bert-score's ``sent_encode`` does); the tokenizer
@@ -96,16 +97,22 @@ def word_pieces(text: str) -> list[int]:
     tokenizer, _ = get_encoder()
     text = text.strip()
     if not text:
-        return []
-    return list(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text)))
+        return ()
+    return tuple(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text)))
 
 
 def n_windows(text: str) -> int:
-    """How many encoder windows ``text`` needs: ceil(word pieces / WINDOW), at least 1."""
+    """How many encoder windows ``text`` needs: ceil(word pieces / WINDOW), at least 1.
+
+    A word piece covers at least one character, so a text of at most ``WINDOW`` characters is
+    one window without loading the tokenizer.
+    """
+    if len(text.strip()) <= WINDOW:
+        return 1
     return max(1, -(-len(word_pieces(text)) // WINDOW))
 
 
-def _embed(texts_ids: dict[str, list[int]], batch_size: int) -> dict[str, tuple]:
+def _embed(texts_ids: dict[str, tuple[int, ...]], batch_size: int) -> dict[str, tuple]:
     """Token embeddings and weights per text, without padding.
 
     Each text's word pieces are cut into consecutive windows of at most ``WINDOW`` pieces; each
