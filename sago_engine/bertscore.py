@@ -71,7 +71,7 @@ def get_encoder():
 
 @lru_cache(maxsize=1)
 def encoder_info() -> dict[str, str]:
-    """Encoder name, layer count, bert-score version and a sha256 of the weight file(s)."""
+    """Encoder name, layer count, bert-score version, sha256 of the weight file(s) and how pairs are scored."""
     import bert_score
 
     d = encoder_dir()
@@ -83,7 +83,7 @@ def encoder_info() -> dict[str, str]:
         "num_layers": str(ENCODER_LAYERS),
         "bert_score": getattr(bert_score, "__version__", "?"),
         "weights_sha256": h.hexdigest(),
-        "long_texts": f"windows of {WINDOW} word pieces",
+        "scoring": f"each pair unpadded; texts over {WINDOW} word pieces in {WINDOW}-piece windows",
     }
 
 
