@@ -16,8 +16,8 @@ Known limits of this encoder, all documented in docs/METHOD.md (Axes):
 - bert-score's batched greedy matching multiplies padded positions' similarities by 0, and with
   MiniLM token similarities can be negative, so a padding position could win the max and a
   pair's F1 depended on the other texts in its batch. Here every text is encoded without
-  padding (batches group windows of exactly equal length) and every pair is matched on its own,
-  so a pair's score does not depend on its batch.
+  padding (batches group windows of exactly equal length) and pairs are matched in batches
+  whose padded positions can never win the max, so a pair's score does not depend on its batch.
 """
 
 from __future__ import annotations
@@ -168,8 +168,8 @@ def bertscore_f1(candidates: Sequence[str], references: Sequence[str], batch_siz
     identical word pieces (this encoder ignores letter case and spacing), score exactly 1.0
     (including two empty strings); an empty or whitespace-only string against a non-empty one
     scores 0.0. Raises ValueError if the two sequences differ in length.
-    Source: bert-score (Zhang et al. 2020): ``utils.bert_encode`` for embeddings and
-    ``utils.greedy_cos_idf`` (idf off) for the matching, called per pair.
+    Source: bert-score (Zhang et al. 2020): ``utils.bert_encode`` for embeddings; the matching
+    is ``utils.greedy_cos_idf`` (idf off) with padding excluded (``_greedy_f1``).
     """
     if len(candidates) != len(references):
         raise ValueError(f"{len(candidates)} candidates vs {len(references)} references")
@@ -185,8 +185,6 @@ def bertscore_f1(candidates: Sequence[str], references: Sequence[str], batch_siz
     if not todo:
         return out
     import torch
-    from bert_score.utils import greedy_cos_idf
-
     with _lock, torch.no_grad():
         ids = {t: word_pieces(t) for k in todo for t in (candidates[k], references[k])}
         pending = []
@@ -200,13 +198,38 @@ def bertscore_f1(candidates: Sequence[str], references: Sequence[str], batch_siz
                 pending.append(k)
         need = {t: ids[t] for k in pending for t in (candidates[k], references[k])}
         emb = _embed(need, batch_size)
-        for k in pending:
-            ec, wc = emb[candidates[k]]
-            er, wr = emb[references[k]]
-            # batch of one pair: no padding; greedy_cos_idf normalises its inputs in place
-            _, _, f = greedy_cos_idf(
-                er[None].clone(), torch.ones(1, len(wr)), wr[None].clone(),
-                ec[None].clone(), torch.ones(1, len(wc)), wc[None].clone(),
-            )
-            out[k] = float(f[0])
+        # normalise once per text (as greedy_cos_idf does), then match pairs in batches
+        unit = {t: (e / e.norm(dim=-1, keepdim=True), w / w.sum()) for t, (e, w) in emb.items()}
+        pending.sort(key=lambda k: (len(unit[candidates[k]][1]), len(unit[references[k]][1])))
+        for s in range(0, len(pending), batch_size):
+            chunk = pending[s : s + batch_size]
+            f1 = _greedy_f1([unit[candidates[k]] for k in chunk], [unit[references[k]] for k in chunk])
+            out[chunk] = f1.double().numpy()
     return out
+
+
+def _greedy_f1(cands: list, refs: list):
+    """BERTScore-F1 by greedy matching for a batch of pairs, padding excluded, shape (B,).
+
+    Args: per pair (unit-norm embeddings (K, D), weights (K,) summing to 1), candidate and
+    reference. Same computation as bert-score's ``utils.greedy_cos_idf``, except that padded
+    positions get similarity −inf (never the max) instead of 0: with MiniLM, real token
+    similarities can be negative, so bert-score's 0 could win the max and make a pair's F1
+    depend on the longest text in its batch. P = Σ_i w_i max_j sim_ij over candidate tokens,
+    R likewise over reference tokens, F = 2PR/(P + R) (0 where P + R = 0).
+    """
+    import torch
+    from torch.nn.utils.rnn import pad_sequence
+
+    ec = pad_sequence([e for e, _ in cands], batch_first=True)
+    er = pad_sequence([e for e, _ in refs], batch_first=True)
+    wc = pad_sequence([w for _, w in cands], batch_first=True)
+    wr = pad_sequence([w for _, w in refs], batch_first=True)
+    mc = pad_sequence([torch.ones(len(w), dtype=torch.bool) for _, w in cands], batch_first=True)
+    mr = pad_sequence([torch.ones(len(w), dtype=torch.bool) for _, w in refs], batch_first=True)
+    sim = torch.bmm(ec, er.transpose(1, 2))
+    sim = sim.masked_fill(~(mc[:, :, None] & mr[:, None, :]), float("-inf"))
+    p = (sim.max(dim=2).values.masked_fill(~mc, 0.0) * wc).sum(dim=1)
+    r = (sim.max(dim=1).values.masked_fill(~mr, 0.0) * wr).sum(dim=1)
+    f = 2 * p * r / (p + r)
+    return f.masked_fill(torch.isnan(f), 0.0)
