@@ -13,9 +13,11 @@ import numpy as np
 import pandas as pd
 
 from sago_engine.axes import (
+    bert_windows_note,
     cosine_per_layer,
     delta_bert_pairs,
     delta_bleu,
+    delta_bleu_signatures,
     delta_cos_from_layers,
     delta_ent,
     delta_mr,
@@ -113,6 +115,9 @@ def compute_rows(
         (responses, deltas): DataFrames with the columns of the store's ``responses`` and
         ``deltas`` tables. ``deltas`` has len(AXES) rows per variant; an unavailable axis has
         NULL ``delta``/``delta_norm``, ``available=False`` and a ``reason`` — never 0.
+        ``detector`` says what produced an available value: Δ-MR's detector, Δ-BLEU's sacrebleu
+        signature (tokenizer chosen by script), Δ-BERT's window note for replies over 510 word
+        pieces (NULL otherwise and for the other axes).
     """
     cands, refs = [], []
     for u in units:
@@ -144,6 +149,9 @@ def compute_rows(
             "mr": delta_mr([r.text for r in u.results], list(u.variants), base.text),
         }
         k += n
+        texts = [r.text for r in u.results]
+        labels = {"bleu": delta_bleu_signatures(texts, base.text),
+                  "bert": [bert_windows_note(t, base.text) for t in texts]}
         overrides = mr_overrides or {}
         for j, v in enumerate(u.variants):
             if v.variant_id in overrides:
@@ -156,7 +164,7 @@ def compute_rows(
                 if reason is None and np.isfinite(d):
                     delta_rows.append((run_id, u.dataset, u.prompt_id, v.variant_id, axis, d,
                                        float(normalize(d, normalizers[axis])), True, None,
-                                       _detector(v, overrides) if axis == "mr" else None))
+                                       _detector(v, overrides) if axis == "mr" else labels.get(axis, [None] * n)[j]))
                 else:
                     delta_rows.append((run_id, u.dataset, u.prompt_id, v.variant_id, axis, None, None, False,
                                        reason or "not computed", None))

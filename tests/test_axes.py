@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -281,3 +282,149 @@ def test_detector_kind():
     assert detector_kind(V("social_register", "politeness", {"register": "polite"})) == "heuristic"
     assert detector_kind(V("surface_noise", "case")) == "rules"
     assert detector_kind(V("structural", "length")) == "rules"
+
+
+# ------------------------------------------------------------------ float noise (issue #12.1)
+def test_noise_tolerance_per_axis_snaps_only_below_tol():
+    from sago_engine.axes import NOISE_TOL, snap_noise
+    from sago_engine.types import AXES
+
+    assert set(NOISE_TOL) == set(AXES)
+    assert NOISE_TOL == {"cos": 1e-6, "bleu": 1e-9, "bert": 1e-6, "prob": 1e-4, "ent": 1e-5, "mr": 0.0}
+    assert snap_noise([5e-7, -5e-7, 2e-6, -0.5, float("nan")], "cos")[:4].tolist() == [0.0, 0.0, 2e-6, -0.5]
+    assert math.isnan(snap_noise([float("nan")], "bert")[0])
+    assert snap_noise([1e-12, -1.0], "mr").tolist() == [1e-12, -1.0]  # exact axis: nothing snapped
+    # the tolerance is applied where each Δ is computed
+    assert delta_prob([-3.00005, -3.001], -3.0).tolist() == pytest.approx([0.0, -0.001], abs=1e-12)
+    assert delta_prob([-3.00005], -3.0)[0] == 0.0
+    assert delta_ent([1.000005, 1.5], 1.0).tolist() == [0.0, 0.5]
+    h = np.array([[1.0, 0.0], [1.0, 1e-4]])  # cos of layer 1 = 1 − 5e-9 → Δ ≈ −2.5e-9 → 0
+    assert float(delta_cos(h, np.array([[1.0, 0.0], [1.0, 0.0]]))) == 0.0
+
+
+def test_bert_case_and_spacing_only_change_is_exactly_zero():
+    # MiniLM is uncased: identical word pieces → F1 exactly 1 on any CPU, so Δ-BERT is exactly 0
+    base = "The answer is Paris."
+    d = delta_bert(["THE ANSWER IS PARIS.", "  the answer   is paris.\n", "The answer is London."], base)
+    assert d[:2].tolist() == [0.0, 0.0]
+    assert d[2] < -NOISE_TOL_BERT
+
+
+NOISE_TOL_BERT = 1e-6
+
+
+@functools.lru_cache(maxsize=1)
+def _hf_encoder():
+    from transformers import AutoModel, AutoTokenizer
+
+    from sago_engine.bertscore import encoder_dir
+
+    return AutoTokenizer.from_pretrained(str(encoder_dir())), AutoModel.from_pretrained(str(encoder_dir())).eval()
+
+
+def _reference_f1(cand: str, ref: str) -> float:
+    """Independent BERTScore-F1 (idf off) with transformers + numpy: unpadded, 510-piece windows."""
+    import torch
+
+    tok, model = _hf_encoder()
+
+    def emb(text):
+        ids = tok(text.strip(), add_special_tokens=False)["input_ids"]
+        rows, weights = [], []
+        for s in range(0, len(ids), 510):
+            x = torch.tensor([[tok.cls_token_id, *ids[s:s + 510], tok.sep_token_id]])
+            with torch.no_grad():
+                rows.append(model(x).last_hidden_state[0].double().numpy())
+            weights += [0.0] + [1.0] * (x.shape[1] - 2) + [0.0]
+        e = np.concatenate(rows)
+        return e / np.linalg.norm(e, axis=1, keepdims=True), np.array(weights)
+
+    (ec, wc), (er, wr) = emb(cand), emb(ref)
+    sim = ec @ er.T
+    p = (sim.max(axis=1) * wc).sum() / wc.sum()
+    r = (sim.max(axis=0) * wr).sum() / wr.sum()
+    return 2 * p * r / (p + r)
+
+
+def test_bert_pair_does_not_depend_on_its_batch():
+    from sago_engine.bertscore import bertscore_f1
+
+    c, r = "Sorry, but I can't assist with that.", "Great British Bake Off 2017 has 10 episodes."
+    long = ("The Great British Bake Off is a British television baking competition in which a group of "
+            "amateur bakers compete against each other in a series of rounds, attempting to impress a group "
+            "of judges with their baking skills, and one contestant is eliminated each week.")
+    alone = bertscore_f1([c], [r])[0]
+    mixed = bertscore_f1([long, c, "Yes.", r], [c, r, long, "No."])
+    assert abs(mixed[1] - alone) <= 1e-6
+    # the right value is the pair scored without padding (bert-score's padded batch gave 0.083489)
+    assert alone == pytest.approx(_reference_f1(c, r), abs=1e-5)
+    assert alone == pytest.approx(0.083231, abs=1e-5)
+    assert delta_bert([c], r)[0] == pytest.approx(alone - 1.0, abs=1e-12)
+
+
+def _long_reply(last: str) -> str:
+    words = ("river stone garden window music letter bridge candle forest harbor lantern meadow "
+             "pencil silver thunder valley").split()
+    rng = np.random.default_rng(7)
+    body = " ".join(" ".join(rng.choice(words, 12)) + "." for _ in range(50))  # 600 words
+    return body + " " + last
+
+
+def test_bert_long_replies_are_windowed_not_truncated():
+    from sago_engine.axes import bert_windows_note
+    from sago_engine.bertscore import WINDOW, bertscore_f1, word_pieces
+
+    a = _long_reply("The final answer is that the museum opens at nine in the morning.")
+    b = _long_reply("Nobody knows why the volcano erupted during the winter festival.")
+    assert len(word_pieces(a)) > 512 and len(word_pieces(a)[:WINDOW]) == WINDOW
+    assert word_pieces(a)[:WINDOW] == word_pieces(b)[:WINDOW]  # truncation at 512 would hide the change
+    d = delta_bert([b, a], a)
+    assert d[1] == 0.0
+    assert d[0] < -1e-3  # the different last sentence is seen: never "perfectly stable"
+    assert 1.0 + d[0] == pytest.approx(_reference_f1(b, a), abs=1e-5)
+    assert bertscore_f1([b, "short"], [a, "text"])[0] == pytest.approx(1.0 + d[0], abs=1e-6)
+    assert bert_windows_note(b, a) == "windows of 510 word pieces: reply 2, base 2"
+    assert bert_windows_note("short", a) == "windows of 510 word pieces: reply 1, base 2"
+    assert bert_windows_note("short", "text") is None
+
+
+# ------------------------------------------------------------------ Δ-BLEU tokenizer by script (issue #12.5)
+@pytest.mark.parametrize("hyp, ref, tok", [
+    ("the cat sat", "the cat sat on a mat", "13a"),
+    ("Кошка сидит на ковре", "Кошка сидела на ковре", "13a"),
+    ("我喜欢狗", "我喜欢猫", "zh"),
+    ("The word 猫 means cat.", "The word 狗 means dog.", "zh"),  # few Han chars in Latin text
+    ("私は猫が好きです", "私は犬が好きです", "char"),            # Japanese (kana)
+    ("나는 고양이를 좋아해", "나는 개를 좋아해", "char"),           # Korean
+    ("สวัสดีครับ", "สวัสดีค่ะ", "char"),                          # Thai
+    ("", "", "13a"),
+])
+def test_bleu_tokenizer_by_script(hyp, ref, tok):
+    from sago_engine.axes import bleu_tokenizer
+
+    assert bleu_tokenizer(hyp, ref) == tok
+
+
+def test_bleu_chinese_one_character_change():
+    from sago_engine.axes import bleu_signature, delta_bleu_signatures
+
+    # zh: characters 我 喜 欢 狗 vs 我 喜 欢 猫: p1 3/4, p2 2/3, p3 1/2, p4 smoothed 1/(2·1)
+    hand = 100 * (3 / 4 * 2 / 3 * 1 / 2 * 1 / 2) ** 0.25
+    assert hand == pytest.approx(59.46, abs=0.01)
+    assert bleu("我喜欢狗", "我喜欢猫") == pytest.approx(59.46, abs=0.01)
+    assert sacrebleu.sentence_bleu("我喜欢狗", ["我喜欢猫"]).score == 0.0  # 13a: one token each
+    assert delta_bleu(["我喜欢狗"], "我喜欢猫")[0] == pytest.approx(hand - 100, abs=1e-9)
+    assert delta_bleu_signatures(["我喜欢狗", "I like dogs"], "我喜欢猫") == [bleu_signature("zh")] * 2
+    assert bleu_signature("zh") == "nrefs:1|case:mixed|eff:yes|tok:zh|smooth:exp|version:" + sacrebleu.__version__
+    assert delta_bleu_signatures(["a b"], "a c") == [bleu_signature("13a")]
+    # Thai with the char tokenizer is not 0 any more
+    assert bleu("สวัสดีครับ", "สวัสดีค่ะ") == pytest.approx(
+        sacrebleu.sentence_bleu("สวัสดีครับ", ["สวัสดีค่ะ"], tokenize="char").score, abs=1e-9)
+    assert bleu("สวัสดีครับ", "สวัสดีค่ะ") > 50
+
+
+def test_bleu_whitespace_is_not_a_change():
+    # same tokens: 100 up to float rounding (exp of a mean of logs, ~1e-13), Δ snapped to exactly 0
+    assert bleu("  The answer is Paris.\n", "The answer is Paris.") == pytest.approx(100.0, abs=1e-9)
+    assert delta_bleu(["  The answer is Paris.\n"], "The answer is Paris.").tolist() == [0.0]
+    assert delta_bleu(["The  answer is   Paris."], "The answer is Paris.").tolist() == [0.0]

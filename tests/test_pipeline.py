@@ -17,7 +17,7 @@ NORM = resolve_normalizers()
 ALL = frozenset({"cos", "prob", "ent"})
 DELTA_COLS = ["run_id", "dataset", "prompt_id", "variant_id", "axis", "delta", "delta_norm", "available", "reason",
               "detector"]
-RESP_COLS = ["response_id", "run_id", "prompt_id", "variant_id", "response", "n_tokens", "seq_logprob",
+RESP_COLS = ["response_id", "run_id", "prompt_id", "variant_id", "response", "n_tokens", "token_ids", "seq_logprob",
              "mean_entropy", "cos_per_layer", "finish_reason", "latency_s", "error"]
 
 
@@ -70,7 +70,9 @@ def test_shapes_and_hand_values():
     hand = 100 * (1 / 7680) ** 0.25 - 100
     assert a.loc["bleu", "delta"] == pytest.approx(hand) and hand == pytest.approx(-89.3178, abs=1e-4)
     assert a.loc["bleu", "delta_norm"] == pytest.approx(hand / 100)
-    assert -1.0 <= a.loc["bert", "delta"] < 0.0
+    # MiniLM is uncased: "THE ANSWER IS PARIS." has the same word pieces as the base → exactly 0
+    assert a.loc["bert", "delta"] == 0.0 and pd.isna(a.loc["bert", "detector"])
+    assert a.loc["bleu", "detector"] == "nrefs:1|case:mixed|eff:yes|tok:13a|smooth:exp|version:2.6.0"
     assert pd.isna(a.loc["cos", "detector"])
 
     b = _by_axis(deltas, "v2")
@@ -241,3 +243,43 @@ def test_rows_insert_into_store(tmp_path):
         assert st.con.execute("SELECT count(*) FROM deltas WHERE available AND reason IS NULL").fetchall() == [(3,)]
         back = st.responses("d1:1")
         assert back["response"].tolist() == ["Paris.", "PARIS."]
+
+
+def test_bert_delta_of_a_pair_does_not_depend_on_its_chunk():
+    # issue #12.1: the same pair scored alone and in a chunk with much longer replies (padding)
+    base = R("Great British Bake Off 2017 has 10 episodes.")
+    reply = R("Sorry, but I can't assist with that.")
+    u = Unit("d1:1", "d1", base, [V("v")], [reply])
+    long = ("The Great British Bake Off is a British television baking competition in which a group of amateur "
+            "bakers compete against each other in a series of rounds, attempting to impress the judges.")
+    other = Unit("d1:2", "d1", R(long), [V("w"), V("x")], [R("Yes."), R(long + " Each week one baker leaves.")])
+    _, alone = compute_rows("r", [u], NORM, frozenset())
+    _, mixed = compute_rows("r", [other, u], NORM, frozenset())
+    a = alone.set_index(["variant_id", "axis"])["delta"]
+    m = mixed.set_index(["variant_id", "axis"])["delta"]
+    assert abs(m[("v", "bert")] - a[("v", "bert")]) <= 1e-6
+    assert a[("v", "bert")] == pytest.approx(0.083231 - 1.0, abs=1e-5)
+
+
+def test_bleu_signature_and_script_tokenizer_stored_per_delta():
+    # issue #12.5: one-character change in Chinese is BLEU 59.46 with sacrebleu's zh tokenizer, not 0
+    u = Unit("d1:1", "d1", R("我喜欢猫"), [V("zh"), V("en")], [R("我喜欢狗"), R("I like cats")])
+    _, d = compute_rows("r", [u], NORM, frozenset())
+    bleu = d[d.axis == "bleu"].set_index("variant_id")
+    assert bleu.loc["zh", "delta"] == pytest.approx(59.46 - 100, abs=0.01)
+    assert bleu.loc["zh", "delta_norm"] == pytest.approx((59.46 - 100) / 100, abs=1e-4)
+    assert bleu.loc["zh", "detector"] == "nrefs:1|case:mixed|eff:yes|tok:zh|smooth:exp|version:2.6.0"
+    assert bleu.loc["en", "detector"].split("|")[3] == "tok:zh"  # the pair holds Han characters
+    assert d[d.axis == "bert"]["detector"].isna().all()  # short replies: no window note
+
+
+def test_long_replies_windowed_and_noted():
+    # issue #12.6: ~600-word replies identical except their last sentence are not "perfectly stable"
+    words = "river stone garden window music letter bridge candle forest harbor lantern meadow".split()
+    body = " ".join(words[(i * 7) % len(words)] for i in range(600))
+    base = R(body + ". The museum opens at nine in the morning.")
+    u = Unit("d1:1", "d1", base, [V("v")], [R(body + ". Nobody knows why the volcano erupted.")])
+    _, d = compute_rows("r", [u], NORM, frozenset())
+    bert = d[d.axis == "bert"].iloc[0]
+    assert bert["available"] and bert["delta"] < -1e-3
+    assert bert["detector"] == "windows of 510 word pieces: reply 2, base 2"

@@ -2,20 +2,36 @@
 
 Each function returns raw per-variant values; normalisation by R_X, per-prompt RMS and tests
 live in ``sago_engine.scoring`` (like sacrebleu keeps statistics apart from aggregation).
-Direction for every axis: a Δ further from 0 means less stable.
+Direction for every axis: a Δ further from 0 means less stable. |Δ| below ``NOISE_TOL[axis]``
+(float noise of that axis's computation, ``sago_engine.axes.noise``) is returned as exactly 0.
 """
 
 from sago_engine.axes.activation import cosine_per_layer, delta_cos, delta_cos_from_layers
 from sago_engine.axes.confidence import delta_ent, delta_prob
-from sago_engine.axes.generation import bleu, delta_bert, delta_bert_pairs, delta_bleu
+from sago_engine.axes.generation import (
+    bert_windows_note,
+    bleu,
+    bleu_signature,
+    bleu_tokenizer,
+    delta_bert,
+    delta_bert_pairs,
+    delta_bleu,
+    delta_bleu_signatures,
+)
 from sago_engine.axes.mirroring import delta_mr, mirrors, detector_kind
+from sago_engine.axes.noise import NOISE_TOL, snap_noise
 
 __all__ = [
+    "NOISE_TOL",
+    "bert_windows_note",
     "bleu",
+    "bleu_signature",
+    "bleu_tokenizer",
     "cosine_per_layer",
     "delta_bert",
     "delta_bert_pairs",
     "delta_bleu",
+    "delta_bleu_signatures",
     "delta_cos",
     "delta_cos_from_layers",
     "delta_ent",
@@ -23,4 +39,5 @@ __all__ = [
     "delta_prob",
     "detector_kind",
     "mirrors",
+    "snap_noise",
 ]

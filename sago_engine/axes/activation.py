@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from sago_engine.axes.noise import snap_noise
+
 
 def cosine_per_layer(h_variants: np.ndarray, h_base: np.ndarray) -> np.ndarray:
     """Cosine similarity per layer between each variant's and the base prompt's hidden states.
@@ -50,5 +52,8 @@ def delta_cos(h_variants: np.ndarray, h_base: np.ndarray) -> np.ndarray:
 
 
 def delta_cos_from_layers(cos_layers: np.ndarray) -> np.ndarray:
-    """ΔCos from per-layer cosines (…, L+1) already computed (e.g. to be stored): mean of (cos − 1)."""
-    return np.mean(np.asarray(cos_layers, dtype=np.float64) - 1.0, axis=-1)
+    """ΔCos from per-layer cosines (…, L+1) already computed (e.g. to be stored): mean of (cos − 1).
+
+    |ΔCos| below ``NOISE_TOL["cos"]`` (1e-6, float noise) is returned as exactly 0.
+    """
+    return snap_noise(np.mean(np.asarray(cos_layers, dtype=np.float64) - 1.0, axis=-1), "cos")
