@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import logging
 import os
@@ -337,6 +338,12 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
         with store.transaction():
             store.insert_df("templates", pd.DataFrame([{"template_id": judge.template_id, "kind": "judge",
                                                          "text": judge.template}]))
+    chat_template = None if m.is_api else getattr(backend, "template", None)
+    if isinstance(chat_template, str):  # the chat template text, keyed by the sha256 the run records
+        with store.transaction():
+            store.insert_df("templates", pd.DataFrame([{
+                "template_id": hashlib.sha256(chat_template.encode("utf-8")).hexdigest(), "kind": "chat_template",
+                "text": chat_template}]))
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     versions = library_versions()
     if m.is_api:

@@ -233,9 +233,12 @@ def test_replay_reproduces_tiny_store(tiny_store):
     _check_replay(df, 1, 10)
     with open_store(tiny_store) as st:
         dec = json.loads(st.runs().loc[0, "decoding"])
+        chat = st.templates("chat_template")
     assert dec["generation_config"]["repetition_penalty"] == 1.0 and dec["greedy"] is True
     assert dec["chat_template"]["kwargs"] == {"add_generation_prompt": True}
-    assert len(dec["chat_template"]["sha256"]) == 64
+    # the template text itself is stored, under the sha256 the run records
+    assert chat["template_id"].tolist() == [dec["chat_template"]["sha256"]]
+    assert hashlib.sha256(chat["text"][0].encode()).hexdigest() == dec["chat_template"]["sha256"]
 
 
 class _NoClose:
