@@ -35,11 +35,16 @@ class ModelConfig:
     backend: str = "hf_local"
     """Backend name: ``hf_local``, ``openai``, ``openai_compatible``, ``anthropic`` or ``gemini``."""
     dtype: str = "float32"
-    """``float32`` or ``bfloat16`` (hf_local only)."""
+    """``float32``, ``bfloat16`` or ``float16`` (hf_local only; ``float16`` needs a GPU). Whether
+    the pair (dtype, device) works here is decided by ``sago_engine.models.check_device``."""
     device: str = "auto"
-    """``auto`` (GPU when present), ``cpu`` or ``cuda`` (hf_local only)."""
+    """``auto`` (GPU when present), ``cpu``, ``cuda``, ``cuda:N`` or ``mps`` (hf_local only)."""
     batch_size: int = 8
     """Prompts per generate call (hf_local only)."""
+    chat_template_kwargs: dict[str, Any] | None = None
+    """hf_local only: extra variables for the chat template, e.g. ``{enable_thinking = true}``.
+    None: the template's own thinking switch (``enable_thinking``), where it has one, is set to
+    false (see ``sago_engine.backends.hf_local.template_kwargs``). Enters the run id when set."""
     # ---- API backends only (see sago_engine.backends.api_common.ApiBackend) ----
     base_url: str | None = None
     """API root; required for ``openai_compatible`` (e.g. ``http://localhost:8000/v1``)."""
@@ -94,7 +99,7 @@ API_FIELDS: tuple[str, ...] = ("base_url", "api_key_env", "api_version", "top_lo
                                "timeout_s", "max_retries", "price_in_per_mtok", "price_out_per_mtok",
                                "price_cached_in_per_mtok", "omit_params", "thinking_budget", "reasoning_effort")
 #: ModelConfig fields that only hf_local takes.
-LOCAL_FIELDS: tuple[str, ...] = ("dtype", "device", "batch_size")
+LOCAL_FIELDS: tuple[str, ...] = ("dtype", "device", "batch_size", "chat_template_kwargs")
 
 def _number(m: dict, key: str, lo: float, *, strict: bool = False) -> None:
     v = m.get(key)
@@ -107,7 +112,7 @@ def _number(m: dict, key: str, lo: float, *, strict: bool = False) -> None:
 def _check_model(m: dict, base: Path) -> ModelConfig:
     """Validate one [[models]] table and build its ModelConfig (no network, no SDK import)."""
     from sago_engine.backends.base import BACKENDS
-    from sago_engine.models import ZOO, is_hub_id
+    from sago_engine.models import ZOO, check_device, is_hub_id
 
     backend = m.get("backend", "hf_local")
     if backend not in BACKENDS:
@@ -125,16 +130,21 @@ def _check_model(m: dict, base: Path) -> ModelConfig:
                               f"(openai, openai_compatible, anthropic, gemini), not hf_local")
         _int(m, "batch_size", 8, lo=1)
         mc = ModelConfig(**m)
-        if mc.device not in ("auto", "cpu", "cuda") and not str(mc.device).startswith("cuda:"):
-            raise _unknown("device", mc.device, ["auto", "cpu", "cuda", "cuda:N"])
         if (mc.key not in ZOO and mc.key != "tiny-random" and not (base / mc.key).is_dir()
                 and not Path(mc.key).is_dir() and not is_hub_id(mc.key)):
             err = _unknown("model", mc.key, [*ZOO, "tiny-random", "<a local folder with config.json>",
                                              "<a Hugging Face Hub id org/name>"])
             raise ConfigError(f"{err} (for an API model set backend = \"openai\", \"anthropic\", \"gemini\" "
                               f"or \"openai_compatible\")")
-        if mc.dtype not in ("float32", "bfloat16", "float16"):
-            raise _unknown("dtype", mc.dtype, ["float32", "bfloat16", "float16"])
+        try:  # the backend decides what runs here (the same check runs again at load time)
+            check_device(mc.dtype, mc.device)
+        except ValueError as e:
+            raise ConfigError(f"model {key!r}: {e}") from None
+        ctk = mc.chat_template_kwargs
+        if ctk is not None and (not isinstance(ctk, dict) or not all(
+                isinstance(k, str) and isinstance(v, (str, int, float, bool)) for k, v in ctk.items())):
+            raise ConfigError(f"model {key!r}: chat_template_kwargs must be a table of names to strings, numbers "
+                              f"or booleans, e.g. {{enable_thinking = false}}, got {ctk!r}")
         return mc
     bad = [k for k in LOCAL_FIELDS if k in m]
     if bad:

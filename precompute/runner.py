@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import logging
 import os
@@ -18,7 +19,7 @@ from tqdm import tqdm
 from precompute.config import ModelConfig, RunConfig, llm_backend_spec
 from sago_engine.datasets import Prompt, load_dataset
 from sago_engine.pipeline import Unit, compute_rows, judge_rows
-from sago_engine.runrecord import VERSION_PACKAGES, fingerprint, library_versions  # noqa: F401 (re-exported)
+from sago_engine.runrecord import VERSION_PACKAGES, fingerprint, library_versions, local_decoding_record  # noqa: F401 (re-exported)
 from sago_engine.seeds import stable_hash
 from sago_engine.store import Store, StoreError, open_store
 from sago_engine.types import Variant
@@ -220,7 +221,8 @@ WARN_NO_OUTPUT_SHARE = 0.03
 def run_id_for(cfg: RunConfig, m: ModelConfig, plan: Plan) -> str:
     """Deterministic run key: model, backend, dtype, decoding, seed, R_X and the plan signature.
 
-    The answer-changing API settings (``RUN_ID_API_FIELDS``) join the hash only when set, and
+    The answer-changing API settings (``RUN_ID_API_FIELDS``) and hf_local's
+    ``chat_template_kwargs`` join the hash only when set, and
     ``judge_key`` only when a ``[judge]`` is set, so the run ids of plain hf_local runs (and of
     existing stores) are unchanged.
     """
@@ -229,6 +231,8 @@ def run_id_for(cfg: RunConfig, m: ModelConfig, plan: Plan) -> str:
     api = {k: getattr(m, k) for k in RUN_ID_API_FIELDS if getattr(m, k) is not None}
     if api:
         parts.append(api)
+    if getattr(m, "chat_template_kwargs", None) is not None:  # explicit template variables change the prompt
+        parts.append({"chat_template_kwargs": dict(sorted(m.chat_template_kwargs.items()))})
     jk = judge_key(cfg)
     if jk is not None:
         parts.append({"judge": jk})
@@ -260,8 +264,11 @@ def backend_spec(cfg: RunConfig, m: ModelConfig) -> dict:
     model name, the settings given in the config (unset ones keep the backend's defaults) and
     the run seed. Never a key: API backends read theirs from the environment."""
     if not m.is_api:
-        return {"backend": m.backend, "model": m.key, "dtype": m.dtype, "device": m.device,
+        spec = {"backend": m.backend, "model": m.key, "dtype": m.dtype, "device": m.device,
                 "batch_size": m.batch_size}
+        if m.chat_template_kwargs is not None:
+            spec["chat_template_kwargs"] = dict(m.chat_template_kwargs)
+        return spec
     from precompute.config import API_FIELDS
 
     spec = {"backend": m.backend, "model": m.key, "seed": cfg.seed,
@@ -334,6 +341,12 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
         with store.transaction():
             store.insert_df("templates", pd.DataFrame([{"template_id": judge.template_id, "kind": "judge",
                                                          "text": judge.template}]))
+    chat_template = None if m.is_api else getattr(backend, "template", None)
+    if isinstance(chat_template, str):  # the chat template text, keyed by the sha256 the run records
+        with store.transaction():
+            store.insert_df("templates", pd.DataFrame([{
+                "template_id": hashlib.sha256(chat_template.encode("utf-8")).hexdigest(), "kind": "chat_template",
+                "text": chat_template}]))
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     versions = library_versions()
     if m.is_api:
@@ -343,7 +356,7 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
         if info.get("sdk"):
             versions[info["sdk"]] = info.get("sdk_version", "?")
     else:
-        decoding = {"greedy": True, "max_new_tokens": cfg.max_new_tokens, "batch_size": m.batch_size}
+        decoding = local_decoding_record(info, cfg.max_new_tokens, m.batch_size)
     k_rep = m.repeats
     if k_rep > 1:  # noise floor: the base prompt is asked k times (recorded; old runs keep their record)
         decoding["base_repeats"] = k_rep

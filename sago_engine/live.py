@@ -399,7 +399,7 @@ def probe_run_id(res: ProbeResult) -> str:
 def probe_frames(res: ProbeResult, backend_info: dict | None = None) -> tuple[dict, dict[str, pd.DataFrame]]:
     """The run record and the table frames of a finished (or partial) probe, keyed like the runner's."""
     from sago_engine.bertscore import encoder_info
-    from sago_engine.runrecord import fingerprint, library_versions
+    from sago_engine.runrecord import fingerprint, library_versions, local_decoding_record
 
     info = backend_info or {}
     run_id = probe_run_id(res)
@@ -409,7 +409,7 @@ def probe_frames(res: ProbeResult, backend_info: dict | None = None) -> tuple[di
         "model_source": str(info.get("source", "")),
         "weights_sha256": info.get("weights_sha256") or info.get("gguf_sha256"), "dtype": info.get("dtype"),
         "device": str(info.get("device", "")),
-        "decoding": {"greedy": True, "max_new_tokens": res.max_new_tokens, "batch_size": info.get("decoding", {}).get("batch_size")},
+        "decoding": local_decoding_record(info, res.max_new_tokens, (info.get("decoding") or {}).get("batch_size")),
         "seed": res.probe.seed, "normalizers": res.normalizers, "semantic_filter": res.filter_info,
         "encoder": encoder_info(), "capabilities": sorted(res.capabilities), "versions": library_versions(),
         "config": {"source": "live page", "prompt_id": res.probe.prompt_id}, "started_at": now,

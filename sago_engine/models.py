@@ -19,6 +19,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -41,13 +42,16 @@ __all__ = [
     "load_tokenizer",
     "tiny_random_model",
     "file_sha256",
+    "check_device",
 ]
 
 #: Key of the tiny random Llama used by fast tests (no weights; SmolLM2 tokenizer).
 TINY_RANDOM_KEY = "tiny-random"
 
-DTYPES: tuple[str, ...] = ("float32", "bfloat16")
-DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
+#: Weight/compute dtypes ``check_device`` knows (whether one is usable depends on the device).
+DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
+#: Device names ``check_device`` knows, besides ``"cuda:N"``.
+DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
 
 
 class ModelUnavailableError(RuntimeError):
@@ -443,18 +447,57 @@ def resolve_model(key_or_path: str) -> ModelEntry | LocalModel:
     )
 
 
-def _check_args(dtype: str, device: str) -> str:
+def check_device(dtype: str, device: str) -> str:
+    """Whether a (dtype, device) pair is usable on this machine; the one source of truth.
+
+    The run config (``precompute.config``) calls this before any work, and every model load
+    calls it again, so a setting that passed validation never fails at load time.
+
+    Rules (torch's own reports, nothing guessed):
+
+    * ``dtype``: one of ``DTYPES`` (``float32``, ``bfloat16``, ``float16``); ``float16`` needs
+      an accelerator (``cuda``/``cuda:N``/``mps``: CPU kernels for fp16 are partial and slow);
+      ``bfloat16`` on CUDA needs ``torch.cuda.is_bf16_supported()``.
+    * ``device``: ``"auto"`` (``cuda`` when ``torch.cuda.is_available()``, else ``cpu``),
+      ``"cpu"``, ``"cuda"`` (needs ``torch.cuda.is_available()``), ``"cuda:N"`` (needs
+      ``N < torch.cuda.device_count()``) or ``"mps"`` (needs ``torch.backends.mps.is_available()``).
+
+    Args:
+        dtype: weights and compute dtype name.
+        device: device name as above.
+    Returns:
+        The resolved torch device string (``"auto"`` resolved), e.g. ``"cpu"``, ``"cuda:1"``.
+    Raises:
+        ValueError: an unknown name, or a device/dtype torch does not offer here; the message
+            says what torch reports and what is valid.
+    """
     if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-    if device not in DEVICES:
-        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+        raise ValueError(f"unknown dtype {dtype!r}. Valid: {', '.join(DTYPES)}")
+    dev = str(device)
+    m = re.fullmatch(r"cuda:(\d+)", dev)
+    if dev not in DEVICES and not m:
+        raise ValueError(f"unknown device {device!r}. Valid: {', '.join(DEVICES)}, cuda:N")
     import torch
 
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' requested but torch.cuda.is_available() is False")
-    return device
+    if dev == "auto":
+        dev = "cuda" if torch.cuda.is_available() else "cpu"
+    if dev.startswith("cuda"):
+        n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if n == 0:
+            raise ValueError(f"device={device!r} requested but torch sees no CUDA device "
+                             f"(torch.cuda.is_available() is False); use device = \"cpu\" or \"auto\"")
+        if m and int(m.group(1)) >= n:
+            raise ValueError(f"device={device!r} requested but torch sees {n} CUDA device(s) "
+                             f"(valid: {', '.join(f'cuda:{i}' for i in range(n))})")
+    if dev == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise ValueError("device='mps' requested but torch.backends.mps.is_available() is False")
+    if dtype == "float16" and dev == "cpu":
+        raise ValueError(f"dtype='float16' needs a GPU (cuda, cuda:N or mps); device={device!r} resolves to "
+                         f"cpu here — use float32 or bfloat16 on CPU")
+    if dtype == "bfloat16" and dev.startswith("cuda") and not torch.cuda.is_bf16_supported():
+        raise ValueError(f"dtype='bfloat16' requested but this CUDA device does not support it "
+                         f"(torch.cuda.is_bf16_supported() is False); use float16 or float32")
+    return dev
 
 
 def _prepare_tokenizer(tok: Any) -> Any:
@@ -521,8 +564,7 @@ def tiny_random_model(seed: int = 0, dtype: str = "float32", device: str = "cpu"
 
     Args:
         seed: torch seed for the weights (same seed → identical weights).
-        dtype: ``"float32"`` or ``"bfloat16"``.
-        device: ``"auto"``, ``"cpu"`` or ``"cuda"``.
+        dtype, device: as ``load_model`` (checked by ``check_device``).
     Returns:
         ``(model, tokenizer, info)`` as ``load_model``; ``info["gguf_sha256"]`` is None and
         ``info["seed"]`` holds the seed.
@@ -532,7 +574,7 @@ def tiny_random_model(seed: int = 0, dtype: str = "float32", device: str = "cpu"
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    dev = _check_args(dtype, device)
+    dev = check_device(dtype, device)
     t0 = time.perf_counter()
     tok = load_tokenizer("smollm2-135m-instruct")
     cfg = LlamaConfig(
@@ -586,8 +628,9 @@ def load_model(
 
     Args:
         key_or_path: zoo key, ``"tiny-random"`` or a local Hugging Face model folder.
-        dtype: ``"float32"`` or ``"bfloat16"`` (weights and compute dtype).
-        device: ``"auto"`` (cuda if available else cpu), ``"cpu"`` or ``"cuda"``.
+        dtype: ``"float32"``, ``"bfloat16"`` or ``"float16"`` (weights and compute dtype).
+        device: ``"auto"`` (cuda if available else cpu), ``"cpu"``, ``"cuda"``, ``"cuda:N"`` or
+            ``"mps"``; the pair must pass ``check_device``.
     Returns:
         ``(model, tokenizer, info)``: an eval-mode ``PreTrainedModel`` on ``device``; a
         tokenizer with left padding and a pad token (eos if missing); ``info`` with keys
@@ -604,7 +647,7 @@ def load_model(
     m = resolve_model(key_or_path)
     if isinstance(m, ModelEntry) and m.source == "random":
         return tiny_random_model(0, dtype=dtype, device=device)
-    dev = _check_args(dtype, device)
+    dev = check_device(dtype, device)
     tdtype = getattr(torch, dtype)
     t0 = time.perf_counter()
 

@@ -28,3 +28,23 @@ def fingerprint(record: dict) -> str:
     return (f"sago:{v.get('sago','?')}|model:{record['model']}@{str(record.get('weights_sha256') or '?')[:12]}"
             f"|dtype:{record.get('dtype')}|greedy|max_new:{record['decoding']['max_new_tokens']}"
             f"|seed:{record['seed']}|R:{rs}|torch:{v.get('torch','?')}|transformers:{v.get('transformers','?')}")
+
+
+def local_decoding_record(info: dict, max_new_tokens: int, batch_size: int | None) -> dict:
+    """The ``runs.decoding`` record of a local (hf_local) run, shared by the runner and the live page.
+
+    Args:
+        info: ``HFLocalBackend.info()`` (a backend without these keys records only the basics).
+        max_new_tokens: the generation cap of the run.
+        batch_size: prompts per generate call.
+    Returns:
+        ``{"greedy": True, "max_new_tokens", "batch_size", "generation_config" (the neutral
+        settings passed to ``generate``), "model_generation_config_ignored" (the model folder's
+        own defaults, not applied), "chat_template" (template sha256 + every render variable,
+        or "no template")}``; keys the backend does not report are left out.
+    """
+    dec = {k: v for k, v in (info.get("decoding") or {}).items() if k not in ("greedy", "batch_size", "max_new_tokens")}
+    out = {"greedy": True, "max_new_tokens": max_new_tokens, "batch_size": batch_size, **dec}
+    if info.get("chat_template") is not None:
+        out["chat_template"] = info["chat_template"]
+    return out

@@ -28,7 +28,9 @@ class DecodingConfig:
     max_new_tokens: int = 48
     """Upper bound on generated tokens per prompt (the EOS token counts as one)."""
     greedy: bool = True
-    """Greedy decoding (``do_sample=False``). Only True is supported by ``hf_local``."""
+    """Greedy decoding (``do_sample=False``). Only True is supported by ``hf_local``, which passes
+    a neutral ``GenerationConfig`` (``hf_local.neutral_generation_config``: no penalties or token
+    rules; the model folder's own generation defaults are recorded, never applied)."""
     batch_size: int = 8
     """Prompts per forward/generate call (does not change greedy outputs beyond float noise)."""
 

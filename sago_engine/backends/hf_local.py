@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
+import re
 import time
 from typing import Any, Sequence
 
@@ -14,7 +16,78 @@ from ..models import load_model
 from ..types import GenerationResult
 from .base import DecodingConfig
 
-__all__ = ["HFLocalBackend", "set_threads", "token_stats"]
+__all__ = ["HFLocalBackend", "set_threads", "token_stats", "neutral_generation_config", "template_kwargs",
+           "THINKING_SWITCHES", "NEUTRAL_DECODING"]
+
+#: Every decoding setting that can change which token greedy search picks, at its neutral value
+#: (no penalties, no forced/suppressed/bad tokens, no length rules). A model folder's own
+#: ``generation_config.json`` (e.g. Qwen2.5-Instruct's ``repetition_penalty: 1.05``) is never
+#: used: SAGO (arXiv 2610.01428) §Decoding is plain greedy, the argmax of the model's logits.
+NEUTRAL_DECODING: dict[str, Any] = {
+    "do_sample": False, "num_beams": 1, "temperature": 1.0, "top_k": 50, "top_p": 1.0, "typical_p": 1.0,
+    "min_p": None, "epsilon_cutoff": 0.0, "eta_cutoff": 0.0, "repetition_penalty": 1.0,
+    "encoder_repetition_penalty": 1.0, "length_penalty": 1.0, "no_repeat_ngram_size": 0,
+    "encoder_no_repeat_ngram_size": 0, "bad_words_ids": None, "suppress_tokens": None,
+    "begin_suppress_tokens": None, "sequence_bias": None, "forced_bos_token_id": None,
+    "forced_eos_token_id": None, "min_length": 0, "min_new_tokens": None, "renormalize_logits": False,
+    "remove_invalid_values": False, "exponential_decay_length_penalty": None, "stop_strings": None,
+    "guidance_scale": None, "watermarking_config": None, "num_beam_groups": 1, "diversity_penalty": 0.0,
+    "max_time": None,
+}
+
+#: Chat-template variables that switch a reasoning trace on or off (Qwen3-style templates think
+#: by default; ``enable_thinking=False`` makes them answer). Set to False unless the config says.
+THINKING_SWITCHES: tuple[str, ...] = ("enable_thinking",)
+
+
+def neutral_generation_config(eos_ids: Sequence[int], pad_id: int | None, max_new_tokens: int | None = None):
+    """A fresh ``transformers.GenerationConfig`` for plain greedy decoding.
+
+    Args:
+        eos_ids: token ids that stop generation (the model's EOS set).
+        pad_id: padding token id.
+        max_new_tokens: generation cap (None: unset, as stored on the model).
+    Returns:
+        ``GenerationConfig`` with ``NEUTRAL_DECODING`` plus eos/pad/max_new_tokens and nothing
+        else (source: transformers ``GenerationConfig``; every other field is unset and so
+        takes the library default, none of which changes a greedy choice).
+    """
+    from transformers import GenerationConfig
+
+    return GenerationConfig(**NEUTRAL_DECODING, eos_token_id=list(eos_ids), pad_token_id=pad_id,
+                            max_new_tokens=max_new_tokens)
+
+
+def template_kwargs(template: str | None, given: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The extra variables the chat template is rendered with.
+
+    Each of ``THINKING_SWITCHES`` that the template source mentions defaults to False (thinking
+    off: the reply is an answer, not a reasoning trace); ``given`` (the config's
+    ``chat_template_kwargs``) overrides and adds.
+
+    Args:
+        template: the chat template source (Jinja), or None for a model without one.
+        given: explicit variables, or None.
+    Returns:
+        A new dict, sorted by name (``{}`` for a template without a switch and nothing given).
+    Raises:
+        ValueError: variables given for a model without a chat template, or a variable the
+            template never mentions (it would be silently ignored).
+    """
+    given = dict(given or {})
+    if template is None:
+        if given:
+            raise ValueError(f"chat_template_kwargs {sorted(given)} given, but the model has no chat template "
+                             f"(base models get the plain prompt)")
+        return {}
+    unused = [k for k in given if not re.search(rf"\b{re.escape(k)}\b", template)]
+    if unused:
+        raise ValueError(f"chat_template_kwargs {unused} do not occur in the model's chat template "
+                         f"(they would be ignored)")
+    out = {k: False for k in THINKING_SWITCHES if re.search(rf"\b{k}\b", template)}
+    out.update(given)
+    return dict(sorted(out.items()))
+
 
 
 def set_threads() -> int:
@@ -73,9 +146,15 @@ class HFLocalBackend:
     (``MIN_SHARED_PREFIX`` tokens or more; greedy tokens identical to a full prefill in the
     benchmark, hidden states within float noise — see benchmarks/README.md).
 
-    Response text: the generated tokens decoded with ``skip_special_tokens=True``, then
-    ``.strip()``-ed of surrounding whitespace (the scored token ids are kept unchanged in
-    ``GenerationResult.token_ids``).
+    Response text: the generated tokens (up to and including the first EOS) decoded with
+    ``skip_special_tokens=True`` and nothing else — no stripping: trailing whitespace the model
+    emitted is part of the reply. ``GenerationResult.token_ids`` holds exactly those ids (EOS
+    included, no padding), so ``seq_logprob``/``mean_entropy`` can be re-derived by teacher
+    forcing (``sago_engine.replay``). Any normalisation happens inside an axis, documented there.
+
+    Decoding: plain greedy with ``neutral_generation_config`` (the model folder's
+    ``generation_config.json`` is recorded but never applied), so every generated token is the
+    argmax of the stored step logits.
     """
 
     name = "hf_local"
@@ -91,6 +170,7 @@ class HFLocalBackend:
         batch_size: int = 8,
         model: str | None = None,
         seed: int = 0,
+        chat_template_kwargs: dict[str, Any] | None = None,
     ) -> None:
         """Load the model (see ``sago_engine.models.load_model``).
 
@@ -102,8 +182,11 @@ class HFLocalBackend:
             model: alias of ``model_key_or_path`` (so ``get_backend({"name": "hf_local",
                 "model": ...})`` works); ignored if ``model_key_or_path`` is given.
             seed: weight seed, used only for ``"tiny-random"``.
+            chat_template_kwargs: extra chat-template variables (see ``template_kwargs``).
         Raises:
-            ValueError: bad arguments or unknown model; ModelUnavailableError: weights missing.
+            ValueError: bad arguments, unknown model, a (dtype, device) pair this machine does
+                not offer (``models.check_device``), template variables the template lacks;
+            ModelUnavailableError: weights missing.
         """
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -127,6 +210,17 @@ class HFLocalBackend:
             eos_ids.add(self.tokenizer.eos_token_id)
         self.eos_ids = sorted(eos_ids)
         self.pad_id = self.tokenizer.pad_token_id
+        # neutral decoding: the folder's generation_config.json is recorded, never applied
+        self.model_generation_config = self.model.generation_config.to_diff_dict()
+        self.generation_config = neutral_generation_config(self.eos_ids, self.pad_id)
+        self.model.generation_config = neutral_generation_config(self.eos_ids, self.pad_id)
+        tmpl = getattr(self.tokenizer, "chat_template", None) if self.chat else None
+        if isinstance(tmpl, dict):  # named templates: the one apply_chat_template uses by default
+            tmpl = tmpl.get("default")
+        if self.chat and not tmpl:
+            raise ValueError(f"model {key!r} is a chat model but its tokenizer has no chat template")
+        self.template: str | None = tmpl
+        self.template_kwargs = template_kwargs(tmpl, chat_template_kwargs)
         self._closed = False
 
     # ------------------------------------------------------------------ record
@@ -137,11 +231,18 @@ class HFLocalBackend:
         Returns:
             dict with ``backend``, ``model_id``, ``capabilities`` (sorted list), all keys of
             ``load_model``'s info, ``decoding`` (``DecodingConfig.as_dict()`` minus
-            ``max_new_tokens``, which is per call), ``eos_token_ids``, ``chat_template``
-            (bool: whether a template is applied), ``threads``.
+            ``max_new_tokens``, which is per call, plus ``generation_config``: the settings
+            passed to ``generate`` — ``neutral_generation_config``'s ``to_diff_dict()`` — and
+            ``model_generation_config_ignored``: the model folder's own, not applied),
+            ``eos_token_ids``, ``chat_template`` (``template_record()``), ``threads``.
         """
         dec = DecodingConfig(batch_size=self.batch_size).as_dict()
         dec.pop("max_new_tokens")
+        gc = self.generation_config.to_diff_dict()
+        gc.pop("transformers_version", None)
+        dec["generation_config"] = gc
+        dec["model_generation_config_ignored"] = {k: v for k, v in self.model_generation_config.items()
+                                                  if k != "transformers_version"}
         return {
             "backend": self.name,
             "model_id": self.model_id,
@@ -149,18 +250,43 @@ class HFLocalBackend:
             **self._info,
             "decoding": dec,
             "eos_token_ids": list(self.eos_ids),
-            "chat_template": self.chat,
+            "chat_template": self.template_record(),
             "threads": self.threads,
             "shared_prefix_cache": True,
         }
 
     # ------------------------------------------------------------------ prompts
 
+    def template_record(self) -> dict[str, Any] | str:
+        """What the rendered prompt is a pure function of (besides the prompt text).
+
+        Returns:
+            ``"no template"`` for a base model; else ``{"sha256": <hex of the template text>,
+            "kwargs": <every variable passed to the render besides the messages>,
+            "special_tokens": <the tokenizer's special-token strings the template can use>,
+            "uses_clock": <True if the template calls strftime_now (not a pure function)>}``.
+        """
+        if self.template is None:
+            return "no template"
+        tok = self.tokenizer
+        return {
+            "sha256": hashlib.sha256(self.template.encode("utf-8")).hexdigest(),
+            "kwargs": {"add_generation_prompt": True, **self.template_kwargs},
+            "special_tokens": {k: getattr(tok, k, None) for k in ("bos_token", "eos_token", "pad_token", "unk_token")},
+            "uses_clock": "strftime_now" in self.template,
+        }
+
     def format_prompt(self, prompt: str) -> str:
-        """The exact text fed to the model: chat template (chat models) or the prompt itself."""
+        """The exact text fed to the model: chat template (chat models) or the prompt itself.
+
+        Chat models: ``apply_chat_template`` with the recorded template text (``template``),
+        one user message, ``add_generation_prompt=True`` and ``template_kwargs`` (thinking
+        off where the template has a switch) — everything in ``template_record()``.
+        """
         if self.chat:
             return self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": prompt}], tokenize=False, add_generation_prompt=True
+                [{"role": "user", "content": prompt}], chat_template=self.template, tokenize=False,
+                add_generation_prompt=True, **self.template_kwargs,
             )
         return prompt
 
@@ -207,8 +333,9 @@ class HFLocalBackend:
             prompts: user prompts (raw text; formatting per ``format_prompt``).
             max_new_tokens: generation cap (≥ 1); the EOS token counts.
         Returns:
-            One ``GenerationResult`` per prompt: ``text``; ``token_ids`` (scored tokens: up to
-            and including the first EOS); ``n_tokens = len(token_ids)``; ``token_logprobs`` and
+            One ``GenerationResult`` per prompt: ``text`` (decode of ``token_ids``, special
+            tokens skipped, not stripped); ``token_ids`` (the ids as emitted: up to and
+            including the first EOS, no padding); ``n_tokens = len(token_ids)``; ``token_logprobs`` and
             ``token_entropies`` float64 (n_tokens,), natural log / nats, from the step logits
             (unprocessed, float32 log_softmax); ``hidden_last`` float32 (L+1, H) from the
             prefill step at the last input position; ``finish_reason`` "stop" (EOS emitted) or
@@ -269,22 +396,9 @@ class HFLocalBackend:
             extra["cache"] = cache
         else:
             ids, mask = self._pad_left(seqs)
-        gen = self.model.generate(
-            input_ids=ids,
-            attention_mask=mask,
-            **extra,
-            max_new_tokens=max_new_tokens,
-            do_sample=False,
-            temperature=None,
-            top_p=None,
-            top_k=None,
-            num_beams=1,
-            eos_token_id=self.eos_ids,
-            pad_token_id=self.pad_id,
-            return_dict_in_generate=True,
-            output_hidden_states=True,
-            output_logits=True,
-        )
+        gc = neutral_generation_config(self.eos_ids, self.pad_id, max_new_tokens)
+        gc.update(return_dict_in_generate=True, output_hidden_states=True, output_logits=True)
+        gen = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=gc, **extra)
         prompt_len = ids.shape[1]
         new = gen.sequences[:, prompt_len:]  # (B, T_max)
         # per step (B, V) rather than one stacked (B, T_max, V) tensor: same numbers, ~4× less time
@@ -310,7 +424,8 @@ class HFLocalBackend:
                     n, finish = t + 1, "stop"
                     break
             kept = toks[:n]
-            text = self.tokenizer.decode(kept, skip_special_tokens=True).strip()
+            # exactly as decoded: no strip, no tokenization-space clean-up
+            text = self.tokenizer.decode(kept, skip_special_tokens=True, clean_up_tokenization_spaces=False)
             results.append(
                 GenerationResult(
                     text=text,
