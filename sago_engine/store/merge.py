@@ -76,7 +76,7 @@ def merge_stores(out: str | Path, inputs: Sequence[str | Path], overwrite: bool 
             WHEN (SELECT count(*) FROM units u WHERE u.run_id = runs.run_id) = (SELECT count(*) FROM prompts)
             THEN 'complete' ELSE 'partial' END""")
         with st.transaction():  # the statistics of the merged deltas, rebuilt in one pass
-            st.con.execute(suffstats.MATERIALISE_SQL)
+            suffstats.materialise(st.con)
         counts = st.counts()
         st.checkpoint()
     os.replace(tmp, out)

@@ -8,6 +8,7 @@ recomputed without re-running models. Keys are deterministic hashes, and writes 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable, Union
 
 import duckdb
 
@@ -162,19 +163,19 @@ _EXTRA_DDL = _DDL[_DDL.index("CREATE TABLE IF NOT EXISTS mirroring_verdicts"):]
 #: re-derive ``seq_logprob``/``mean_entropy``; ``responses.response`` is the reply exactly as
 #: decoded (no stripping). Older stores read NULL there.
 #: Schema version 3 (dashboard speed): the sufficient-statistics tables ``delta_stats``,
-#: ``prompt_stats`` and ``cell_stats`` (``suffstats.STATS_DDL``: n, ΣΔ̃, ΣΔ̃², Σ|Δ̃| per group),
+#: ``prompt_stats``, ``cell_stats`` and ``length_stats`` (``suffstats.STATS_DDL``: n, ΣΔ̃, ΣΔ̃², Σ|Δ̃| per group),
 #: written with the deltas and rebuilt here from existing deltas; the SQL views of schema 1/2
 #: (``prompt_scores``, ``sgs_dataset``, ``sgs_total``) are dropped: the score formula lives in
 #: ``sago_engine.scoring`` only (``Store.view`` computes them from the statistics).
 #: Additive, idempotent steps that bring a version-1 or -2 store (or a version-3 store without
 #: the statistics tables) to this version, run in one transaction on a writable open. Each later
-#: addition of this version appends here.
-_MIGRATIONS: tuple[str, ...] = (
+#: addition of this version appends here. A step is SQL text or a function of the connection.
+_MIGRATIONS: tuple[Union[str, Callable[[duckdb.DuckDBPyConnection], None]], ...] = (
     _EXTRA_DDL,
     "ALTER TABLE responses ADD COLUMN IF NOT EXISTS token_ids INTEGER[]",
     "DROP VIEW IF EXISTS sgs_total; DROP VIEW IF EXISTS sgs_dataset; DROP VIEW IF EXISTS prompt_scores",
     suffstats.STATS_DDL,
-    suffstats.MATERIALISE_SQL,
+    suffstats.materialise,
 )
 # ================================================================== end schema v3 additions
 
@@ -239,7 +240,7 @@ def migrate_if_needed(con: duckdb.DuckDBPyConnection) -> bool:
     con.execute("BEGIN TRANSACTION")
     try:
         for step in _MIGRATIONS:
-            con.execute(step)
+            step(con) if callable(step) else con.execute(step)
         con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
     except BaseException:
         con.execute("ROLLBACK")

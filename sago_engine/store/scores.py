@@ -18,7 +18,7 @@ import pandas as pd
 
 from sago_engine import scoring
 from sago_engine.store import suffstats
-from sago_engine.store.where import filter_where
+from sago_engine.store.where import fetch_df, filter_where
 
 if TYPE_CHECKING:  # only for annotations; filters.py has no store dependency
     from sago_engine.filters import Filters
@@ -38,6 +38,12 @@ class ScoreQueries:
         return suffstats.source(level, self.stats_materialised)
 
     # ------------------------------------------------------------------ sufficient statistics
+    def stats_counts(self) -> dict[str, int]:
+        """Row count of each statistics table (``suffstats.STATS_TABLES``); empty for a store without them."""
+        if not self.stats_materialised:
+            return {}
+        return {t: int(self.con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]) for t in suffstats.STATS_TABLES}
+
     def prompt_stats(self, f: "Filters | None" = None) -> pd.DataFrame:
         """Sufficient statistics of Δ̃ per (run, prompt, axis) over kept variants with an available Δ̃.
 
@@ -58,7 +64,7 @@ class ScoreQueries:
                 SELECT s.run_id, r.model, s.dataset, s.prompt_id, s.axis, s.n, s.sum_norm, s.sum_sq, s.sum_abs
                 FROM {self._src("prompt")} s JOIN runs r USING (run_id)
                 WHERE s.kept AND s.available AND s.n > 0 AND {where}"""
-        return self.con.execute(sql + " ORDER BY r.model, s.dataset, s.prompt_id, s.axis", params).df()
+        return fetch_df(self.con, sql + " ORDER BY r.model, s.dataset, s.prompt_id, s.axis", params)
 
     def prompt_scores(self, f: "Filters | None" = None) -> pd.DataFrame:
         """Per-prompt RMS s_X(i) = sqrt(mean_v Δ̃²) over kept, available variants matching ``f``.
@@ -100,7 +106,7 @@ class ScoreQueries:
             FROM {self._src("fine")} s JOIN runs r USING (run_id)
             WHERE s.kept AND s.available AND s.n > 0 AND {where}
             GROUP BY ALL ORDER BY {", ".join(keys)}"""
-        return scoring.scores_from_stats(self.con.execute(sql, params).df(), keep=tuple(keys))
+        return scoring.scores_from_stats(fetch_df(self.con, sql, params), keep=tuple(keys))
 
     def axis_availability(self, f: "Filters | None" = None) -> pd.DataFrame:
         """Per model and axis: how many delta rows are available / unavailable, and why.
@@ -121,7 +127,7 @@ class ScoreQueries:
             SELECT model, axis, n_ok::INTEGER AS n_available, (n_rows - n_ok)::INTEGER AS n_unavailable,
                    n_ok > 0 AS available, reasons
             FROM a ORDER BY model, axis"""
-        return self.con.execute(sql, params).df()
+        return fetch_df(self.con, sql, params)
 
     def filter_options(self) -> dict[str, list]:
         """Distinct values for the sidebar filters: models, datasets, families, subtypes, strengths, positions.
@@ -153,27 +159,35 @@ class ScoreQueries:
             target_ratio: ``meta.target_ratio`` (else the strength) for structural/length only.
             ``length``: one row per (model, axis, target_ratio) with ``n_prompts``, ``sum_s``
             (Σ_i s_i) and ``sum_s2`` (Σ_i s_i²), where s_i = ``scoring.rms`` over prompt i's
-            length variants of that ratio — the per-prompt instability of the length factor.
+            length variants of that ratio — the per-prompt instability of the length factor
+            (from ``length_stats`` when no variant field is filtered and each model has one run,
+            else per prompt from ``delta_stats``; the same numbers).
         """
         where, params = filter_where(f, d="s", v="s")
         keys = ["model", "axis", "family", "subtype", "strength", "position", "tone", "target_ratio"]
         src = self._src("cell")
-        cells = self.con.execute(f"""
+        cells = fetch_df(self.con, f"""
             SELECT r.model, s.axis, s.family, s.subtype, s.strength, s.position, s.tone, s.target_ratio,
                    sum(s.n)::BIGINT AS n, sum(s.sum_abs) AS sum_abs, sum(s.sum_sq) AS sum_sq, sum(s.sum_norm) AS sum
             FROM {src} s JOIN runs r USING (run_id)
             WHERE s.kept AND s.available AND s.n > 0 AND {where}
-            GROUP BY ALL""", params).df()
-        per_prompt = self.con.execute(f"""
-            SELECT r.model, s.axis, s.target_ratio, s.prompt_id, sum(s.n)::BIGINT AS n, sum(s.sum_sq) AS sum_sq
-            FROM {src} s JOIN runs r USING (run_id)
-            WHERE s.kept AND s.available AND s.n > 0 AND s.prompt_id IS NOT NULL AND {where}
-            GROUP BY ALL""", params).df()
-        s = scoring.rms(per_prompt["n"].to_numpy(), per_prompt["sum_sq"].to_numpy())
-        length = (per_prompt[["model", "axis", "target_ratio"]].assign(_s=s, _s2=s * s)
-                  .groupby(["model", "axis", "target_ratio"], sort=True)
-                  .agg(n_prompts=("_s", "size"), sum_s=("_s", "sum"), sum_s2=("_s2", "sum")).reset_index())
-        length["n_prompts"] = length["n_prompts"].astype(np.int64)
+            GROUP BY ALL""", params)
+        one_run_per_model = self.con.execute(
+            "SELECT count(*) = count(DISTINCT model) FROM runs").fetchall()[0][0]
+        if (self.stats_materialised and one_run_per_model
+                and (f is None or not f.variant_restricted())):  # precomputed per (run, dataset, axis, ratio)
+            lwhere, lparams = filter_where(f, d="l")
+            length = fetch_df(self.con, f"""
+                SELECT r.model, l.axis, l.target_ratio, sum(l.n_prompts)::BIGINT AS n_prompts,
+                       sum(l.sum_s) AS sum_s, sum(l.sum_s2) AS sum_s2
+                FROM length_stats l JOIN runs r USING (run_id) WHERE {lwhere} GROUP BY ALL""", lparams)
+        else:  # per prompt (and model) from the finest grain
+            per_prompt = fetch_df(self.con, f"""
+                SELECT r.model, s.axis, s.target_ratio, s.prompt_id, sum(s.n)::BIGINT AS n, sum(s.sum_sq) AS sum_sq
+                FROM {self._src("fine")} s JOIN runs r USING (run_id)
+                WHERE s.kept AND s.available AND s.n > 0 AND s.target_ratio IS NOT NULL AND {where}
+                GROUP BY ALL""", params)
+            length = suffstats.length_rows(per_prompt, by=("model", "axis", "target_ratio"))
         return {"cells": cells.sort_values(keys, na_position="first").reset_index(drop=True),
                 "length": length.sort_values(["model", "axis", "target_ratio"]).reset_index(drop=True)}
 
