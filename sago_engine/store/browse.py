@@ -14,7 +14,7 @@ import duckdb
 import pandas as pd
 
 from sago_engine.store.schema import TABLES, has_table
-from sago_engine.store.where import filter_where
+from sago_engine.store.where import fetch_df, filter_where
 
 if TYPE_CHECKING:  # only for annotations; filters.py has no store dependency
     from sago_engine.filters import Filters
@@ -224,12 +224,12 @@ class Browse:
         model filter does not apply. Rows come in store order.
         """
         where, params = filter_where(None if f is None else replace(f, models=None), d="p")
-        return self.con.execute(f"""
+        return fetch_df(self.con, f"""
             SELECT {"v.variant_id, p.dataset, v.prompt_id, " if with_ids else ""}
                    v.family, v.subtype, v.strength, v.position,
                    v.semantic_score, v.passes_filter, v.kept{", CAST(v.meta AS VARCHAR) AS meta" if with_meta else ""}
             FROM variants v JOIN prompts p USING (prompt_id)
-            WHERE {where}""", params).df()
+            WHERE {where}""", params)
 
     def rejected_variants(self, f: "Filters | None" = None, limit: int = 1000) -> pd.DataFrame:
         """Variants the semantic filter (or the rewrite checks) rejected, with the reason, for the audit.

@@ -135,15 +135,20 @@ class ScoreQueries:
         Models come from runs that have deltas; datasets from deltas; the variant fields from
         kept variants. Each list is sorted.
         """
-        q = self.con.execute
         src = "prompt_stats" if self.stats_materialised else "deltas"
+        rd = self.con.execute(f"SELECT DISTINCT run_id, dataset FROM {src}").fetchall()
+        run_ids = sorted({r for r, _ in rd})
+        models = self.con.execute("SELECT DISTINCT model FROM runs WHERE list_contains(?, run_id) ORDER BY 1",
+                                  [run_ids]).fetchall()
+        cells = self.con.execute(
+            "SELECT DISTINCT family, subtype, strength, position FROM variants WHERE kept").fetchall()
         return {
-            "models": [x[0] for x in q(f"SELECT DISTINCT model FROM runs WHERE run_id IN (SELECT DISTINCT run_id FROM {src}) ORDER BY 1").fetchall()],
-            "datasets": [x[0] for x in q(f"SELECT DISTINCT dataset FROM {src} ORDER BY 1").fetchall()],
-            "families": [x[0] for x in q("SELECT DISTINCT family FROM variants WHERE kept ORDER BY 1").fetchall()],
-            "subtypes": [x[0] for x in q("SELECT DISTINCT subtype FROM variants WHERE kept ORDER BY 1").fetchall()],
-            "strengths": [float(x[0]) for x in q("SELECT DISTINCT strength FROM variants WHERE kept ORDER BY 1").fetchall()],
-            "positions": [x[0] for x in q("SELECT DISTINCT position FROM variants WHERE kept ORDER BY 1").fetchall()],
+            "models": [x[0] for x in models],
+            "datasets": sorted({d for _, d in rd}),
+            "families": sorted({c[0] for c in cells}),
+            "subtypes": sorted({c[1] for c in cells}),
+            "strengths": sorted({float(c[2]) for c in cells}),
+            "positions": sorted({c[3] for c in cells}),
         }
 
     def ablation_frame(self, f: "Filters | None" = None) -> dict[str, pd.DataFrame]:

@@ -71,14 +71,15 @@ _SUMS = ("sum(n_rows)::BIGINT AS n_rows, sum(n)::BIGINT AS n, sum(sum_norm) AS s
          "sum(sum_sq) AS sum_sq, sum(sum_abs) AS sum_abs")
 
 
-def fine_select(join: str = "") -> str:
-    """SELECT of ``delta_stats`` rows from ``deltas d`` ⋈ variants (``join`` restricts ``d``)."""
+def fine_select(join: str = "", variants_where: str = "TRUE") -> str:
+    """SELECT of ``delta_stats`` rows from ``deltas d`` ⋈ variants (``join`` restricts ``d``,
+    ``variants_where`` the variants read)."""
     return f"""
         SELECT d.run_id, d.dataset, d.prompt_id, d.axis, v.family, v.subtype, v.strength, v.position, v.tone,
                v.target_ratio, v.kept, d.available, CASE WHEN d.available THEN NULL ELSE d.reason END AS reason,
                count(*)::BIGINT AS n_rows, count(d.delta_norm)::BIGINT AS n, sum(d.delta_norm) AS sum_norm,
                sum(d.delta_norm * d.delta_norm) AS sum_sq, sum(abs(d.delta_norm)) AS sum_abs
-        FROM deltas d {join} JOIN ({VARIANT_SQL}) v USING (variant_id)
+        FROM deltas d {join} JOIN ({VARIANT_SQL} WHERE {variants_where}) v USING (variant_id)
         GROUP BY ALL"""
 
 
@@ -189,11 +190,17 @@ def refresh(con: duckdb.DuckDBPyConnection, deltas: pd.DataFrame) -> None:
     con.register("_sago_rd", rd)
     try:
         on_keys = "JOIN _sago_keys k ON {a}.run_id = k.run_id AND {a}.prompt_id = k.prompt_id AND " + "{p}"
-        for t in ("delta_stats", "prompt_stats"):
-            con.execute(f"DELETE FROM {t} USING _sago_keys k WHERE {t}.run_id = k.run_id AND {t}.prompt_id = k.prompt_id "
-                        f"AND {prune(t)}")
-        con.execute(f"INSERT INTO delta_stats {fine_select(on_keys.format(a='d', p=prune('d')))}")
-        con.execute(f"INSERT INTO prompt_stats {prompt_select('delta_stats', on_keys.format(a='s', p=prune('s')))}")
+        # rows of these keys exist only when a write repeats (a fresh run appends): skip the deletes then
+        if con.execute(f"SELECT 1 FROM prompt_stats s WHERE {prune('s')} LIMIT 1").fetchall():
+            for t in ("delta_stats", "prompt_stats"):
+                con.execute(f"DELETE FROM {t} USING _sago_keys k WHERE {t}.run_id = k.run_id "
+                            f"AND {t}.prompt_id = k.prompt_id AND {prune(t)}")
+        con.execute("CREATE OR REPLACE TEMP TABLE _sago_fine AS "
+                    + fine_select(on_keys.format(a="d", p=prune("d")),
+                                  "prompt_id IN (SELECT prompt_id FROM _sago_keys)"))
+        con.execute("INSERT INTO delta_stats SELECT * FROM _sago_fine")
+        con.execute(f"INSERT INTO prompt_stats {prompt_select('_sago_fine')}")
+        con.execute("DROP TABLE _sago_fine")
         on_rd = f"JOIN _sago_rd k ON s.run_id = k.run_id AND s.dataset = k.dataset AND {prune('s')}"
         for t in ("cell_stats", "length_stats"):
             con.execute(f"DELETE FROM {t} USING _sago_rd k WHERE {t}.run_id = k.run_id AND {t}.dataset = k.dataset "
