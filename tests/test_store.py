@@ -575,3 +575,9 @@ def test_merged_shards_have_the_statistics_of_one_store(tmp_path):
     with open_store(tmp_path / "m.duckdb") as st:
         assert st.stats_materialised
         pd.testing.assert_frame_equal(st.prompt_scores(), want, check_exact=False, rtol=1e-12)
+
+
+def test_duplicate_keys_and_unit_keys(store):
+    assert store.duplicate_keys() == {t: 0 for t in TABLES}
+    store.insert_df("units", pd.DataFrame([{"run_id": "r1", "prompt_id": "d1:1", "n_variants": 2}]))
+    assert store.unit_keys() == {("r1", "d1:1")}

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import duckdb
 import pandas as pd
 
-from sago_engine.store.schema import TABLES, has_table
+from sago_engine.store.schema import KEYS, TABLES, has_table
 from sago_engine.store.where import fetch_df, filter_where
 
 if TYPE_CHECKING:  # only for annotations; filters.py has no store dependency
@@ -75,6 +75,15 @@ class Browse:
     def counts(self) -> dict[str, int]:
         """Row count of every table."""
         return {t: int(self.con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]) for t in TABLES}
+
+    def duplicate_keys(self) -> dict[str, int]:
+        """Per table of ``TABLES``: rows minus distinct keys (``schema.KEYS``); all 0 in a sound store."""
+        return {t: int(self.con.execute(f"SELECT count(*) - count(DISTINCT ({', '.join(k)})) FROM {t}").fetchall()[0][0])
+                for t, k in KEYS.items()}
+
+    def unit_keys(self) -> set[tuple[str, str]]:
+        """Every finished (run_id, prompt_id) unit."""
+        return set(map(tuple, self.con.execute("SELECT run_id, prompt_id FROM units").fetchall()))
 
     def runs(self) -> pd.DataFrame:
         """All runs, one row each, newest first."""

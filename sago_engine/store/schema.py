@@ -155,6 +155,9 @@ TABLES = ("runs", "prompts", "variants", "responses", "deltas", "units")
 #: token counts, cache hit, attempts, raw stop reason). A version-1 store lacks them: read-only
 #: reads return empty frames, and a writable open migrates it to version 2 (creates them).
 EXTRA_TABLES = ("mirroring_verdicts", "templates", "run_usage", "api_responses")
+#: The key columns of each table of ``TABLES`` (its primary key).
+KEYS = {"runs": ("run_id",), "prompts": ("prompt_id",), "variants": ("variant_id",), "responses": ("response_id",),
+        "deltas": ("run_id", "variant_id", "axis"), "units": ("run_id", "prompt_id")}
 _EXTRA_DDL = _DDL[_DDL.index("CREATE TABLE IF NOT EXISTS mirroring_verdicts"):]
 
 # ====================================================================== schema v3 additions
