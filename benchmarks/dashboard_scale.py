@@ -202,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", type=int, default=11)
     ap.add_argument("--prompts", type=int, default=200, help="prompts per dataset")
     ap.add_argument("--variants", type=int, default=50, help="variants per prompt")
+    ap.add_argument("--on-click", action="store_true",
+                    help="also time the on-click export (delta_matrix: every delta row into pandas; ~3 GB at scale 1)")
     ap.add_argument("--scale", type=int, default=1, help="K × the variants per prompt (K × 3.96 M deltas)")
     args = ap.parse_args(argv)
 
@@ -231,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
                 fn()  # warm-up (first touch of the file's blocks)
                 rows.append((page, name, _median_ms(fn, args.repeat)))
         extra = []
-        for name in ON_CLICK:
+        for name in ON_CLICK if args.on_click else ():
             if hasattr(st, name):
                 fn = getattr(st, name)
                 extra.append((name, _median_ms(lambda: fn(Filters()), 1)))

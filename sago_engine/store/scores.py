@@ -10,10 +10,9 @@ quantiles of |Δ|, a rescaled clip(Δ/R) (a new R_X), per-token log-probs and th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import duckdb
-import numpy as np
 import pandas as pd
 
 from sago_engine import scoring

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import Any, Iterator
 
 import duckdb
 import pandas as pd
@@ -33,7 +33,6 @@ class Writes:
             self.con.execute("ROLLBACK")
             raise
         self.con.execute("COMMIT")
-
 
     def insert_df(self, table: str, df: pd.DataFrame) -> None:
         """Bulk ``INSERT OR IGNORE`` of a DataFrame whose columns are a subset of ``table``'s
