@@ -1,11 +1,15 @@
 """Dashboard query benchmark at paper scale: 11 models × 6 datasets × 200 prompts × 50 variants × 6 axes.
 
-Builds a synthetic store with the project's own writer (``Store.insert_df``; numpy-generated
-deltas, the real (F, u, s, p) grid, one API-like model without white-box axes), then times the
-store queries each dashboard page runs (median of ``--repeat`` runs) and prints a table. The
-LAST line is ``slowest_page_query_ms: N`` (the slowest page's total query time). Goal: ≤ 300 ms.
+Builds a synthetic store with the project's own writer (``Store.insert_df``, which also keeps
+the sufficient-statistics tables; numpy-generated deltas, the real (F, u, s, p) grid, one
+API-like model without white-box axes), then times the store queries each dashboard page runs
+(median of ``--repeat`` runs) and prints a table. ``--scale K`` multiplies the variants per
+prompt by K — K × the paper's grid, K × 3.96 M deltas (beyond the grid's 110 cells a cell
+repeats, as several seeds of one cell would). A cached store without the statistics tables (built by an
+older sago) is migrated by one writable open. The LAST line is ``slowest_page_query_ms: N``
+(the slowest page's total query time). Goal: ≤ 150 ms at scale 1, ≤ 300 ms at scale 10.
 
-    .venv/bin/python benchmarks/dashboard_scale.py [--path /tmp/sago_scale.duckdb] [--rebuild]
+    .venv/bin/python benchmarks/dashboard_scale.py [--path /tmp/sago_scale.duckdb] [--rebuild] [--scale 10]
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sago_engine.store import open_store  # noqa: E402
+from sago_engine.store import STATS_TABLES, open_store  # noqa: E402
 from sago_engine.types import AXES, DEFAULT_NORMALIZERS, WHITE_BOX_AXES  # noqa: E402
 from sago_engine.variants import full_grid  # noqa: E402
 
@@ -71,7 +75,8 @@ def build_store(path: str | Path, n_models: int = 11, datasets=DATASETS, n_promp
     prompts = pd.DataFrame({"prompt_id": pids, "dataset": pdata, "source_id": [p.split(":")[1] for p in pids],
                             "text": ptext})
     # variants: n_variants distinct cells per prompt
-    cells = np.stack([rng.choice(n_cells, n_variants, replace=False) for _ in range(n_p)])  # (n_p, n_variants)
+    cells = np.stack([rng.choice(n_cells, n_variants, replace=n_variants > n_cells)
+                      for _ in range(n_p)])  # (n_p, n_variants)
     flat = cells.ravel()
     vp = np.repeat(np.arange(n_p), n_variants)
     vids = np.array([f"{i * 2654435761 % (1 << 64):016x}" for i in range(1, len(flat) + 1)])
@@ -108,28 +113,36 @@ def build_store(path: str | Path, n_models: int = 11, datasets=DATASETS, n_promp
                 if a == "mr":
                     x[:, j] = np.round(np.clip(x[:, j] * 2, -1, 1))
             dn = np.clip(x, -1, 1)
-            cols = {"run_id": run, "dataset": np.repeat(pdata[vp], len(AXES)),
-                    "prompt_id": np.repeat(pids[vp], len(AXES)), "variant_id": np.repeat(vids, len(AXES)),
-                    "axis": np.tile(np.array(AXES), n_v)}
-            avail = np.tile(np.array([not (api and a in WHITE_BOX_AXES) for a in AXES]), n_v)
-            norm = np.tile(np.array([DEFAULT_NORMALIZERS[a] for a in AXES]), n_v)
-            d = dn.ravel()
-            deltas = pd.DataFrame({**cols, "delta": np.where(avail, d * norm, np.nan),
-                                   "delta_norm": np.where(avail, d, np.nan), "available": avail,
-                                   "reason": np.where(avail, None, "backend exposes no activations"),
-                                   "detector": None})
-            with st.transaction():
-                st.insert_df("deltas", deltas)
-                if with_responses:
-                    base = pd.DataFrame({"response_id": [f"{run}:{p}" for p in pids], "run_id": run, "prompt_id": pids,
-                                         "variant_id": None, "response": [f"Answer of {model} to {t}" for t in ptext],
-                                         "n_tokens": 12})
-                    var = pd.DataFrame({"response_id": [f"{run}:{v}" for v in vids], "run_id": run,
-                                        "prompt_id": pids[vp], "variant_id": vids,
-                                        "response": [f"Answer of {model}, variant {c}" for c in flat], "n_tokens": 10})
-                    st.insert_df("responses", pd.concat([base, var], ignore_index=True))
+            avail1 = np.array([not (api and a in WHITE_BOX_AXES) for a in AXES])
+            norm1 = np.array([DEFAULT_NORMALIZERS[a] for a in AXES])
+            for ds in datasets:  # one transaction per (model, dataset): bounded memory at any scale
+                rows = np.flatnonzero(pdata[vp] == ds)  # variant rows of this dataset
+                m = len(rows)
+                avail = np.tile(avail1, m)
+                norm = np.tile(norm1, m)
+                d = dn[rows].ravel()
+                deltas = pd.DataFrame({"run_id": run, "dataset": ds, "prompt_id": np.repeat(pids[vp[rows]], len(AXES)),
+                                       "variant_id": np.repeat(vids[rows], len(AXES)),
+                                       "axis": np.tile(np.array(AXES), m),
+                                       "delta": np.where(avail, d * norm, np.nan),
+                                       "delta_norm": np.where(avail, d, np.nan), "available": avail,
+                                       "reason": np.where(avail, None, "backend exposes no activations"),
+                                       "detector": None})
+                with st.transaction():
+                    st.insert_df("deltas", deltas)
+                    if with_responses:
+                        pd_ids = pids[pdata == ds]
+                        base = pd.DataFrame({"response_id": [f"{run}:{p}" for p in pd_ids], "run_id": run,
+                                             "prompt_id": pd_ids, "variant_id": None,
+                                             "response": [f"Answer of {model} to {ptext[i]}"
+                                                          for i in np.flatnonzero(pdata == ds)], "n_tokens": 12})
+                        var = pd.DataFrame({"response_id": [f"{run}:{v}" for v in vids[rows]], "run_id": run,
+                                            "prompt_id": pids[vp[rows]], "variant_id": vids[rows],
+                                            "response": [f"Answer of {model}, variant {c}" for c in flat[rows]],
+                                            "n_tokens": 10})
+                        st.insert_df("responses", pd.concat([base, var], ignore_index=True))
             if verbose:
-                print(f"  wrote {model}: {len(deltas):,} deltas ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+                print(f"  wrote {model}: {n_v * len(AXES):,} deltas ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     return path
 
 
@@ -189,6 +202,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", type=int, default=11)
     ap.add_argument("--prompts", type=int, default=200, help="prompts per dataset")
     ap.add_argument("--variants", type=int, default=50, help="variants per prompt")
+    ap.add_argument("--on-click", action="store_true",
+                    help="also time the on-click export (delta_matrix: every delta row into pandas; ~3 GB at scale 1)")
+    ap.add_argument("--scale", type=int, default=1, help="K × the variants per prompt (K × 3.96 M deltas)")
     args = ap.parse_args(argv)
 
     from sago_engine.filters import Filters
@@ -197,11 +213,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.rebuild or not path.exists():
         t = time.perf_counter()
         print(f"building {path} …", file=sys.stderr)
-        build_store(path, n_models=args.models, n_prompts=args.prompts, n_variants=args.variants)
+        build_store(path, n_models=args.models, n_prompts=args.prompts, n_variants=args.variants * args.scale)
         print(f"built in {time.perf_counter() - t:.1f} s", file=sys.stderr)
     with open_store(path, read_only=True) as st:
+        migrate = not st.stats_materialised
+    if migrate:  # a store cached by an older sago: one writable open adds the statistics tables
+        t = time.perf_counter()
+        open_store(path, read_only=False).close()
+        print(f"statistics tables materialised in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+    with open_store(path, read_only=True) as st:
         c = st.counts()
-        print(f"store: {path} — " + ", ".join(f"{k} {v:,}" for k, v in c.items()))
+        print(f"store: {path} — {path.stat().st_size / 2**20:,.0f} MiB; " + ", ".join(f"{k} {v:,}" for k, v in c.items()))
+        print("statistics tables (rows; vs deltas): " + ", ".join(
+            f"{t} {n:,} ({n / max(c['deltas'], 1):.3f}×)" for t, n in st.stats_counts().items()))
         pages = page_queries(st, Filters)
         rows = []
         for page, qs in pages.items():
@@ -209,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
                 fn()  # warm-up (first touch of the file's blocks)
                 rows.append((page, name, _median_ms(fn, args.repeat)))
         extra = []
-        for name in ON_CLICK:
+        for name in ON_CLICK if args.on_click else ():
             if hasattr(st, name):
                 fn = getattr(st, name)
                 extra.append((name, _median_ms(lambda: fn(Filters()), 1)))

@@ -44,23 +44,18 @@ key = "{model}"
 batch_size = 8
 """
 
-KEYS = {"runs": "run_id", "prompts": "prompt_id", "variants": "variant_id", "responses": "response_id",
-        "deltas": "run_id, variant_id, axis", "units": "run_id, prompt_id"}
-
-
 def _cmd(conf: Path) -> list[str]:
     return [sys.executable, "-m", "precompute", "--config", str(conf), "--no-progress", "--publish-every", "0"]
 
 
 def duplicated(path: Path) -> int:
     with open_store(path) as st:
-        return sum(st.con.execute(f"SELECT count(*) - count(DISTINCT ({k})) FROM {t}").fetchall()[0][0]
-                   for t, k in KEYS.items())
+        return sum(st.duplicate_keys().values())
 
 
 def units(path: Path) -> set[tuple[str, str]]:
     with open_store(path) as st:
-        return set(map(tuple, st.con.execute("SELECT run_id, prompt_id FROM units").fetchall()))
+        return st.unit_keys()
 
 
 def main() -> int:

@@ -22,6 +22,7 @@ from sago_engine.pipeline import Unit, compute_rows, judge_rows
 from sago_engine.runrecord import VERSION_PACKAGES, fingerprint, library_versions, local_decoding_record  # noqa: F401 (re-exported)
 from sago_engine.seeds import stable_hash
 from sago_engine.store import Store, StoreError, open_store
+from sago_engine.storerows import prompt_rows, run_record, unit_rows, variant_rows
 from sago_engine.types import Variant
 
 log = logging.getLogger("sago.precompute")
@@ -162,15 +163,9 @@ def make_plan(cfg: RunConfig, store: Store | None = None, backend_factory: Calla
         base_texts = {p.prompt_id: p.text for p in prompts}
         for vd in apply_filter(new_v, base_texts, fcfg):
             verdicts[vd.variant_id] = vd
-    rows = [
-        {
-            "variant_id": v.variant_id, "prompt_id": v.prompt_id, **v.spec.as_dict(), "text": v.text,
-            "seed": v.seed, "generator": v.generator, "meta": v.meta,
-            "semantic_score": verdicts[v.variant_id].semantic_score,
-            "passes_filter": verdicts[v.variant_id].passes, "kept": verdicts[v.variant_id].kept,
-        }
-        for v in new_v
-    ]
+    rows = variant_rows(new_v, {i: vd.semantic_score for i, vd in verdicts.items()},
+                        {i: vd.passes for i, vd in verdicts.items()}, {i: vd.kept for i, vd in verdicts.items()},
+                        json_meta=False)
     skip: frozenset[str] = frozenset()
     if cfg.rewriter is not None:
         llm_ids = [v.variant_id for v in all_v if v.generator.startswith("llm:")]
@@ -179,7 +174,7 @@ def make_plan(cfg: RunConfig, store: Store | None = None, backend_factory: Calla
         stored_kept = {} if rec is None else dict(zip(rec["variant_id"], rec["kept"].astype(bool)))
         skip = frozenset(i for i in llm_ids if not (verdicts[i].kept if i in verdicts else stored_kept.get(i, True)))
     info = effective_threshold(fcfg)
-    return Plan(prompts, variants, pd.DataFrame(rows), info, skip, templates)
+    return Plan(prompts, variants, rows, info, skip, templates)
 
 
 def plan_chunks(prompts: list[Prompt], chunk_prompts: int, shard: tuple[int, int] | None = None) -> list[list[Prompt]]:
@@ -292,12 +287,7 @@ def _api_rows(run_id: str, keyed) -> pd.DataFrame:
 
 def write_plan(store: Store, plan: Plan) -> None:
     """Insert prompts and new variants (idempotent)."""
-    prompts = pd.DataFrame([
-        {"prompt_id": p.prompt_id, "dataset": p.dataset, "source_id": p.source_id, "text": p.text,
-         "reference": None if p.reference is None else json.dumps(p.reference, ensure_ascii=False),
-         "category": p.category}
-        for p in plan.prompts
-    ])
+    prompts = prompt_rows(plan.prompts)
     vr = plan.variant_rows.copy()
     if not vr.empty:
         vr["meta"] = vr["meta"].map(lambda m: json.dumps(m, sort_keys=True, ensure_ascii=False))
@@ -328,7 +318,6 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
         return summary
     t0 = time.perf_counter()
     from sago_engine.backends import get_backend
-    from sago_engine.bertscore import encoder_info
 
     backend = (backend_factory or get_backend)(backend_spec(cfg, m))
     info = backend.info()
@@ -360,17 +349,11 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     k_rep = m.repeats
     if k_rep > 1:  # noise floor: the base prompt is asked k times (recorded; old runs keep their record)
         decoding["base_repeats"] = k_rep
-    record = {
-        "run_id": run_id, "model": m.key, "backend": m.backend, "model_source": str(info.get("source", "")),
-        "weights_sha256": info.get("weights_sha256") or info.get("gguf_sha256"),
-        "dtype": None if m.is_api else m.dtype,
-        "device": str(info.get("device", m.device)),
-        "decoding": decoding,
-        "seed": cfg.seed, "normalizers": cfg.normalizers, "semantic_filter": plan.filter_info,
-        "encoder": encoder_info(), "capabilities": sorted(backend.capabilities), "versions": versions,
-        "config": _config_record(cfg, plan, judge), "started_at": now, "status": "running",
-    }
-    record["fingerprint"] = fingerprint(record)
+    record = run_record(run_id=run_id, model=m.key, backend=m.backend, info=info,
+                        dtype=None if m.is_api else m.dtype, device=str(info.get("device", m.device)), decoding=decoding,
+                        seed=cfg.seed, normalizers=cfg.normalizers, semantic_filter=plan.filter_info,
+                        capabilities=backend.capabilities, versions=versions,
+                        config=_config_record(cfg, plan, judge), started_at=now, status="running")
     store.upsert_run(record)
     total = sum(k_rep + len(plan.to_generate(p.prompt_id)) for c in chunks for p in c)
     base_prompts = {p.prompt_id: p.text for p in plan.prompts}
@@ -423,8 +406,7 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
             if r.error and health["first_error"] is None:
                 health["first_error"] = r.error[:200]
         finished = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-        unit_rows = pd.DataFrame([{"run_id": run_id, "prompt_id": p.prompt_id, "n_variants": len(plan.to_generate(p.prompt_id)),
-                                   "finished_at": finished} for p in chunk])
+        units_done = unit_rows(run_id, [(p.prompt_id, len(plan.to_generate(p.prompt_id))) for p in chunk], finished)
         take_usage = getattr(backend, "take_usage", None)
         with store.transaction():
             store.insert_df("responses", responses)
@@ -433,7 +415,7 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
                 store.insert_df("mirroring_verdicts", verdicts)
             store.insert_df("base_repeats", repeats)
             store.insert_df("noise_floor", floor)
-            store.insert_df("units", unit_rows)
+            store.insert_df("units", units_done)
             if callable(take_usage):
                 store.insert_df("api_responses", _api_rows(run_id, keyed))
                 store.add_run_usage(run_id, take_usage(), m.price_in_per_mtok, m.price_out_per_mtok,

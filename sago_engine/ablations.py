@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from sago_engine.scoring import marker
+from sago_engine.scoring import marker, rms
 
 SUMS = ("n", "sum_abs", "sum_sq", "sum")
 
@@ -63,7 +63,7 @@ def dose_response(cells: pd.DataFrame, by: str = "strength", level: str = "famil
     n = out["n"].to_numpy(dtype=np.float64)
     out["mean_abs"] = out["sum_abs"] / n
     out["se_abs"] = np.sqrt(_var_from_sums(n, out["sum_abs"], out["sum_sq"]) / n)
-    out["rms"] = np.sqrt(out["sum_sq"] / n)
+    out["rms"] = rms(n, out["sum_sq"].to_numpy())  # the one RMS formula (scoring.rms)
     out["mean_signed"] = out["sum"] / n
     return out[keys + ["n", "mean_abs", "se_abs", "rms", "mean_signed"]]
 

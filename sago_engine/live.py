@@ -9,8 +9,6 @@ one per browser session in ``st.session_state``), so two sessions never see each
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import os
 import threading
 import time
@@ -398,32 +396,25 @@ def probe_run_id(res: ProbeResult) -> str:
 
 def probe_frames(res: ProbeResult, backend_info: dict | None = None) -> tuple[dict, dict[str, pd.DataFrame]]:
     """The run record and the table frames of a finished (or partial) probe, keyed like the runner's."""
-    from sago_engine.bertscore import encoder_info
-    from sago_engine.runrecord import fingerprint, library_versions, local_decoding_record
+    from sago_engine.datasets import Prompt
+    from sago_engine.runrecord import local_decoding_record
+    from sago_engine.storerows import prompt_rows, run_record, unit_rows, utc_now, variant_rows
 
     info = backend_info or {}
     run_id = probe_run_id(res)
-    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-    record = {
-        "run_id": run_id, "model": res.model, "backend": info.get("backend", "hf_local"),
-        "model_source": str(info.get("source", "")),
-        "weights_sha256": info.get("weights_sha256") or info.get("gguf_sha256"), "dtype": info.get("dtype"),
-        "device": str(info.get("device", "")),
-        "decoding": local_decoding_record(info, res.max_new_tokens, (info.get("decoding") or {}).get("batch_size")),
-        "seed": res.probe.seed, "normalizers": res.normalizers, "semantic_filter": res.filter_info,
-        "encoder": encoder_info(), "capabilities": sorted(res.capabilities), "versions": library_versions(),
-        "config": {"source": "live page", "prompt_id": res.probe.prompt_id}, "started_at": now,
-        "finished_at": now, "status": "complete" if res.complete else "partial",
-    }
-    record["fingerprint"] = fingerprint(record)
+    now = utc_now()
+    record = run_record(
+        run_id=run_id, model=res.model, backend=info.get("backend", "hf_local"), info=info, dtype=info.get("dtype"),
+        device=None,
+        decoding=local_decoding_record(info, res.max_new_tokens, (info.get("decoding") or {}).get("batch_size")),
+        seed=res.probe.seed, normalizers=res.normalizers, semantic_filter=res.filter_info,
+        capabilities=res.capabilities, config={"source": "live page", "prompt_id": res.probe.prompt_id},
+        started_at=now, finished_at=now, status="complete" if res.complete else "partial")
     done = [v for v in res.probe.variants if v.variant_id in res.deltas]
-    prompts = pd.DataFrame([{"prompt_id": res.probe.prompt_id, "dataset": LIVE_DATASET, "source_id": None,
-                             "text": res.probe.text, "reference": None, "category": None}])
-    variants = pd.DataFrame([{
-        "variant_id": v.variant_id, "prompt_id": v.prompt_id, **v.spec.as_dict(), "text": v.text, "seed": v.seed,
-        "generator": v.generator, "meta": json.dumps(v.meta, sort_keys=True, ensure_ascii=False),
-        "semantic_score": res.semantic.get(v.variant_id), "passes_filter": res.kept.get(v.variant_id, True),
-        "kept": res.kept.get(v.variant_id, True)} for v in done])
+    prompts = prompt_rows([Prompt(prompt_id=res.probe.prompt_id, dataset=LIVE_DATASET, source_id=None,
+                                  text=res.probe.text, reference=None, category=None)])
+    # a probe's filter verdict is recorded as both passes_filter and kept (as before this module existed)
+    variants = variant_rows(done, res.semantic, res.kept, res.kept)
     resp_rows = []
     base_row = compute_rows(run_id, [Unit(res.probe.prompt_id, LIVE_DATASET, res.base, [], [])], res.normalizers,
                             res.capabilities)[0] if res.base is not None else pd.DataFrame()
@@ -433,8 +424,7 @@ def probe_frames(res: ProbeResult, backend_info: dict | None = None) -> tuple[di
         resp_rows.append(r)
     responses = pd.concat([base_row, pd.DataFrame(resp_rows)], ignore_index=True)
     deltas = res.delta_frame().assign(run_id=run_id)
-    units = pd.DataFrame([{"run_id": run_id, "prompt_id": res.probe.prompt_id, "n_variants": len(done),
-                           "finished_at": now}])
+    units = unit_rows(run_id, [(res.probe.prompt_id, len(done))], now)
     return record, {"prompts": prompts, "variants": variants, "responses": responses, "deltas": deltas,
                     "units": units}
 

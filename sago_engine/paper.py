@@ -1,6 +1,6 @@
 """Numbers published in SAGO (arXiv 2610.01428), as a labelled reference source — never local statistics.
 
-Everything here is transcribed from the paper (see ../shared/SPEC.md "What the paper reports").
+Everything here is transcribed from the paper (its tables and figures, as published).
 Each frame carries ``source = PAPER_SOURCE``. Pages may overlay these as separate, dashed,
 labelled traces next to locally computed models; they are never merged into local tables,
 tests or rankings.

@@ -38,8 +38,51 @@ def resolve_normalizers(overrides: Mapping[str, float] | None = None) -> dict[st
     return out
 
 
+def rms(n: np.ndarray | float, sum_sq: np.ndarray | float) -> np.ndarray:
+    """The per-prompt score s_X(i) = sqrt(mean_v Δ̃X(i, v)²) from its sufficient statistics (SAGO §Notation).
+
+    The one place of this formula in sago: the store aggregates n and ΣΔ̃² per group in SQL,
+    ``prompt_scores`` and ``stats.rms_scores`` aggregate them in pandas; all call this.
+
+    Args:
+        n: number of Δ̃ values per group (≥ 1), shape (k,) or scalar.
+        sum_sq: ΣΔ̃² per group, same shape.
+    Returns:
+        s = sqrt(sum_sq / n), float64, in [0, 1] for Δ̃ in [−1, 1]; NaN where n is 0.
+    """
+    n = np.asarray(n, dtype=np.float64)
+    sq = np.asarray(sum_sq, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.sqrt(np.where(n > 0, sq / np.where(n > 0, n, 1.0), np.nan))
+
+
+def sufficient_stats(df: pd.DataFrame, value: str = "delta_norm",
+                     group: tuple[str, ...] = ("run_id", "dataset", "prompt_id", "axis")) -> pd.DataFrame:
+    """Per group: n, sum_norm (Σx), sum_sq (Σx²), sum_abs (Σ|x|) of column ``value``; NaN rows dropped.
+
+    The pandas twin of the store's statistics tables (``sago_engine.store.suffstats``).
+    Returns ``group`` + n (int64), sum_norm, sum_sq, sum_abs, sorted by ``group``.
+    """
+    d = df.dropna(subset=[value])
+    x = d[value].to_numpy(dtype=np.float64)
+    g = d[list(group)].assign(_x=x, _sq=x * x, _abs=np.abs(x)).groupby(list(group), sort=True, observed=True)
+    out = g.agg(n=("_x", "size"), sum_norm=("_x", "sum"), sum_sq=("_sq", "sum"), sum_abs=("_abs", "sum"))
+    return out.reset_index()
+
+
+def scores_from_stats(stats: pd.DataFrame, keep: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """Per-prompt scores from sufficient statistics: ``keep`` columns (default: all but the sums) +
+    ``s`` (``rms``) + ``n_variants`` (= n, int32). Rows keep their order."""
+    sums = ("n", "n_rows", "sum_norm", "sum_sq", "sum_abs")
+    cols = list(keep) if keep is not None else [c for c in stats.columns if c not in sums]
+    out = stats[cols].copy()
+    out["s"] = rms(stats["n"].to_numpy(), stats["sum_sq"].to_numpy())
+    out["n_variants"] = stats["n"].to_numpy().astype(np.int32)
+    return out
+
+
 def prompt_scores(deltas: pd.DataFrame, group: tuple[str, ...] = ("run_id", "dataset", "prompt_id", "axis")) -> pd.DataFrame:
-    """Per-prompt RMS s_X(i) = sqrt(mean_v Δ̃X(i, v)²) (SAGO §Notation).
+    """Per-prompt RMS s_X(i) = sqrt(mean_v Δ̃X(i, v)²) (SAGO §Notation), via ``sufficient_stats`` and ``rms``.
 
     Args:
         deltas: one row per (run, prompt, variant, axis) with columns ``group`` + ``delta_norm``;
@@ -47,10 +90,7 @@ def prompt_scores(deltas: pd.DataFrame, group: tuple[str, ...] = ("run_id", "dat
     Returns:
         DataFrame with ``group`` + ``s`` (in [0, 1]; 0 iff every Δ̃ is 0) + ``n_variants``.
     """
-    d = deltas.dropna(subset=["delta_norm"])
-    g = d.groupby(list(group), sort=True, observed=True)["delta_norm"]
-    out = g.agg(s=lambda x: float(np.sqrt(np.mean(np.square(x.to_numpy())))), n_variants="size")
-    return out.reset_index()
+    return scores_from_stats(sufficient_stats(deltas, "delta_norm", group), keep=group)
 
 
 def sgs(scores: pd.DataFrame, by: tuple[str, ...] = ("run_id", "axis")) -> pd.DataFrame:

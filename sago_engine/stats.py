@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from sago_engine.scoring import marker
+from sago_engine.scoring import marker, normalize, scores_from_stats, sufficient_stats
 
 #: Below this many prompts a group's interval and test are flagged as unreliable.
 SMALL_N = 5
@@ -323,13 +323,11 @@ def rms_scores(deltas: pd.DataFrame, r: float, value: str = "delta",
                by: Sequence[str] = ("model", "dataset", "prompt_id")) -> pd.DataFrame:
     """Per-prompt RMS s(i) = sqrt(mean clip(Δ/R, −1, 1)²) of any raw Δ column (SAGO §Notation formula).
 
-    Used for the length-normalized (per-token) log-prob: ``value="delta_per_token"``.
-    Returns ``by`` + s, n_variants.
+    Used for the length-normalized (per-token) log-prob: ``value="delta_per_token"``. Δ̃ by
+    ``scoring.normalize``, the score by ``scoring.sufficient_stats`` and ``scoring.rms``.
+    Returns ``by`` + s, n_variants. Raises ValueError if r ≤ 0.
     """
-    if not r > 0:
-        raise ValueError(f"normalizer must be > 0, got {r}")
     d = deltas.dropna(subset=[value])
-    x = np.clip(d[value].to_numpy(dtype=np.float64) / r, -1.0, 1.0)
-    g = d.assign(_sq=x * x).groupby(list(by), sort=True, observed=True)["_sq"]
-    out = g.agg(s=lambda v: float(np.sqrt(np.mean(v))), n_variants="size").reset_index()
-    return out
+    x = normalize(d[value].to_numpy(dtype=np.float64), r)
+    st = sufficient_stats(d[list(by)].assign(_x=x), "_x", tuple(by))
+    return scores_from_stats(st, keep=tuple(by))

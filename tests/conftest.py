@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-# Never reach a model hub from tests (MODELS.md: everything loads from package files).
+# Never reach a model hub from tests (docs/MODELS.md: everything loads from package files).
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 

@@ -219,7 +219,7 @@ def test_smollm_answers_and_teacher_forcing(smollm_backend):
         np.testing.assert_allclose(lp, r.token_logprobs, atol=LOGPROB_ATOL)
         np.testing.assert_allclose(ent, r.token_entropies, atol=LOGPROB_ATOL)
         np.testing.assert_allclose(r.hidden_last, _separate_forward_hidden(smollm_backend, p), atol=HIDDEN_ATOL)
-    # MODELS.md: teacher-forced "The capital of Australia is Canberra." ≈ −1.55 over 7 tokens
+    # docs/MODELS.md: teacher-forced "The capital of Australia is Canberra." ≈ −1.55 over 7 tokens
     (lp, ent), = smollm_backend.teacher_force(prompts[:1], ["The capital of Australia is Canberra."])
     assert len(lp) == 7 and abs(lp.sum() + 1.55) < 0.3
 
@@ -245,7 +245,7 @@ def test_smollm_batched_equals_single_and_cached_reload(smollm_backend):
 
 
 def test_backend_package_import_is_light():
-    """Importing the factory and the zoo must not import torch (STYLE.md: lazy heavy imports)."""
+    """Importing the factory and the zoo must not import torch (docs/ARCHITECTURE.md: lazy heavy imports)."""
     import subprocess
     import sys
 

@@ -232,3 +232,20 @@ def test_score_tables_end_to_end():
     assert per.loc["d1", "sgs"] == pytest.approx((s[0] + s[1]) / 2)
     assert per.loc["d2", "sgs"] == pytest.approx((s[2] + s[3]) / 2)
     assert (tab["total"]["eps"] == 0.05).all() and (per["eps"] == 0.05).all()
+
+
+def test_rms_is_the_one_formula_of_s():
+    """s = sqrt(ΣΔ̃² / n): [Δ̃ = (0.6, 0.8)] → sqrt(0.5); n = 0 → NaN; prompt_scores and rms_scores agree."""
+    from sago_engine.scoring import rms, sufficient_stats
+    from sago_engine.stats import rms_scores
+
+    np.testing.assert_allclose(rms([2, 1, 4], [0.36 + 0.64, 0.01, 0.0]), [math.sqrt(0.5), 0.1, 0.0])
+    assert np.isnan(rms(0, 0.0))
+    d = pd.DataFrame({"run_id": "r", "dataset": "d", "prompt_id": ["p", "p", "q"], "axis": "bleu",
+                      "delta_norm": [0.6, -0.8, np.nan]})
+    st = sufficient_stats(d)
+    assert st[["n", "sum_norm", "sum_sq", "sum_abs"]].iloc[0].tolist() == pytest.approx([2, -0.2, 1.0, 1.4])
+    assert len(st) == 1  # q has no Δ̃: no row, never 0
+    assert prompt_scores(d)["s"].tolist() == pytest.approx([math.sqrt(0.5)])
+    raw = pd.DataFrame({"model": "m", "dataset": "d", "prompt_id": "p", "delta": [6.0, -20.0]})
+    assert rms_scores(raw, r=10.0)["s"].tolist() == pytest.approx([math.sqrt((0.36 + 1.0) / 2)])

@@ -404,3 +404,180 @@ def test_schema_v2_store_reads_and_gains_token_ids_on_a_writable_open(tmp_path):
     with open_store(old, read_only=False) as st:
         assert st.schema_version() == 3
         assert st.con.execute("SELECT token_ids FROM responses").fetchall() == [(None,)]
+
+
+# ------------------------------------------------------------------ sufficient-statistics tables (schema 3)
+def _grid_store(path):
+    """Two runs × 3 prompts × 6 variants over two cells and two positions; one axis partly unavailable;
+    one variant not kept. Δ̃ values are drawn once from a seeded generator."""
+    rng = np.random.default_rng(5)
+    runs = pd.DataFrame([{"run_id": "ra", "model": "m-a", "backend": "fake"},
+                         {"run_id": "rb", "model": "m-b", "backend": "fake"}])
+    prompts = pd.DataFrame([{"prompt_id": f"d{k % 2}:{k}", "dataset": f"d{k % 2}", "text": f"q{k}"} for k in range(3)])
+    cells = [("surface_noise", "case", 1.0, "GLOBAL"), ("structural", "length", 0.5, "PREFIX"),
+             ("structural", "length", 0.5, "SUFFIX"), ("social_register", "politeness", -1.0, "PREFIX")]
+    vrows = []
+    for p in prompts.itertuples():
+        for j in range(6):
+            fam, sub, s, pos = cells[j % len(cells)]
+            vrows.append({"variant_id": f"{p.prompt_id}/v{j}", "prompt_id": p.prompt_id, "family": fam, "subtype": sub,
+                          "strength": s, "position": pos, "text": "t", "seed": j, "generator": "g",
+                          "meta": json.dumps({"target_ratio": s} if sub == "length" else {}),
+                          "semantic_score": 0.9, "passes_filter": True, "kept": j != 5})
+    variants = pd.DataFrame(vrows)
+    drows = []
+    for run in ("ra", "rb"):
+        for v in vrows:
+            for axis in ("bleu", "cos"):
+                ok = not (run == "rb" and axis == "cos")
+                x = float(np.clip(rng.normal(0, 0.5), -1, 1))
+                drows.append({"run_id": run, "dataset": v["prompt_id"].split(":")[0], "prompt_id": v["prompt_id"],
+                              "variant_id": v["variant_id"], "axis": axis, "delta": x * 2 if ok else None,
+                              "delta_norm": x if ok else None, "available": ok,
+                              "reason": None if ok else "backend exposes no activations", "detector": None})
+    st = open_store(path, read_only=False, create=True)
+    with st.transaction():
+        st.insert_df("runs", runs)
+        st.insert_df("prompts", prompts)
+        st.insert_df("variants", variants)
+    for run in ("ra", "rb"):  # two writes, as the runner's chunks
+        st.insert_df("deltas", pd.DataFrame([d for d in drows if d["run_id"] == run]))
+    return st
+
+
+FILTERS_TO_CHECK = [
+    {}, {"models": ("m-b",)}, {"datasets": ("d1",)}, {"families": ("structural",)},
+    {"positions": ("PREFIX",)}, {"strengths": (0.5, 1.0)}, {"subtypes": ("case", "politeness"), "datasets": ("d0",)},
+    {"families": ()},
+]
+
+
+def _engine_scores(st, f):
+    """What the page must show, computed by the engine from the raw deltas (pandas, no SQL sums)."""
+    d = st.deltas()
+    keep = pd.Series(True, index=d.index)
+    for name, col in (("models", "model"), ("datasets", "dataset"), ("families", "family"), ("subtypes", "subtype"),
+                      ("strengths", "strength"), ("positions", "position")):
+        vals = getattr(f, name)
+        if vals is not None:
+            keep &= d[col].isin(list(vals))
+    d = d[keep & d["available"]]
+    return prompt_scores(d, group=("run_id", "model", "dataset", "prompt_id", "axis"))
+
+
+@pytest.mark.parametrize("kw", FILTERS_TO_CHECK)
+def test_prompt_scores_from_statistics_equal_the_engine_on_raw_deltas(tmp_path, kw):
+    from sago_engine.filters import Filters
+
+    f = Filters(**kw)
+    with _grid_store(tmp_path / "g.duckdb") as st:
+        assert st.stats_materialised
+        got = st.prompt_scores(f).sort_values(["run_id", "prompt_id", "axis"]).reset_index(drop=True)
+        want = _engine_scores(st, f).sort_values(["run_id", "prompt_id", "axis"]).reset_index(drop=True)
+    assert got[["run_id", "model", "dataset", "prompt_id", "axis"]].astype(str).equals(
+        want[["run_id", "model", "dataset", "prompt_id", "axis"]].astype(str))
+    np.testing.assert_allclose(got["s"].to_numpy(), want["s"].to_numpy(), rtol=1e-12)
+    assert got["n_variants"].tolist() == want["n_variants"].tolist()
+    if not kw:  # 3 prompts × (ra: bleu, cos; rb: bleu) and 5 kept variants per prompt
+        assert len(got) == 9 and set(got["n_variants"]) == {5}
+
+
+def test_availability_and_cells_from_statistics(tmp_path):
+    from sago_engine.filters import Filters
+
+    with _grid_store(tmp_path / "g.duckdb") as st:
+        av = st.axis_availability().set_index(["model", "axis"])
+        assert av.loc[("m-b", "cos"), "n_available"] == 0 and av.loc[("m-b", "cos"), "n_unavailable"] == 15
+        assert not av.loc[("m-b", "cos"), "available"]
+        assert av.loc[("m-b", "cos"), "reasons"] == "backend exposes no activations"
+        assert av.loc[("m-a", "cos"), "n_available"] == 15 and pd.isna(av.loc[("m-a", "cos"), "reasons"])
+        assert st.axis_availability(Filters(positions=("PREFIX",))).set_index(["model", "axis"]).loc[
+            ("m-a", "bleu"), "n_available"] == 6  # kept PREFIX variants: j = 1, 3 of 3 prompts
+        d = st.deltas()
+        d = d[d["available"]]
+        ab = st.ablation_frame()
+        cells = ab["cells"].set_index(["model", "axis", "family", "subtype", "strength", "position"])
+        g = d.groupby(["model", "axis", "family", "subtype", "strength", "position"])["delta_norm"]
+        for key, x in g:
+            row = cells.loc[key]
+            assert row["n"] == len(x)
+            assert row["sum_sq"] == pytest.approx(float((x ** 2).sum()), rel=1e-12)
+            assert row["sum_abs"] == pytest.approx(float(x.abs().sum()), rel=1e-12)
+        # length factor: s_i over prompt i's length variants (PREFIX and SUFFIX, ratio 0.5)
+        lv = d[d["subtype"] == "length"]
+        s = lv.groupby(["model", "axis", "prompt_id"])["delta_norm"].apply(lambda x: math.sqrt(float((x ** 2).mean())))
+        length = ab["length"].set_index(["model", "axis", "target_ratio"])
+        for (model, axis), grp in s.groupby(level=[0, 1]):
+            row = length.loc[(model, axis, 0.5)]
+            assert row["n_prompts"] == len(grp)
+            assert row["sum_s"] == pytest.approx(float(grp.sum()), rel=1e-12)
+            assert row["sum_s2"] == pytest.approx(float((grp ** 2).sum()), rel=1e-12)
+        # with a variant filter the per-prompt path gives the same numbers for the kept cells
+        only = st.ablation_frame(Filters(families=("structural",)))["length"].set_index(["model", "axis", "target_ratio"])
+        pd.testing.assert_frame_equal(only, length, check_exact=False, rtol=1e-12)
+
+
+def test_refresh_is_exact_when_a_write_repeats(tmp_path):
+    with _grid_store(tmp_path / "g.duckdb") as st:
+        before = st.prompt_scores()
+        counts = st.stats_counts()
+        st.insert_df("deltas", st.deltas(kept_only=False)[["run_id", "dataset", "prompt_id", "variant_id", "axis",
+                                                            "delta", "delta_norm", "available", "reason", "detector"]])
+        assert st.stats_counts() == counts
+        pd.testing.assert_frame_equal(st.prompt_scores(), before)
+
+
+def test_old_store_without_statistics_reads_the_same_and_gains_them_on_a_writable_open(tmp_path):
+    """A v2 store (no statistics tables, old SQL views): a read-only open computes the same scores from
+    ``deltas``; a writable open migrates it to v3 and materialises the tables with the same numbers."""
+    from sago_engine.store import STATS_TABLES
+
+    p = tmp_path / "g.duckdb"
+    with _grid_store(p) as st:
+        want = st.prompt_scores()
+        want_ab = st.ablation_frame()
+        counts = st.stats_counts()
+        for t in STATS_TABLES:
+            st.con.execute(f"DROP TABLE {t}")
+        st.con.execute("CREATE VIEW prompt_scores AS SELECT 1 AS x")  # schema 1/2 had SQL views
+        st.con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    with open_store(p) as st:
+        assert not st.stats_materialised and st.schema_version() == 2 and st.stats_counts() == {}
+        pd.testing.assert_frame_equal(st.prompt_scores(), want, check_exact=False, rtol=1e-12)
+        pd.testing.assert_frame_equal(st.ablation_frame()["cells"], want_ab["cells"], check_exact=False, rtol=1e-12)
+        pd.testing.assert_frame_equal(st.ablation_frame()["length"], want_ab["length"], check_exact=False, rtol=1e-12)
+    with open_store(p, read_only=False) as st:
+        assert st.schema_version() == 3 and st.stats_materialised and st.stats_counts() == counts
+        assert not st._has_table("prompt_scores")
+        pd.testing.assert_frame_equal(st.prompt_scores(), want, check_exact=False, rtol=1e-12)
+
+
+def test_merged_shards_have_the_statistics_of_one_store(tmp_path):
+    from sago_engine.store import merge_stores
+
+    with _grid_store(tmp_path / "all.duckdb") as st:
+        want = st.prompt_scores()
+        vr = st.variants()
+        d = st.deltas(kept_only=False)
+        runs, prompts = st.runs(), st.prompts()
+    cols = ["run_id", "dataset", "prompt_id", "variant_id", "axis", "delta", "delta_norm", "available", "reason",
+            "detector"]
+    parts = []
+    for k, run in enumerate(("ra", "rb")):
+        p = tmp_path / f"s{k}.duckdb"
+        with open_store(p, read_only=False, create=True) as st:
+            st.insert_df("runs", runs[runs["run_id"] == run][["run_id", "model", "backend"]])
+            st.insert_df("prompts", prompts[["prompt_id", "dataset", "text"]])
+            st.insert_df("variants", vr.assign(meta=vr["meta"].astype(str)))
+            st.insert_df("deltas", d[d["run_id"] == run][cols])
+        parts.append(p)
+    merge_stores(tmp_path / "m.duckdb", parts)
+    with open_store(tmp_path / "m.duckdb") as st:
+        assert st.stats_materialised
+        pd.testing.assert_frame_equal(st.prompt_scores(), want, check_exact=False, rtol=1e-12)
+
+
+def test_duplicate_keys_and_unit_keys(store):
+    assert store.duplicate_keys() == {t: 0 for t in TABLES}
+    store.insert_df("units", pd.DataFrame([{"run_id": "r1", "prompt_id": "d1:1", "n_variants": 2}]))
+    assert store.unit_keys() == {("r1", "d1:1")}

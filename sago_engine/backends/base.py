@@ -41,7 +41,7 @@ class DecodingConfig:
 
 @runtime_checkable
 class Backend(Protocol):
-    """What every model backend provides (STYLE.md "Backends": lm-eval ``LM`` / HELM ``Client``).
+    """What every model backend provides (docs/ARCHITECTURE.md; after lm-eval's ``LM`` and HELM's ``Client``).
 
     A backend answers a batch of prompts in input order, declares which white-box axes it can
     measure (an axis it lacks is stored as unavailable, never 0), and describes itself fully

@@ -1,0 +1,28 @@
+"""The DuckDB store of sago: schema, writes, page queries, shard merge. All SQL of sago lives in this package.
+
+Modules (docs/ARCHITECTURE.md has the full map):
+
+* ``schema``    — tables, schema version, additive migrations, validity checks.
+* ``suffstats`` — the sufficient-statistics tables (n, ΣΔ̃, ΣΔ̃² per group) and their upkeep.
+* ``writes``    — transactions, keyed bulk inserts, run records, API usage, meta.
+* ``browse``    — reads of stored rows and the Prompts / Variants pages' lists and details.
+* ``scores``    — score queries of the summary pages (statistics → ``sago_engine.scoring``).
+* ``where``     — ``Filters`` → a parameterised SQL condition.
+* ``facade``    — ``Store`` (composed of the above) and ``open_store``.
+* ``merge``     — shard merge and table fingerprints.
+"""
+
+from sago_engine.store.schema import (  # noqa: F401
+    _DDL,
+    _MIGRATIONS,
+    APP_ID,
+    EXTRA_TABLES,
+    READ_ERRORS,
+    READABLE_VERSIONS,
+    SCHEMA_VERSION,
+    TABLES,
+    StoreError,
+)
+from sago_engine.store.suffstats import STATS_TABLES  # noqa: F401
+from sago_engine.store.facade import Store, open_store  # noqa: F401
+from sago_engine.store.merge import VOLATILE_COLUMNS, merge_stores, table_fingerprints  # noqa: F401

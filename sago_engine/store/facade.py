@@ -1,0 +1,76 @@
+"""``Store``, the one object callers hold (composed of the package's parts), and ``open_store``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from sago_engine.store import schema, suffstats
+from sago_engine.store.browse import Browse
+from sago_engine.store.scores import ScoreQueries
+from sago_engine.store.schema import StoreError
+from sago_engine.store.writes import Writes
+
+
+@dataclass
+class Store(Writes, Browse, ScoreQueries):
+    """An open sago store. Use ``open_store``; close with ``close()`` or as a context manager.
+
+    The methods come from ``writes.Writes`` (transactions, inserts, run records),
+    ``browse.Browse`` (stored rows, page lists and details) and ``scores.ScoreQueries``
+    (sufficient statistics → scores). ``stats_materialised`` is False only for a read-only store
+    written before the statistics tables existed (its scores are then summed from ``deltas``).
+    """
+
+    path: Path
+    con: duckdb.DuckDBPyConnection
+    read_only: bool
+    stats_materialised: bool = True
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def open_store(path: str | Path, read_only: bool = True, create: bool = False) -> Store:
+    """Open (or with ``create=True`` create) a sago store.
+
+    A writable open of a schema-1/2 store (or a schema-3 store without the statistics tables)
+    migrates it to this version in one transaction (``schema._MIGRATIONS``); a read-only open
+    reads it as it is.
+
+    Args:
+        path: the DuckDB file.
+        read_only: open without write access (the dashboard always does).
+        create: create the schema when the file is new; an existing file must be a sago store.
+    Raises:
+        FileNotFoundError: the file does not exist and ``create`` is False.
+        StoreError: the file is not a sago store or has another schema version.
+    """
+    path = Path(path)
+    if not path.exists() and not create:
+        raise FileNotFoundError(f"no store at {path}")
+    if create and read_only:
+        raise ValueError("create=True needs read_only=False")
+    try:
+        con = duckdb.connect(str(path), read_only=read_only)
+    except duckdb.Error as e:
+        raise StoreError(f"{path} cannot be opened as a DuckDB sago store: {e}") from e
+    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if create and not tables:
+        schema.create(con)
+    try:
+        schema.check(con, path)
+    except StoreError:
+        con.close()
+        raise
+    if not read_only:
+        schema.migrate_if_needed(con)
+    return Store(path=path, con=con, read_only=read_only, stats_materialised=suffstats.has_stats(con))

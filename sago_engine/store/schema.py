@@ -1,0 +1,297 @@
+"""Schema of a sago store: tables, schema version, additive migrations, validity checks.
+
+Raw facts are kept (prompts, variants, responses, signed deltas) so that scores can be
+recomputed without re-running models. Keys are deterministic hashes, and writes use
+``INSERT OR IGNORE``, so a re-run never duplicates a row.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Union
+
+import duckdb
+
+from sago_engine.store import suffstats
+
+SCHEMA_VERSION = 3
+APP_ID = "sago-store"
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS meta (
+    key VARCHAR PRIMARY KEY,
+    value VARCHAR
+);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id VARCHAR PRIMARY KEY,
+    model VARCHAR NOT NULL,
+    backend VARCHAR NOT NULL,
+    model_source VARCHAR,
+    weights_sha256 VARCHAR,
+    dtype VARCHAR,
+    device VARCHAR,
+    decoding JSON,
+    seed BIGINT,
+    normalizers JSON,
+    semantic_filter JSON,
+    encoder JSON,
+    capabilities JSON,
+    versions JSON,
+    config JSON,
+    fingerprint VARCHAR,
+    started_at TIMESTAMP,
+    finished_at TIMESTAMP,
+    status VARCHAR
+);
+CREATE TABLE IF NOT EXISTS prompts (
+    prompt_id VARCHAR PRIMARY KEY,
+    dataset VARCHAR NOT NULL,
+    source_id VARCHAR,
+    text VARCHAR NOT NULL,
+    reference JSON,
+    category VARCHAR
+);
+CREATE TABLE IF NOT EXISTS variants (
+    variant_id VARCHAR PRIMARY KEY,
+    prompt_id VARCHAR NOT NULL,
+    family VARCHAR NOT NULL,
+    subtype VARCHAR NOT NULL,
+    strength DOUBLE NOT NULL,
+    position VARCHAR NOT NULL,
+    text VARCHAR NOT NULL,
+    seed BIGINT NOT NULL,
+    generator VARCHAR,
+    meta JSON,
+    semantic_score DOUBLE,
+    passes_filter BOOLEAN,
+    kept BOOLEAN NOT NULL
+);
+CREATE TABLE IF NOT EXISTS responses (
+    response_id VARCHAR PRIMARY KEY,
+    run_id VARCHAR NOT NULL,
+    prompt_id VARCHAR NOT NULL,
+    variant_id VARCHAR,
+    response VARCHAR NOT NULL,
+    n_tokens INTEGER,
+    token_ids INTEGER[],
+    seq_logprob DOUBLE,
+    mean_entropy DOUBLE,
+    cos_per_layer DOUBLE[],
+    finish_reason VARCHAR,
+    latency_s DOUBLE,
+    error VARCHAR
+);
+CREATE TABLE IF NOT EXISTS deltas (
+    run_id VARCHAR NOT NULL,
+    dataset VARCHAR NOT NULL,
+    prompt_id VARCHAR NOT NULL,
+    variant_id VARCHAR NOT NULL,
+    axis VARCHAR NOT NULL,
+    delta DOUBLE,
+    delta_norm DOUBLE,
+    available BOOLEAN NOT NULL,
+    reason VARCHAR,
+    detector VARCHAR,
+    PRIMARY KEY (run_id, variant_id, axis)
+);
+CREATE TABLE IF NOT EXISTS units (
+    run_id VARCHAR NOT NULL,
+    prompt_id VARCHAR NOT NULL,
+    n_variants INTEGER,
+    finished_at TIMESTAMP,
+    PRIMARY KEY (run_id, prompt_id)
+);
+CREATE TABLE IF NOT EXISTS mirroring_verdicts (
+    run_id VARCHAR NOT NULL,
+    variant_id VARCHAR NOT NULL,
+    prompt_id VARCHAR NOT NULL,
+    response_of VARCHAR NOT NULL,
+    judge_model VARCHAR NOT NULL,
+    template_id VARCHAR NOT NULL,
+    verdict INTEGER,
+    raw VARCHAR,
+    error VARCHAR,
+    heuristic_verdict INTEGER NOT NULL,
+    detector VARCHAR NOT NULL,
+    PRIMARY KEY (run_id, variant_id, response_of)
+);
+CREATE TABLE IF NOT EXISTS templates (
+    template_id VARCHAR PRIMARY KEY,
+    kind VARCHAR NOT NULL,
+    text VARCHAR NOT NULL
+);
+CREATE TABLE IF NOT EXISTS run_usage (
+    run_id VARCHAR PRIMARY KEY,
+    requests BIGINT NOT NULL,
+    cache_hits BIGINT NOT NULL,
+    retries BIGINT NOT NULL,
+    errors BIGINT NOT NULL,
+    prompt_tokens BIGINT NOT NULL,
+    completion_tokens BIGINT NOT NULL,
+    price_in_per_mtok DOUBLE,
+    price_out_per_mtok DOUBLE,
+    cost_usd DOUBLE,
+    models_returned JSON,
+    updated_at TIMESTAMP
+);
+CREATE TABLE IF NOT EXISTS api_responses (
+    response_id VARCHAR PRIMARY KEY,
+    run_id VARCHAR NOT NULL,
+    model_returned VARCHAR,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    cached BOOLEAN,
+    attempts INTEGER,
+    finish_raw VARCHAR
+);
+"""
+
+TABLES = ("runs", "prompts", "variants", "responses", "deltas", "units")
+#: Tables added in schema version 2 (LLM judge and rewriter: ``mirroring_verdicts``,
+#: ``templates``; API backends: ``run_usage`` — one row per API run, cumulative over resumes:
+#: requests incl. retries, cache hits, retries, prompts that ended in an error, tokens of fresh
+#: requests, prices and cost in USD (NULL when prices are not configured), the distinct model
+#: strings the API returned; ``api_responses`` — per response: the model string the API returned,
+#: token counts, cache hit, attempts, raw stop reason). A version-1 store lacks them: read-only
+#: reads return empty frames, and a writable open migrates it to version 2 (creates them).
+EXTRA_TABLES = ("mirroring_verdicts", "templates", "run_usage", "api_responses")
+#: The key columns of each table of ``TABLES`` (its primary key).
+KEYS = {"runs": ("run_id",), "prompts": ("prompt_id",), "variants": ("variant_id",), "responses": ("response_id",),
+        "deltas": ("run_id", "variant_id", "axis"), "units": ("run_id", "prompt_id")}
+_EXTRA_DDL = _DDL[_DDL.index("CREATE TABLE IF NOT EXISTS mirroring_verdicts"):]
+
+# ====================================================================== schema v3 additions
+#: Schema version 3 (measurement fidelity): ``responses.token_ids`` — the generated token ids
+#: exactly as the model emitted them (special tokens included), so a teacher-forced pass can
+#: re-derive ``seq_logprob``/``mean_entropy``; ``responses.response`` is the reply exactly as
+#: decoded (no stripping). Older stores read NULL there.
+#: Schema version 3 (dashboard speed): the sufficient-statistics tables ``delta_stats``,
+#: ``prompt_stats``, ``cell_stats`` and ``length_stats`` (``suffstats.STATS_DDL``: n, ΣΔ̃, ΣΔ̃², Σ|Δ̃| per group),
+#: written with the deltas and rebuilt here from existing deltas; the SQL views of schema 1/2
+#: (``prompt_scores``, ``sgs_dataset``, ``sgs_total``) are dropped: the score formula lives in
+#: ``sago_engine.scoring`` only (``Store.view`` computes them from the statistics).
+#: Additive, idempotent steps that bring a version-1 or -2 store (or a version-3 store without
+#: the statistics tables) to this version, run in one transaction on a writable open. Each later
+#: addition of this version appends here. A step is SQL text or a function of the connection.
+_MIGRATIONS: tuple[Union[str, Callable[[duckdb.DuckDBPyConnection], None]], ...] = (
+    _EXTRA_DDL,
+    "ALTER TABLE responses ADD COLUMN IF NOT EXISTS token_ids INTEGER[]",
+    "DROP VIEW IF EXISTS sgs_total; DROP VIEW IF EXISTS sgs_dataset; DROP VIEW IF EXISTS prompt_scores",
+    suffstats.STATS_DDL,
+    suffstats.materialise,
+)
+
+# Schema version 3 (API fidelity, issue #13): ``run_usage`` / ``api_responses`` gain the billed
+# token classes the providers report apart — reasoning (thinking) tokens, inside completion_tokens;
+# cached input tokens and cache writes, inside prompt_tokens — and the cached-input price.
+# ``base_repeats``: the k ≥ 1 repeats of each base prompt (the first asking stays the base row of
+# ``responses``, so its response_id never changes); ``noise_floor``: each axis's Δ between the
+# base reply and repeat k, the provider's own noise (rows as ``deltas``, keyed by repeat).
+_FIDELITY_DDL = """
+ALTER TABLE run_usage ADD COLUMN IF NOT EXISTS reasoning_tokens BIGINT DEFAULT 0;
+ALTER TABLE run_usage ADD COLUMN IF NOT EXISTS cached_tokens BIGINT DEFAULT 0;
+ALTER TABLE run_usage ADD COLUMN IF NOT EXISTS cache_write_tokens BIGINT DEFAULT 0;
+ALTER TABLE run_usage ADD COLUMN IF NOT EXISTS price_cached_in_per_mtok DOUBLE;
+ALTER TABLE api_responses ADD COLUMN IF NOT EXISTS reasoning_tokens INTEGER;
+ALTER TABLE api_responses ADD COLUMN IF NOT EXISTS cached_tokens INTEGER;
+CREATE TABLE IF NOT EXISTS base_repeats (
+    response_id VARCHAR PRIMARY KEY,
+    run_id VARCHAR NOT NULL,
+    prompt_id VARCHAR NOT NULL,
+    repeat INTEGER NOT NULL,
+    response VARCHAR NOT NULL,
+    n_tokens INTEGER,
+    seq_logprob DOUBLE,
+    mean_entropy DOUBLE,
+    finish_reason VARCHAR,
+    latency_s DOUBLE,
+    error VARCHAR
+);
+CREATE TABLE IF NOT EXISTS noise_floor (
+    run_id VARCHAR NOT NULL,
+    dataset VARCHAR NOT NULL,
+    prompt_id VARCHAR NOT NULL,
+    repeat INTEGER NOT NULL,
+    axis VARCHAR NOT NULL,
+    delta DOUBLE,
+    delta_norm DOUBLE,
+    available BOOLEAN NOT NULL,
+    reason VARCHAR,
+    PRIMARY KEY (run_id, prompt_id, repeat, axis)
+);
+"""
+_MIGRATIONS = _MIGRATIONS[:3] + (_FIDELITY_DDL,) + _MIGRATIONS[3:]
+EXTRA_TABLES += ("base_repeats", "noise_floor")
+#: Extra ``run_usage`` counters (summed over chunks and shards like the others).
+USAGE_EXTRA_COUNTERS = ("reasoning_tokens", "cached_tokens", "cache_write_tokens")
+# ================================================================== end schema v3 additions
+
+#: Every table of a fresh store (the statistics tables last).
+CREATE_SQL = _DDL + _FIDELITY_DDL + suffstats.STATS_DDL
+#: Schema versions this sago opens (older ones are migrated on a writable open).
+READABLE_VERSIONS = (1, 2, SCHEMA_VERSION)
+
+
+class StoreError(RuntimeError):
+    """A file that is not a sago store, or a store of an unsupported schema version."""
+
+
+#: What reading a store can raise for a missing, locked, foreign or damaged file (pages catch these).
+READ_ERRORS: tuple[type[BaseException], ...] = (StoreError, FileNotFoundError, OSError, duckdb.Error)
+
+
+def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether the open store has a table (or view) ``name``."""
+    return bool(con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = ?", [name]).fetchall())
+
+
+def check(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Raise StoreError unless ``con`` is a sago store of a readable schema version."""
+    try:
+        _check_inner(con, path)
+    except duckdb.Error as e:
+        raise StoreError(f"{path} is not a sago store: {e}") from e
+
+
+def _check_inner(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+    if "meta" not in tables:
+        raise StoreError(f"{path} is not a sago store (no meta table); tables found: {sorted(tables) or 'none'}")
+    meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+    if meta.get("app") != APP_ID:
+        raise StoreError(f"{path} is not a sago store (meta.app = {meta.get('app')!r})")
+    try:
+        v = int(meta.get("schema_version", 0))
+    except (TypeError, ValueError):
+        raise StoreError(f"{path}: unreadable schema_version {meta.get('schema_version')!r}") from None
+    if v not in READABLE_VERSIONS:
+        raise StoreError(
+            f"{path} has store schema version {v}; this sago reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}. "
+            "Rebuild it with `python -m precompute --config ...` into a new file."
+        )
+
+
+def create(con: duckdb.DuckDBPyConnection) -> None:
+    """Create every table of this schema version in an empty database and record the version."""
+    con.execute(CREATE_SQL)
+    con.execute("INSERT INTO meta VALUES ('app', ?), ('schema_version', ?)", [APP_ID, str(SCHEMA_VERSION)])
+
+
+def migrate_if_needed(con: duckdb.DuckDBPyConnection) -> bool:
+    """On a writable connection: run ``_MIGRATIONS`` (one transaction) when the store is older than
+    ``SCHEMA_VERSION`` or lacks a statistics or noise-floor table (every step is idempotent).
+    Returns True if it migrated."""
+    version = int(dict(con.execute("SELECT key, value FROM meta").fetchall())["schema_version"])
+    if version >= SCHEMA_VERSION and suffstats.has_stats(con) and has_table(con, "noise_floor"):
+        return False
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for step in _MIGRATIONS:
+            step(con) if callable(step) else con.execute(step)
+        con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    con.execute("COMMIT")
+    return True

@@ -1,0 +1,272 @@
+"""Score queries of the summary pages: SQL filters and sums sufficient statistics, ``scoring`` scores.
+
+SAGO (arXiv 2610.01428) §Notation, §Ablations, appendix D. Every per-prompt score goes through
+``sago_engine.scoring.rms`` (via ``scoring.scores_from_stats``); SQL here returns only n, ΣΔ̃,
+ΣΔ̃², Σ|Δ̃| per group. The statistics tables (``suffstats``) answer every filter exactly:
+``prompt_stats`` when no variant field (F, u, s, p) is filtered, ``delta_stats`` when one is,
+``cell_stats`` for the ablations. Raw deltas are read only where a summary cannot come from sums:
+quantiles of |Δ|, a rescaled clip(Δ/R) (a new R_X), per-token log-probs and the export.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import duckdb
+import pandas as pd
+
+from sago_engine import scoring
+from sago_engine.store import suffstats
+from sago_engine.store.where import fetch_df, filter_where
+
+if TYPE_CHECKING:  # only for annotations; filters.py has no store dependency
+    from sago_engine.filters import Filters
+
+_SUMS = ("sum(s.n)::BIGINT AS n, sum(s.sum_norm) AS sum_norm, sum(s.sum_sq) AS sum_sq, "
+         "sum(s.sum_abs) AS sum_abs")
+_PROMPT_COLS = ["run_id", "model", "dataset", "prompt_id", "axis"]
+
+
+class ScoreQueries:
+    """Score methods of ``Store`` (``self.con``; ``self.stats_materialised``: the statistics tables exist)."""
+
+    con: duckdb.DuckDBPyConnection
+    stats_materialised: bool
+
+    def _src(self, level: str) -> str:
+        return suffstats.source(level, self.stats_materialised)
+
+    # ------------------------------------------------------------------ sufficient statistics
+    def stats_counts(self) -> dict[str, int]:
+        """Row count of each statistics table (``suffstats.STATS_TABLES``); empty for a store without them."""
+        if not self.stats_materialised:
+            return {}
+        return {t: int(self.con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]) for t in suffstats.STATS_TABLES}
+
+    def prompt_stats(self, f: "Filters | None" = None) -> pd.DataFrame:
+        """Sufficient statistics of Δ̃ per (run, prompt, axis) over kept variants with an available Δ̃.
+
+        ``f`` applies (all fields). Columns: run_id, model, dataset, prompt_id, axis, n (number of
+        Δ̃, ≥ 1), sum_norm (ΣΔ̃), sum_sq (ΣΔ̃²), sum_abs (Σ|Δ̃|); sorted by model, dataset, prompt, axis.
+        An axis a model cannot measure has no rows.
+        """
+        fine = f is not None and f.variant_restricted()
+        where, params = filter_where(f, d="s", v="s")
+        if fine:  # a (F, u, s, p) selection: sum the matching cells of each prompt
+            sql = f"""
+                SELECT s.run_id, r.model, s.dataset, s.prompt_id, s.axis, {_SUMS}
+                FROM {self._src("fine")} s JOIN runs r USING (run_id)
+                WHERE s.kept AND s.available AND s.n > 0 AND {where}
+                GROUP BY s.run_id, r.model, s.dataset, s.prompt_id, s.axis"""
+        else:  # one row per (run, prompt, axis) among kept, available rows: no aggregation left
+            sql = f"""
+                SELECT s.run_id, r.model, s.dataset, s.prompt_id, s.axis, s.n, s.sum_norm, s.sum_sq, s.sum_abs
+                FROM {self._src("prompt")} s JOIN runs r USING (run_id)
+                WHERE s.kept AND s.available AND s.n > 0 AND {where}"""
+        return fetch_df(self.con, sql + " ORDER BY r.model, s.dataset, s.prompt_id, s.axis", params)
+
+    def prompt_scores(self, f: "Filters | None" = None) -> pd.DataFrame:
+        """Per-prompt RMS s_X(i) = sqrt(mean_v Δ̃²) over kept, available variants matching ``f``.
+
+        SAGO (arXiv 2610.01428) §Notation: ``scoring.rms`` of ``prompt_stats(f)`` (the store never
+        sends raw deltas for this). Columns: run_id, model, dataset, prompt_id, axis, s (in [0, 1]),
+        n_variants. An axis a model cannot measure has no rows (shown as n/a, never 0).
+        """
+        return scoring.scores_from_stats(self.prompt_stats(f), keep=tuple(_PROMPT_COLS))
+
+    def view(self, name: str) -> pd.DataFrame:
+        """The score tables of schema 1/2's SQL views, now computed by ``sago_engine.scoring``.
+
+        ``prompt_scores`` (= ``prompt_scores()``), ``sgs_dataset`` (run_id, model, dataset, axis,
+        sgs, std, n_prompts) or ``sgs_total`` (run_id, model, axis, sgs, std, n_prompts; every
+        prompt of every dataset weighs the same). Sorted by every column. Raises ValueError otherwise.
+        """
+        if name not in ("prompt_scores", "sgs_dataset", "sgs_total"):
+            raise ValueError(f"unknown view {name!r}")
+        ps = self.prompt_scores()
+        if name == "prompt_scores":
+            out = ps
+        else:
+            by = ("run_id", "model", "dataset", "axis") if name == "sgs_dataset" else ("run_id", "model", "axis")
+            out = scoring.sgs(ps, by=by)
+        return out.sort_values(list(out.columns)).reset_index(drop=True)
+
+    def cell_prompt_scores(self, f: "Filters | None" = None) -> pd.DataFrame:
+        """Per-prompt RMS of Δ̃ within each variant cell (F, u, s, p), for the sample-size view.
+
+        SAGO (arXiv 2610.01428) appendix D. Kept variants, available axes, ``f`` applies.
+        Columns: model, axis, dataset, prompt_id, family, subtype, strength, position,
+        s (``scoring.rms`` over the prompt's variants in that cell), n_variants.
+        """
+        where, params = filter_where(f, d="s", v="s")
+        keys = ["model", "axis", "dataset", "prompt_id", "family", "subtype", "strength", "position"]
+        sql = f"""
+            SELECT r.model, s.axis, s.dataset, s.prompt_id, s.family, s.subtype, s.strength, s.position, {_SUMS}
+            FROM {self._src("fine")} s JOIN runs r USING (run_id)
+            WHERE s.kept AND s.available AND s.n > 0 AND {where}
+            GROUP BY ALL ORDER BY {", ".join(keys)}"""
+        return scoring.scores_from_stats(fetch_df(self.con, sql, params), keep=tuple(keys))
+
+    def axis_availability(self, f: "Filters | None" = None) -> pd.DataFrame:
+        """Per model and axis: how many delta rows are available / unavailable, and why.
+
+        Columns: model, axis, n_available, n_unavailable, available (True iff any row is
+        available), reasons (distinct reasons of unavailable rows, sorted, "; "-joined, or NULL).
+        """
+        where, params = filter_where(f, d="s", v="s")
+        src = self._src("fine" if f is not None and f.variant_restricted() else "prompt")
+        sql = f"""
+            WITH a AS (
+                SELECT r.model, s.axis, coalesce(sum(s.n) FILTER (WHERE s.available), 0) AS n_ok,
+                       sum(s.n_rows) AS n_rows,
+                       string_agg(DISTINCT s.reason, '; ' ORDER BY s.reason) FILTER (WHERE NOT s.available) AS reasons
+                FROM {src} s JOIN runs r USING (run_id)
+                WHERE s.kept AND {where}
+                GROUP BY r.model, s.axis)
+            SELECT model, axis, n_ok::INTEGER AS n_available, (n_rows - n_ok)::INTEGER AS n_unavailable,
+                   n_ok > 0 AS available, reasons
+            FROM a ORDER BY model, axis"""
+        return fetch_df(self.con, sql, params)
+
+    def filter_options(self) -> dict[str, list]:
+        """Distinct values for the sidebar filters: models, datasets, families, subtypes, strengths, positions.
+
+        Models come from runs that have deltas; datasets from deltas; the variant fields from
+        kept variants. Each list is sorted.
+        """
+        src = "prompt_stats" if self.stats_materialised else "deltas"
+        rd = self.con.execute(f"SELECT DISTINCT run_id, dataset FROM {src}").fetchall()
+        run_ids = sorted({r for r, _ in rd})
+        models = self.con.execute("SELECT DISTINCT model FROM runs WHERE list_contains(?, run_id) ORDER BY 1",
+                                  [run_ids]).fetchall()
+        cells = self.con.execute(
+            "SELECT DISTINCT family, subtype, strength, position FROM variants WHERE kept").fetchall()
+        return {
+            "models": [x[0] for x in models],
+            "datasets": sorted({d for _, d in rd}),
+            "families": sorted({c[0] for c in cells}),
+            "subtypes": sorted({c[1] for c in cells}),
+            "strengths": sorted({float(c[2]) for c in cells}),
+            "positions": sorted({c[3] for c in cells}),
+        }
+
+    def ablation_frame(self, f: "Filters | None" = None) -> dict[str, pd.DataFrame]:
+        """Sufficient statistics of Δ̃ for the ablations, from ``cell_stats`` (never the raw deltas).
+
+        SAGO (arXiv 2610.01428) §Ablations. Kept variants and available axes only; ``f`` applies.
+
+        Returns:
+            ``cells``: one row per (model, axis, family, subtype, strength, position, tone,
+            target_ratio) with ``n`` (number of Δ̃ values), ``sum_abs`` (Σ|Δ̃|), ``sum_sq``
+            (Σ Δ̃²), ``sum`` (Σ Δ̃). Additive, so ``sago_engine.ablations`` pools any coarser
+            grouping exactly. tone: ``meta.tone`` (else the sign of a politeness strength);
+            target_ratio: ``meta.target_ratio`` (else the strength) for structural/length only.
+            ``length``: one row per (model, axis, target_ratio) with ``n_prompts``, ``sum_s``
+            (Σ_i s_i) and ``sum_s2`` (Σ_i s_i²), where s_i = ``scoring.rms`` over prompt i's
+            length variants of that ratio — the per-prompt instability of the length factor
+            (from ``length_stats`` when no variant field is filtered and each model has one run,
+            else per prompt from ``delta_stats``; the same numbers).
+        """
+        where, params = filter_where(f, d="s", v="s")
+        keys = ["model", "axis", "family", "subtype", "strength", "position", "tone", "target_ratio"]
+        src = self._src("cell")
+        cells = fetch_df(self.con, f"""
+            SELECT r.model, s.axis, s.family, s.subtype, s.strength, s.position, s.tone, s.target_ratio,
+                   sum(s.n)::BIGINT AS n, sum(s.sum_abs) AS sum_abs, sum(s.sum_sq) AS sum_sq, sum(s.sum_norm) AS sum
+            FROM {src} s JOIN runs r USING (run_id)
+            WHERE s.kept AND s.available AND s.n > 0 AND {where}
+            GROUP BY ALL""", params)
+        one_run_per_model = self.con.execute(
+            "SELECT count(*) = count(DISTINCT model) FROM runs").fetchall()[0][0]
+        if (self.stats_materialised and one_run_per_model
+                and (f is None or not f.variant_restricted())):  # precomputed per (run, dataset, axis, ratio)
+            lwhere, lparams = filter_where(f, d="l")
+            length = fetch_df(self.con, f"""
+                SELECT r.model, l.axis, l.target_ratio, sum(l.n_prompts)::BIGINT AS n_prompts,
+                       sum(l.sum_s) AS sum_s, sum(l.sum_s2) AS sum_s2
+                FROM length_stats l JOIN runs r USING (run_id) WHERE {lwhere} GROUP BY ALL""", lparams)
+        else:  # per prompt (and model) from the finest grain
+            per_prompt = fetch_df(self.con, f"""
+                SELECT r.model, s.axis, s.target_ratio, s.prompt_id, sum(s.n)::BIGINT AS n, sum(s.sum_sq) AS sum_sq
+                FROM {self._src("fine")} s JOIN runs r USING (run_id)
+                WHERE s.kept AND s.available AND s.n > 0 AND s.target_ratio IS NOT NULL AND {where}
+                GROUP BY ALL""", params)
+            length = suffstats.length_rows(per_prompt, by=("model", "axis", "target_ratio"))
+        return {"cells": cells.sort_values(keys, na_position="first").reset_index(drop=True),
+                "length": length.sort_values(["model", "axis", "target_ratio"]).reset_index(drop=True)}
+
+    # ------------------------------------------------------------------ raw Δ (no sum answers these)
+    def delta_abs_quantiles(self, f: "Filters | None" = None, *, q: float = 0.95) -> pd.DataFrame:
+        """Per axis over the store (kept, available, ``f``): n, q, q_abs = quantile_cont(|Δ|, q), max_abs."""
+        where, params = filter_where(f)
+        sql = f"""
+            SELECT d.axis, count(*)::BIGINT AS n, ?::DOUBLE AS q,
+                   quantile_cont(abs(d.delta), ?::DOUBLE) AS q_abs, max(abs(d.delta)) AS max_abs
+            FROM deltas d JOIN variants v USING (variant_id) JOIN runs r USING (run_id)
+            WHERE d.available AND d.delta IS NOT NULL AND v.kept AND {where}
+            GROUP BY d.axis ORDER BY d.axis
+        """
+        return self.con.execute(sql, [float(q), float(q), *params]).df()
+
+    def prompt_scores_rescaled(self, f: "Filters | None" = None, *, normalizers: tuple = ()) -> pd.DataFrame:
+        """``prompt_scores`` recomputed from raw Δ under other R_X: s = ``scoring.rms`` of clip(Δ/R, −1, 1).
+
+        ``normalizers``: ((axis, R), …) pairs (a tuple, so it can key a cache); axes not listed
+        are left out. Same columns as ``prompt_scores``. SQL sums n and Σ clip(Δ/R)² per prompt.
+        """
+        pairs = [(str(a), float(r)) for a, r in normalizers if float(r) > 0]
+        if not pairs:
+            return self.prompt_scores(f).iloc[0:0]
+        where, params = filter_where(f)
+        sql = f"""
+            WITH rx AS (SELECT unnest(?::VARCHAR[]) AS axis, unnest(?::DOUBLE[]) AS rr)
+            SELECT d.run_id, r.model, d.dataset, d.prompt_id, d.axis, count(*)::BIGINT AS n,
+                   sum(pow(least(greatest(d.delta / rx.rr, -1.0), 1.0), 2)) AS sum_sq
+            FROM deltas d JOIN rx USING (axis) JOIN variants v USING (variant_id) JOIN runs r USING (run_id)
+            WHERE d.available AND d.delta IS NOT NULL AND v.kept AND {where}
+            GROUP BY d.run_id, r.model, d.dataset, d.prompt_id, d.axis
+            ORDER BY r.model, d.dataset, d.prompt_id, d.axis
+        """
+        st = self.con.execute(sql, [[a for a, _ in pairs], [r for _, r in pairs], *params]).df()
+        return scoring.scores_from_stats(st, keep=tuple(_PROMPT_COLS))
+
+    def per_token_logprob_deltas(self, f: "Filters | None" = None) -> pd.DataFrame:
+        """Δ of the length-normalized log-prob per kept variant: seq_logprob/n_tokens (variant − base).
+
+        Columns: model, dataset, prompt_id, variant_id, delta_per_token (nats per token),
+        delta_seq (the paper's Δ-Prob, not normalized). Responses without a log-prob or with 0
+        tokens are left out (closed models: no rows, i.e. unavailable, never 0).
+        """
+        where, params = filter_where(f, d="p")
+        sql = f"""
+            SELECT r.model, p.dataset, x.prompt_id, x.variant_id,
+                   x.seq_logprob / x.n_tokens - b.seq_logprob / b.n_tokens AS delta_per_token,
+                   x.seq_logprob - b.seq_logprob AS delta_seq
+            FROM responses x
+            JOIN responses b ON b.run_id = x.run_id AND b.prompt_id = x.prompt_id AND b.variant_id IS NULL
+            JOIN variants v ON v.variant_id = x.variant_id
+            JOIN prompts p ON p.prompt_id = x.prompt_id
+            JOIN runs r ON r.run_id = x.run_id
+            WHERE v.kept AND x.seq_logprob IS NOT NULL AND b.seq_logprob IS NOT NULL
+                  AND x.n_tokens > 0 AND b.n_tokens > 0 AND x.error IS NULL AND b.error IS NULL AND {where}
+            ORDER BY r.model, p.dataset, x.prompt_id, x.variant_id
+        """
+        return self.con.execute(sql, params).df()
+
+    def delta_matrix(self, f: "Filters | None" = None) -> pd.DataFrame:
+        """The per-prompt delta matrix of the current filter (for CSV / Parquet export).
+
+        One row per (run, prompt, variant, axis) of kept variants: model, dataset, prompt_id,
+        variant_id, family, subtype, strength, position, axis, delta (signed, raw units),
+        delta_norm (Δ̃), available, reason. Unavailable axes keep NULL deltas with their reason.
+        """
+        where, params = filter_where(f)
+        sql = f"""
+            SELECT r.model, d.run_id, d.dataset, d.prompt_id, d.variant_id,
+                   v.family, v.subtype, v.strength, v.position,
+                   d.axis, d.delta, d.delta_norm, d.available, d.reason
+            FROM deltas d JOIN variants v USING (variant_id) JOIN runs r USING (run_id)
+            WHERE v.kept AND {where}
+            ORDER BY r.model, d.dataset, d.prompt_id, d.variant_id, d.axis
+        """
+        return self.con.execute(sql, params).df()

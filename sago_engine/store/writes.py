@@ -1,0 +1,135 @@
+"""Writes: transactions, keyed bulk inserts (which keep the statistics tables current), run records, usage, meta."""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+import duckdb
+import pandas as pd
+
+from sago_engine.store import suffstats
+from sago_engine.store.schema import EXTRA_TABLES, TABLES, USAGE_EXTRA_COUNTERS, StoreError
+
+
+def _json(v: Any) -> str:
+    return json.dumps(v, sort_keys=True, default=str, ensure_ascii=False)
+
+
+class Writes:
+    """Write methods of ``Store`` (``self.con``: a writable DuckDB connection)."""
+
+    con: duckdb.DuckDBPyConnection
+    read_only: bool
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All writes inside commit together or not at all (a killed run loses only the open unit)."""
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    def insert_df(self, table: str, df: pd.DataFrame) -> None:
+        """Bulk ``INSERT OR IGNORE`` of a DataFrame whose columns are a subset of ``table``'s
+        (one of ``TABLES`` or ``EXTRA_TABLES``). Inserting ``deltas`` also recomputes the
+        statistics tables of the (run, prompt) pairs it touches (``suffstats.refresh``); a
+        delta's variant must be stored before it."""
+        if table not in TABLES + EXTRA_TABLES:
+            raise ValueError(f"unknown table {table!r}")
+        if df.empty:
+            return
+        cols = ", ".join(f'"{c}"' for c in df.columns)
+        self.con.register("_sago_df", df)
+        try:
+            self.con.execute(f"INSERT OR IGNORE INTO {table} ({cols}) SELECT {cols} FROM _sago_df")
+        finally:
+            self.con.unregister("_sago_df")
+        if table == "deltas":
+            suffstats.refresh(self.con, df)
+
+    def upsert_run(self, run: dict[str, Any]) -> None:
+        """Insert the run record; if it exists (a resumed run) update only ``status``/``finished_at``.
+
+        The first record of a run (settings, versions, hashes) is what produced its first rows,
+        so a resume never rewrites it.
+        """
+        row = {k: (_json(v) if isinstance(v, (dict, list, tuple)) else v) for k, v in run.items()}
+        exists = self.con.execute("SELECT 1 FROM runs WHERE run_id = ?", [row["run_id"]]).fetchall()
+        if exists:
+            upd = {k: v for k, v in row.items() if k in ("status", "finished_at")}
+            if upd:
+                sets = ", ".join(f'"{k}" = ?' for k in upd)
+                self.con.execute(f"UPDATE runs SET {sets} WHERE run_id = ?", [*upd.values(), row["run_id"]])
+        else:
+            self.insert_df("runs", pd.DataFrame([row]))
+
+    def add_run_usage(self, run_id: str, usage: dict[str, Any], price_in_per_mtok: float | None = None,
+                      price_out_per_mtok: float | None = None, price_cached_in_per_mtok: float | None = None) -> None:
+        """Add one chunk's API usage to the run's ``run_usage`` row (created on first use).
+
+        Args:
+            usage: counters as ``ApiBackend.take_usage()`` returns them (requests, cache_hits,
+                retries, errors, prompt_tokens, completion_tokens, models).
+            price_in_per_mtok / price_out_per_mtok: USD per million tokens; the cost is
+                recomputed from the cumulative tokens (``api_common.cost_usd``: reasoning tokens
+                are output, cached input at ``price_cached_in_per_mtok`` or else the input
+                price), NULL when either price is None.
+        """
+        cols = ("requests", "cache_hits", "retries", "errors", "prompt_tokens", "completion_tokens",
+                *USAGE_EXTRA_COUNTERS)  # api-fidelity: reasoning / cached / cache-write tokens
+        old = self.con.execute(f"SELECT {', '.join(cols)}, models_returned FROM run_usage WHERE run_id = ?",
+                               [run_id]).fetchall()
+        tot = {c: int(usage.get(c) or 0) for c in cols}
+        models = set(usage.get("models") or ())
+        if old:
+            for c, v in zip(cols, old[0][: len(cols)]):
+                tot[c] += int(v or 0)
+            models |= set(json.loads(old[0][-1] or "[]"))
+        from sago_engine.backends.api_common import cost_usd
+
+        price_cached = price_cached_in_per_mtok
+        cost = cost_usd(tot["prompt_tokens"], tot["completion_tokens"], price_in_per_mtok, price_out_per_mtok,
+                        tot["cached_tokens"], price_cached)
+        import datetime as _dt
+
+        now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+        names = ("run_id", *cols, "price_in_per_mtok", "price_out_per_mtok", "price_cached_in_per_mtok", "cost_usd",
+                 "models_returned", "updated_at")
+        self.con.execute(
+            f"INSERT OR REPLACE INTO run_usage ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+            [run_id, *[tot[c] for c in cols], price_in_per_mtok, price_out_per_mtok, price_cached, cost,
+             _json(sorted(models)), now])
+
+    def set_meta(self, **values: Any) -> None:
+        """Upsert ``meta`` key/value pairs (values stored as text)."""
+        for k, v in values.items():
+            self.con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [k, None if v is None else str(v)])
+
+    def checkpoint(self) -> None:
+        """Merge the write-ahead log into the database file (the file alone is then complete)."""
+        self.con.execute("CHECKPOINT")
+
+    def write_probe(self, run: dict[str, Any], frames: dict[str, pd.DataFrame]) -> None:
+        """Record one live probe (the Live page's "save to store") as a run, in one transaction.
+
+        Args:
+            run: the run record (``runs`` columns; JSON fields as Python objects).
+            frames: ``prompts``, ``variants``, ``responses``, ``deltas``, ``units`` frames with the
+                columns of those tables (``variants.meta`` as a JSON string). Rows are keyed, so
+                saving the same probe twice adds nothing.
+        Raises:
+            StoreError: the store is read-only.
+        """
+        if self.read_only:
+            raise StoreError(f"{self.path} is open read-only; live probes go to a writable user store")
+        with self.transaction():
+            self.upsert_run(run)
+            for table in ("prompts", "variants", "responses", "deltas", "units"):
+                if table in frames and not frames[table].empty:
+                    self.insert_df(table, frames[table])
+
