@@ -136,7 +136,7 @@ def test_config_errors(tmp_path):
         ("\n[judge]\nmodel = \"tiny-random\"\nmax_new_tokens = 0\n", r"\[judge\] max_new_tokens"),
         ("\n[judge]\nmodel = \"tiny-random\"\ntemperature = 0.5\n", r"unknown \[judge\] key 'temperature'"),
         ("\n[judge]\nmodel = \"no-such-model\"\n", r"\[judge\] unknown model 'no-such-model'"),
-        ("\n[judge]\nmodel = \"tiny-random\"\ndtype = \"int3\"\n", r"\[judge\] unknown dtype 'int3'"),
+        ("\n[judge]\nmodel = \"tiny-random\"\ndtype = \"int3\"\n", r"\[judge\] model 'tiny-random': unknown dtype 'int3'"),
     ]:
         with pytest.raises(ConfigError, match=msg):
             _cfg(tmp_path, extra)
