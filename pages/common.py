@@ -17,7 +17,8 @@ import pandas as pd
 import streamlit as st
 
 from sago_engine.filters import FILTER_FIELDS, Filters
-from sago_engine.report import DEMO_STORE
+from dashboard import frame, urlstate
+from sago_engine.store_catalog import DEMO_STORE
 
 
 
@@ -27,33 +28,23 @@ def _store_errors() -> tuple[type[BaseException], ...]:
     return READ_ERRORS
 
 
-def _leave_mpa_v1() -> None:
-    """Make sure app.py's ``st.navigation`` routes every URL, including a page opened directly first.
-
-    Streamlit treats a ``pages/`` folder next to the main script as the old (v1) multipage
-    layout until some run calls ``st.navigation``: the first request after server start for
-    e.g. ``/pareto`` would run pages/pareto.py alone (no store picker, no filters, a sidebar
-    listing every file). The flag is process-wide, so flipping it once and rerunning sends
-    that request through app.py. Uses Streamlit's internal ``PagesManager`` (checked on 1.67).
-    Called at import and by ``store_path`` / ``current_filters`` (AppTest resets the flag each run).
-    """
-    try:
-        from streamlit.runtime.pages_manager import PagesManager
-    except ImportError:  # pragma: no cover - layout changed in a future Streamlit
-        return
-    if PagesManager.uses_pages_directory:
-        PagesManager.uses_pages_directory = False
-        st.rerun()
-
-
-_leave_mpa_v1()
-
-
 # ---------------------------------------------------------------- store and cached queries
 def store_path() -> str:
-    """The store the user picked in the sidebar (app.py), else ``$SAGO_STORE``, else the demo store."""
-    _leave_mpa_v1()
-    return st.session_state.get("store_path") or os.environ.get("SAGO_STORE") or str(DEMO_STORE)
+    """The store the user picked in the sidebar (app.py), else ``$SAGO_STORE``, else the demo store.
+
+    Share mode: only a store of the shared folder (``dashboard.access.confined_store``); a
+    session value naming anything else is ignored.
+    """
+    chosen = frame.checked_store(st.session_state.get("store_path"))
+    if chosen is not None:
+        return chosen
+    if frame.access().shared:  # nothing valid chosen: the first store of the shared folder
+        opts = frame.store_options(frame.access())
+        if not opts:
+            st.error("No store (*.duckdb) in the shared folder.")
+            st.stop()
+        return frame.checked_store(opts[0])
+    return os.environ.get("SAGO_STORE") or str(DEMO_STORE)
 
 
 def _mtime(path: str) -> float:
@@ -127,7 +118,7 @@ def _report_on_frame(fn: str, df: pd.DataFrame, kwargs: tuple) -> Any:
 
 def model_colors() -> dict[str, str]:
     """One colour per model on every page: assigned over ALL models of the store (not the filtered ones)."""
-    from sago_engine.report import model_colors as _mc
+    from sago_engine.palette import model_colors as _mc
 
     return _mc(query("filter_options")["models"])
 
@@ -151,7 +142,6 @@ def open_frames(filters: Filters | None, *names: str) -> dict[str, Any]:
 
 def current_filters() -> Filters:
     """The Filters chosen in the sidebar (set by app.py through ``sidebar_filters``)."""
-    _leave_mpa_v1()
     f = st.session_state.get("sago_filters")
     return f if isinstance(f, Filters) else Filters()
 
@@ -169,6 +159,7 @@ def sidebar_filters(options: dict[str, list]) -> Filters:
         for name, label in FILTER_FIELDS:
             opts = list(options.get(name, []))
             key = f"filter_{name}"
+            urlstate.restore(name, key, "floatlist" if name == "strengths" else "list", choices=opts)
             if key in st.session_state:  # keep only values this store offers
                 st.session_state[key] = [v for v in st.session_state[key] if v in opts]
             fmt = (lambda v: f"{v:g}") if name == "strengths" else str
@@ -201,8 +192,7 @@ def presentation_mode() -> bool:
 
     The injected CSS is a constant (it contains no data). Returns whether the mode is on.
     """
-    if "app_presentation" not in st.session_state and st.query_params.get("present") in ("1", "true", "yes"):
-        st.session_state["app_presentation"] = True  # a meeting link: …/pareto?present=1
+    urlstate.restore("present", "app_presentation", "bool")  # a meeting link: …/pareto?present=1
     on = st.sidebar.toggle("Presentation mode", key="app_presentation",
                            help="Large fonts, controls collapsed, one chart per screen.")
     if on:
@@ -413,8 +403,8 @@ def correction_control(key: str) -> str:
     from sago_engine.stats import CORRECTION_LABELS, CORRECTIONS
 
     wkey = f"{key}_correction"
-    if wkey not in st.session_state:
-        st.session_state[wkey] = st.session_state.get("sago_correction", "none")
+    urlstate.restore("correction", wkey, "str", choices=CORRECTIONS,
+                     default=st.session_state.get("sago_correction", "none"))
 
     def _sync() -> None:
         st.session_state["sago_correction"] = st.session_state[wkey]

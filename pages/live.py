@@ -7,12 +7,15 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
+from dashboard import frame
 from pages import common
 from sago_engine import live
 from sago_engine.datasets import DATASETS
 from sago_engine.filters import Filters
 from sago_engine.textdiff import diff_html, diff_segments
 from sago_engine.types import AXES, AXIS_LABELS, POSITIONS
+
+frame.require_frame()
 
 ROOT = Path(__file__).resolve().parent.parent
 ss = st.session_state
@@ -71,8 +74,9 @@ with c1:
     keys = valid_keys()
     model = st.selectbox("Model", keys, index=keys.index(live.DEFAULT_MODEL) if live.DEFAULT_MODEL in keys else 0,
                          key="live_model", help="Local zoo models (tiny-random is a random test model).")
-    custom = st.text_input("…or a local model folder", key="live_model_path", placeholder="/path/to/hf-model")
-    model = custom.strip() or model
+    if frame.access().free_paths:  # local mode only: a shared server loads zoo models only
+        custom = st.text_input("…or a local model folder", key="live_model_path", placeholder="/path/to/hf-model")
+        model = custom.strip() or model
 with c2:
     fams = st.multiselect("Families", ["social_register", "surface_noise", "structural"],
                           default=["social_register", "surface_noise", "structural"], key="live_families")
@@ -203,6 +207,8 @@ common.chart(fig, key="live_radar", caption="This prompt's per-axis instability 
 
 # ---------------------------------------------------------------- save
 target = live.default_user_store()
+if not frame.access().writes:
+    st.stop()
 if st.button("Save to store", key="live_save", icon=":material/save:",
              help=f"Adds this probe as a run (dataset 'live') to {target}; never to the shipped demo store."):
     try:

@@ -3,9 +3,12 @@
 import plotly.graph_objects as go
 import streamlit as st
 
+from dashboard import frame
 from pages import common
 from sago_engine import paper
 from sago_engine.types import AXES, AXIS_LABELS
+
+frame.require_frame()
 
 st.title("Paper reference")
 st.caption(f"Every number on this page is {paper.PAPER_SOURCE} (Omar et al., NeurIPS 2026 TAE workshop), "

@@ -3,10 +3,14 @@
 import plotly.graph_objects as go
 import streamlit as st
 
+from dashboard import frame
+from dashboard import urlstate
 from pages import common
 from sago_engine import paper
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.types import AXES, AXIS_LABELS
+
+frame.require_frame()
 
 f = common.current_filters()
 st.title("Pareto: stability on two axes")
@@ -17,11 +21,16 @@ scores = common.query("prompt_scores", f)
 common.empty_stop(scores, "deltas")
 datasets = sorted(scores["dataset"].unique())
 
+urlstate.restore("x", "pareto_x", choices=AXES, default="bleu")
+urlstate.restore("y", "pareto_y", choices=AXES, default="mr")
+urlstate.restore("scope", "pareto_scope", choices=["Total (all datasets)", *datasets])
+urlstate.restore("bars", "pareto_bars", choices=["95% bootstrap CI", "± std", "none"])
+urlstate.restore("paper", "pareto_paper", "bool")
 c1, c2, c3 = st.columns(3)
 with c1:
-    x_axis = st.selectbox("x axis", AXES, index=AXES.index("bleu"), key="pareto_x", format_func=AXIS_LABELS.get)
+    x_axis = st.selectbox("x axis", AXES, key="pareto_x", format_func=AXIS_LABELS.get)
 with c2:
-    y_axis = st.selectbox("y axis", AXES, index=AXES.index("mr"), key="pareto_y", format_func=AXIS_LABELS.get)
+    y_axis = st.selectbox("y axis", AXES, key="pareto_y", format_func=AXIS_LABELS.get)
 with c3:
     which = st.selectbox("Scope", ["Total (all datasets)", *datasets], key="pareto_scope")
 c4, c5, c6 = st.columns(3)
@@ -34,6 +43,7 @@ with c5:
     overlay = st.toggle("Overlay values reported in arXiv 2610.01428", key="pareto_paper",
                         help="Published totals (Figure 2a; Table 1 has std and markers); a separate labelled trace.")
 
+urlstate.publish()
 if which.startswith("Total"):
     total = common.scored("sgs_ci_table", f, eps=MAIN_EPSILON, correction=correction)
 else:

@@ -3,11 +3,15 @@
 import plotly.graph_objects as go
 import streamlit as st
 
+from dashboard import frame
+from dashboard import urlstate
 from pages import common
 from sago_engine import paper
 from sago_engine.report import wide_ci_cells, wide_cells
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.types import AXES, AXIS_LABELS
+
+frame.require_frame()
 
 f = common.current_filters()
 st.title("Model profiles")
@@ -19,12 +23,16 @@ scores = common.query("prompt_scores", f)
 common.empty_stop(scores, "deltas")
 datasets = sorted(scores["dataset"].unique())
 
+urlstate.restore("scope", "profiles_scope", choices=["Total (all datasets)", *datasets])
+urlstate.restore("B", "profiles_boot", "int", default=1000)
+urlstate.restore("ci", "profiles_ci", choices=["bands", "whiskers", "off"])
+urlstate.restore("paper", "profiles_paper", "bool")
 c1, c2, c3 = st.columns([2, 1, 1])
 with c1:
     which = st.selectbox("Scope", ["Total (all datasets)", *datasets], key="profiles_scope",
                          help="Total: every prompt of every dataset weighs the same.")
 with c2:
-    n_boot = st.number_input("Bootstrap resamples B", 100, 10000, 1000, step=100, key="profiles_boot",
+    n_boot = st.number_input("Bootstrap resamples B", 100, 10000, step=100, key="profiles_boot",
                              help="Percentile bootstrap over prompts (scipy.stats.bootstrap), seeded; 95% CI.")
 with c3:
     ci_style = st.radio("CI", ["bands", "whiskers", "off"], key="profiles_ci", horizontal=True)
@@ -32,6 +40,7 @@ correction = common.correction_control("profiles")
 overlay = st.toggle("Overlay values reported in arXiv 2610.01428 (Figure 2a, Table 1)", key="profiles_paper",
                     help="Published totals, drawn dashed and labelled; never mixed into local numbers.")
 
+urlstate.publish()
 dataset = None if which.startswith("Total") else which
 radar = common.scored("radar_data", f, dataset=dataset, n_resamples=int(n_boot), seed=0)
 colors = common.model_colors()

@@ -3,10 +3,14 @@
 import altair as alt
 import streamlit as st
 
+from dashboard import frame
+from dashboard import urlstate
 from pages import common
 from sago_engine.detail import BASE_LABEL, heatmap_frame, labelled_variants, responses_side_by_side
 from sago_engine.textdiff import diff_html, diff_segments
 from sago_engine.types import AXES, AXIS_LABELS
+
+frame.require_frame()
 
 f = common.current_filters()
 st.title("Prompts: one prompt under its variants")
@@ -17,12 +21,14 @@ plist = common.query("prompt_list", f)
 common.empty_stop(plist, "prompts with variants")
 
 datasets = sorted(plist["dataset"].unique())
+urlstate.restore("dataset", "prompts_dataset", choices=datasets)
 c1, c2 = st.columns([1, 3])
 with c1:
     dataset = st.selectbox("Dataset", datasets, key="prompts_dataset")
 sub = plist[plist["dataset"] == dataset]
 texts = dict(zip(sub["prompt_id"], sub["text"]))
 counts = dict(zip(sub["prompt_id"], sub["n_variants"]))
+urlstate.restore("prompt", "prompts_prompt", choices=list(sub["prompt_id"]))
 with c2:
     pid = st.selectbox("Prompt", list(sub["prompt_id"]), key="prompts_prompt",
                        format_func=lambda p: f"{p} ({counts[p]} variants) — {texts[p][:90]}")
@@ -47,7 +53,9 @@ st.caption("One row per variant; semantic_score is BERTScore-F1 against the base
 # ---------------------------------------------------------------- one variant: the edit and the responses
 st.subheader("The edit and the responses, variant by variant")
 labels = list(variants["label"])
+urlstate.restore("variant", "prompts_variant", choices=labels)
 label = st.selectbox("Variant", labels, key="prompts_variant")
+urlstate.publish()
 row = variants[variants["label"] == label].iloc[0]
 st.html(diff_html(diff_segments(base_text, str(row["text"]))))
 st.caption("What the variant changed: struck-through red text was removed from the base prompt, green text was added.")

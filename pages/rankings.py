@@ -3,10 +3,14 @@
 import altair as alt
 import streamlit as st
 
+from dashboard import frame
+from dashboard import urlstate
 from pages import common
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.stats import REVERSAL_THRESHOLD
 from sago_engine.types import AXES, AXIS_LABELS
+
+frame.require_frame()
 
 f = common.current_filters()
 st.title("Rankings across datasets")
@@ -16,7 +20,9 @@ scores = common.query("prompt_scores", f)
 common.empty_stop(scores, "deltas")
 per = common.scored("score_tables", f, eps=MAIN_EPSILON)["per_dataset"]
 ranks = common.scored_frame("rankings", per)
-axis = st.selectbox("Axis", AXES, index=AXES.index("cos"), key="rankings_axis", format_func=AXIS_LABELS.get)
+urlstate.restore("axis", "rankings_axis", choices=AXES, default="cos")
+axis = st.selectbox("Axis", AXES, key="rankings_axis", format_func=AXIS_LABELS.get)
+urlstate.publish()
 
 colors = common.model_colors()
 r = ranks[ranks["axis"] == axis].copy()

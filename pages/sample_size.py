@@ -3,9 +3,13 @@
 import altair as alt
 import streamlit as st
 
+from dashboard import frame
+from dashboard import urlstate
 from pages import common
 from sago_engine.stats import SAMPLE_SIZES
 from sago_engine.types import AXES, AXIS_LABELS
+
+frame.require_frame()
 
 f = common.current_filters()
 st.title("Sample size: how many prompts are enough?")
@@ -15,11 +19,13 @@ st.caption("SAGO (arXiv 2610.01428) appendix D: draw N ∈ {4, 8, 16, 32, 64, 12
 cells = common.query("cell_prompt_scores", f)
 common.empty_stop(cells, "deltas")
 
+urlstate.restore("model", "sample_size_model", choices=sorted(cells["model"].unique()))
 c1, c2 = st.columns(2)
 with c1:
     repeats = st.number_input("Repeats", 50, 5000, 500, step=50, key="sample_size_repeats")
 with c2:
     model = st.selectbox("Model", sorted(cells["model"].unique()), key="sample_size_model")
+urlstate.publish()
 curve = common.scored_frame("sample_size_std", cells[cells["model"] == model], sizes=SAMPLE_SIZES,
                             n_repeats=int(repeats), seed=0)
 summ = common.scored_frame("sample_size_summary", curve)

@@ -4,11 +4,15 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from dashboard import frame
+from dashboard import urlstate
 from pages import common
 from sago_engine import paper
 from sago_engine.report import normalizer_comparison, wide_cells
 from sago_engine.scoring import EPSILONS, MAIN_EPSILON
 from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_NORMALIZERS
+
+frame.require_frame()
 
 f = common.current_filters()
 st.title("Significance: is the instability above ε?")
@@ -18,8 +22,8 @@ st.caption("One-sided one-sample t-test on the per-prompt scores s_X(i): H0: E[s
 scores = common.query("prompt_scores", f)
 common.empty_stop(scores, "deltas")
 
-if "significance_eps" not in st.session_state:
-    st.session_state["significance_eps"] = MAIN_EPSILON
+urlstate.restore("eps", "significance_eps", "float", default=MAIN_EPSILON)
+urlstate.restore("per_dataset", "significance_per_dataset", "bool")
 
 
 def _preset(v: float) -> None:
@@ -40,6 +44,7 @@ with c5:
 with c6:
     correction = common.correction_control("significance")
 
+urlstate.publish()
 sig = common.scored("significance_table", f, eps=float(eps), per_dataset=bool(per_dataset), correction=correction)
 st.subheader(f"SGS mean ± std and markers at ε = {eps:.3f}")
 index = ["model", "dataset"] if per_dataset else ["model"]

@@ -4,10 +4,14 @@ import altair as alt
 import plotly.express as px
 import streamlit as st
 
+from dashboard import frame
+from dashboard import urlstate
 from pages import common
 from sago_engine.ablations import (TONE_TEST, dose_response, length_factor, recorded_threshold, semantic_audit,
                                    semantic_histogram, tone_asymmetry, tone_bars)
 from sago_engine.types import AXES, AXIS_LABELS
+
+frame.require_frame()
 
 f = common.current_filters()
 st.title("Variants: the variant set and the ablations")
@@ -74,12 +78,15 @@ if cells.empty:
 colors = common.model_colors()
 axes_present = [a for a in AXES if a in set(cells["axis"])]
 families = sorted(cells["family"].unique())
+urlstate.restore("axis", "variants_axis", choices=axes_present,
+                 default="bleu" if "bleu" in axes_present else axes_present[0])
+urlstate.restore("family", "variants_family", choices=families)
 c1, c2 = st.columns(2)
 with c1:
-    axis = st.selectbox("Axis", axes_present, key="variants_axis", format_func=AXIS_LABELS.get,
-                        index=axes_present.index("bleu") if "bleu" in axes_present else 0)
+    axis = st.selectbox("Axis", axes_present, key="variants_axis", format_func=AXIS_LABELS.get)
 with c2:
     family = st.selectbox("Family (F)", families, key="variants_family")
+urlstate.publish()
 ax_label = AXIS_LABELS[axis]
 
 st.subheader(f"Dose-response by strength s: mean |Δ̃| of {ax_label}, chosen family")

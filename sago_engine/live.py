@@ -446,7 +446,7 @@ def save_probe(res: ProbeResult, path: str | Path | None = None, backend_info: d
         LiveError: ``path`` is the shipped demo store, or the probe has no finished variant.
         StoreError: the file exists but is not a sago store.
     """
-    from sago_engine.report import DEMO_STORE
+    from sago_engine.store_catalog import DEMO_STORE
     from sago_engine.store import open_store
 
     p = Path(path) if path else default_user_store()

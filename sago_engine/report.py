@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from sago_engine import stats as stats_mod
@@ -12,29 +10,6 @@ from sago_engine.stats import (  # noqa: F401  (re-exported: pages reach them th
     REVERSAL_THRESHOLD, data_driven_normalizers, n_for_halfwidth, sample_size_std, sample_size_summary)
 from sago_engine.types import AXES, AXIS_LABELS
 
-DEMO_STORE = Path(__file__).resolve().parent.parent / "data" / "sago_demo.duckdb"
-
-
-def snapshot_caption(meta: dict[str, str]) -> str:
-    """One line on how fresh a store is, from its ``meta`` (published_at, status, progress).
-
-    The runner publishes consistent snapshots while it runs; readers see the last one.
-    """
-    when = meta.get("published_at")
-    status = meta.get("status")
-    if not when:
-        return "Store written without snapshot publishing (no timestamp recorded)."
-    if status == "running":
-        return f"Snapshot of a run in progress ({meta.get('progress', '?')} generations) published {when} UTC."
-    return f"Complete store, published {when} UTC."
-
-
-def find_stores(folder: str | Path) -> list[Path]:
-    """DuckDB files in ``folder`` (sorted; the demo store first when present)."""
-    folder = Path(folder)
-    found = sorted(folder.glob("*.duckdb"))
-    return sorted(found, key=lambda p: (p.name != DEMO_STORE.name, p.name))
-
 
 def wide_cells(long: pd.DataFrame, index: list[str]) -> pd.DataFrame:
     """Pivot to one column per axis (paper's labels, paper's order), cells "mean±std marker"; missing → "n/a"."""
@@ -42,15 +17,6 @@ def wide_cells(long: pd.DataFrame, index: list[str]) -> pd.DataFrame:
     w = w.reindex(columns=list(AXES)).astype(object).fillna("n/a")
     w.columns = [AXIS_LABELS[a] for a in w.columns]
     return w.reset_index()
-
-
-#: Colour-blind-safe qualitative palette (Okabe–Ito); a model keeps its colour on every page.
-PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000")
-
-
-def model_colors(models) -> dict[str, str]:
-    """Stable model → colour map: sorted model names take the palette in order (cycling)."""
-    return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(sorted(set(models)))}
 
 
 # ====================================================================== summary pages

@@ -112,7 +112,7 @@ def test_cache_is_per_caller_and_save_goes_to_a_user_store(tiny_backend, tmp_pat
     stopped = live.run_probe(tiny_backend, probe, 4, cache={}, should_stop=lambda: True)
     assert stopped.cancelled and stopped.done == 0
 
-    from sago_engine.report import DEMO_STORE
+    from sago_engine.store_catalog import DEMO_STORE
     from sago_engine.store import open_store
 
     with pytest.raises(live.LiveError, match="demo store"):
@@ -134,7 +134,7 @@ def test_cache_is_per_caller_and_save_goes_to_a_user_store(tiny_backend, tmp_pat
 def test_live_page_in_a_real_browser_with_smollm():
     """Type the prompt on /live with smollm2-135m-instruct, run, wait for the radar, screenshot."""
     from sago_engine.models import ModelUnavailableError, resolve_model
-    from sago_engine.report import DEMO_STORE
+    from sago_engine.store_catalog import DEMO_STORE
     from tests.browser import browser_page, dashboard, require_chromium, screenshot_dir
 
     require_chromium()
