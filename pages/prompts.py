@@ -6,7 +6,7 @@ import streamlit as st
 from dashboard import frame
 from dashboard import urlstate
 from pages import common
-from sago_engine.detail import BASE_LABEL, heatmap_frame, labelled_variants, responses_side_by_side
+from sago_engine.detail import BASE_LABEL, heatmap_frame, labelled_variants, responses_side_by_side, variant_rows
 from sago_engine.textdiff import diff_html, diff_segments
 from sago_engine.types import AXES, AXIS_LABELS
 
@@ -46,9 +46,9 @@ st.subheader(f"Variants x_i^(v) ({len(variants)})")
 if variants.empty:
     st.info("No variants of this prompt match the filters.")
     st.stop()
-common.table(variants[["label", "family", "subtype", "strength", "position", "semantic_score", "kept", "text"]],
-             key="prompts_variants", filename=f"variants_{pid.replace(':', '_')}.csv")
-st.caption("One row per variant; semantic_score is BERTScore-F1 against the base prompt, kept says whether scoring uses it.")
+common.table(variant_rows(detail["variants"]), key="prompts_variants", filename=f"variants_{pid.replace(':', '_')}.csv")
+st.caption("One row per variant; semantic_score is BERTScore-F1 against the base prompt (surface-noise variants are "
+           "exempt from the semantic filter, so they have none); kept says whether scoring uses the variant.")
 
 # ---------------------------------------------------------------- one variant: the edit and the responses
 st.subheader("The edit and the responses, variant by variant")
@@ -72,10 +72,10 @@ else:
         cb, cv = st.columns(2)
         with cb:
             st.caption("Response to the base prompt")
-            st.code("" if base_row[m] is None else str(base_row[m]), language=None, wrap_lines=True)
+            st.code(str(base_row[m]), language=None, wrap_lines=True)
         with cv:
             st.caption("Response to this variant")
-            st.code("(no response)" if var_row[m] is None else str(var_row[m]), language=None, wrap_lines=True)
+            st.code(str(var_row[m]), language=None, wrap_lines=True)
 
 # ---------------------------------------------------------------- heatmap of Δ̃ per variant × axis
 st.subheader("Δ̃ per variant × axis")
@@ -83,15 +83,15 @@ heat = heatmap_frame(detail)
 if heat.empty:
     st.info("No deltas for this prompt from the selected models.")
 else:
-    plot = heat[["model", "label", "order", "axis_label", "delta_norm", "delta", "reason"]].copy()
-    plot["value"] = plot["delta_norm"].map(lambda x: "n/a" if x != x else "0" if abs(x) < 5e-4 else f"{x:+.2f}")
+    plot = heat[["model", "label", "order", "axis_label", "delta_norm", "delta", "value", "why"]].copy()
     axis_order = [AXIS_LABELS[a] for a in AXES]
     base = alt.Chart(plot).encode(
         x=alt.X("axis_label:N", sort=axis_order, title="axis"),
         y=alt.Y("label:N", sort=alt.EncodingSortField("order"), title="variant (F · u · s · p)",
                 axis=alt.Axis(labelLimit=320)),
         tooltip=[alt.Tooltip("model:N"), alt.Tooltip("label:N", title="variant"), alt.Tooltip("axis_label:N", title="axis"),
-                 alt.Tooltip("value:N", title="Δ̃"), alt.Tooltip("delta:Q", title="Δ (raw)", format=".4g")],
+                 alt.Tooltip("value:N", title="Δ̃"), alt.Tooltip("delta:Q", title="Δ (raw)", format=".4g"),
+                 alt.Tooltip("why:N", title="n/a because")],
     )
     rect = base.mark_rect(stroke="white").encode(
         color=alt.condition("isValid(datum.delta_norm)",
