@@ -28,25 +28,33 @@ with c2:
 urlstate.publish()
 curve = common.scored_frame("sample_size_std", cells[cells["model"] == model], sizes=SAMPLE_SIZES,
                             n_repeats=int(repeats), seed=0)
-summ = common.scored_frame("sample_size_summary", curve)
+summ = common.scored_frame("sample_size_curve", curve, sizes=SAMPLE_SIZES)
 summ = summ.assign(axis_label=summ["axis"].map(AXIS_LABELS))
 order = [AXIS_LABELS[a] for a in AXES]
-base = alt.Chart(summ).encode(
-    x=alt.X("n:Q", title="N prompts drawn", scale=alt.Scale(type="log", base=2)),
+plotted = summ[summ["n_groups"] > 0]
+base = alt.Chart(plotted).encode(
+    x=alt.X("n:Q", title="N prompts drawn (requested)", scale=alt.Scale(type="log", base=2),
+            axis=alt.Axis(values=list(SAMPLE_SIZES), format="d")),
     color=alt.Color("axis_label:N", sort=order, title="axis"))
 ch = (base.mark_line(point=True).encode(
     y=alt.Y("median_std:Q", title="median over (F, u, s, p) groups of std of the group mean"),
-    tooltip=["axis_label", "n", alt.Tooltip("median_std:Q", format=".4f"), alt.Tooltip("median_expected:Q", format=".4f"),
-             "n_groups"])
+    tooltip=[alt.Tooltip("axis_label:N", title="axis"), alt.Tooltip("n:Q", title="N"),
+             alt.Tooltip("median_std:Q", format=".4f"), alt.Tooltip("median_expected:Q", format=".4f"),
+             alt.Tooltip("n_groups:Q", title="groups with more than N prompts"),
+             alt.Tooltip("n_short:Q", title="groups left out (N or fewer prompts)")])
       + base.mark_line(strokeDash=[4, 3], opacity=0.6).encode(y="median_expected:Q")).properties(
     height=common.chart_height(380), title=f"Std of the mean vs N — {model}")
 common.altair_chart(ch, "sample_size_curve",
-                    "Solid: std across repeats of the mean per (F, u, s, p) group (median over groups). Dashed: the exact "
-                    "value for sampling without replacement, σ/√N·√((M−N)/(M−1)). N stops at the prompts available (M).",
+                    "Solid: std across repeats of the mean over N prompts drawn without replacement, median over the "
+                    "(F, u, s, p) groups that have more than N prompts. Dashed: the exact value for sampling without "
+                    "replacement, σ/√N·√((M−N)/(M−1)). Groups with N or fewer prompts are left out at that N.",
                     data=summ)
-mx = int(curve["n_available"].max()) if len(curve) else 0
-if mx < max(SAMPLE_SIZES):
-    st.caption(f"At most {mx} prompts per group exist here: larger N are capped (at N = M the std is 0 by construction).")
+short = summ.groupby("n", as_index=False).agg(n_short=("n_short", "max"), n_total=("n_total", "max"))
+short = short[short["n_short"] > 0]
+if len(short):
+    st.caption("Groups that cannot sample N (they have N or fewer prompts; left out of that point): "
+               + "; ".join(f"N = {int(r.n)}: {int(r.n_short)} of {int(r.n_total)}" for r in short.itertuples())
+               + ". No point is drawn where no group has more than N prompts.")
 
 st.subheader("Prompts needed for a chosen CI half-width")
 c3, c4 = st.columns(2)
