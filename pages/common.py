@@ -252,27 +252,43 @@ def _vl_convert():
 @st.cache_data(show_spinner=False, max_entries=64)
 def _altair_static(spec_json: str, fmt: str) -> bytes:
     vlc = _vl_convert()
-    if fmt == "png":
-        return vlc.vegalite_to_png(spec_json, scale=2)
+    if fmt == "png":  # 2× pixels for ordinary charts; 1× for very large ones (the paper-scale heatmap: ~9 MB)
+        return vlc.vegalite_to_png(spec_json, scale=2 if len(spec_json) < 2_000_000 else 1)
     return vlc.vegalite_to_svg(spec_json).encode("utf-8")
 
 
+def altair_spec(chart) -> str:
+    """The chart's Vega-Lite JSON with every row inlined (no 5,000-row cap).
+
+    Altair's default data transformer refuses more than 5,000 rows (``MaxRowsError``); the
+    Prompts heatmap has 11 models × 110 variants × 6 axes = 7,260 at the paper's scale. The
+    cap is lifted only inside this call (a scoped ``data_transformers.enable``).
+    """
+    import altair as alt
+
+    with alt.data_transformers.enable("default", max_rows=None):
+        return chart.to_json()
+
+
 def altair_png(chart) -> bytes:
-    """PNG bytes of an Altair chart (vl-convert, offline)."""
-    return _altair_static(chart.to_json(), "png")
+    """PNG bytes of an Altair chart (vl-convert, offline); any row count."""
+    return _altair_static(altair_spec(chart), "png")
 
 
 def altair_svg(chart) -> bytes:
-    """SVG bytes of an Altair chart (vl-convert, offline)."""
-    return _altair_static(chart.to_json(), "svg")
+    """SVG bytes of an Altair chart (vl-convert, offline); any row count."""
+    return _altair_static(altair_spec(chart), "svg")
 
 
 def altair_html(chart) -> bytes:
-    """Standalone HTML of an Altair chart with the Vega JS inline (vl-convert), else a CDN-free fallback error."""
+    """Standalone HTML of an Altair chart with the Vega JS inline (vl-convert), any row count."""
+    import altair as alt
+
     vlc = _vl_convert()
     if vlc is not None:
-        return vlc.vegalite_to_html(chart.to_json(), bundle=True).encode("utf-8")
-    return chart.to_html(inline=True).encode("utf-8")  # needs the vl-convert / altair_viewer bundle
+        return vlc.vegalite_to_html(altair_spec(chart), bundle=True).encode("utf-8")
+    with alt.data_transformers.enable("default", max_rows=None):
+        return chart.to_html(inline=True).encode("utf-8")  # needs the vl-convert / altair_viewer bundle
 
 
 def _slug(key: str) -> str:

@@ -1,14 +1,11 @@
 """Prompts: one prompt under its variants — (F, u, s, p), the edit highlighted, responses side by side, Δ̃ heatmap."""
 
-import altair as alt
 import streamlit as st
 
-from dashboard import frame
-from dashboard import urlstate
+from dashboard import charts, frame, urlstate
 from pages import common
 from sago_engine.detail import BASE_LABEL, heatmap_frame, labelled_variants, responses_side_by_side, variant_rows
 from sago_engine.textdiff import diff_html, diff_segments
-from sago_engine.types import AXES, AXIS_LABELS
 
 frame.require_frame()
 
@@ -83,24 +80,7 @@ heat = heatmap_frame(detail)
 if heat.empty:
     st.info("No deltas for this prompt from the selected models.")
 else:
-    plot = heat[["model", "label", "order", "axis_label", "delta_norm", "delta", "value", "why"]].copy()
-    axis_order = [AXIS_LABELS[a] for a in AXES]
-    base = alt.Chart(plot).encode(
-        x=alt.X("axis_label:N", sort=axis_order, title="axis"),
-        y=alt.Y("label:N", sort=alt.EncodingSortField("order"), title="variant (F · u · s · p)",
-                axis=alt.Axis(labelLimit=320)),
-        tooltip=[alt.Tooltip("model:N"), alt.Tooltip("label:N", title="variant"), alt.Tooltip("axis_label:N", title="axis"),
-                 alt.Tooltip("value:N", title="Δ̃"), alt.Tooltip("delta:Q", title="Δ (raw)", format=".4g"),
-                 alt.Tooltip("why:N", title="n/a because")],
-    )
-    rect = base.mark_rect(stroke="white").encode(
-        color=alt.condition("isValid(datum.delta_norm)",
-                            alt.Color("delta_norm:Q", title="Δ̃", scale=alt.Scale(scheme="redblue", domain=[-1, 1])),
-                            alt.value("#d9d9d9")))
-    text = base.mark_text(fontSize=10).encode(text="value:N")
-    n_models = plot["model"].nunique()
-    ch = alt.layer(rect, text, data=plot).properties(width=alt.Step(44), height=alt.Step(20)).facet(
-        facet=alt.Facet("model:N", title=None), columns=min(n_models, 2))
+    ch = charts.delta_heatmap(heat, columns=2)
     common.altair_chart(ch, key="prompts_heatmap",
                         caption="Each cell is Δ̃ of one axis for one variant: 0 = no change from the base response, "
                                 "red = the axis fell, blue = it rose, grey = n/a (the model cannot measure that axis).",

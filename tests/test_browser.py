@@ -184,3 +184,46 @@ def test_share_mode_is_read_only_and_confined(tmp_path):
             _page_ready(page)
             legend = _radar_legend(page)
             assert "shared-a" in legend and "secret-model" not in legend, crafted
+
+
+# ---------------------------------------------------------------- issue #15.3: exports at the paper's scale
+def _paper_scale_heatmap():
+    """The Prompts page's Δ̃ heatmap for 11 models × the full grid (110 variants) × 6 axes = 7,260 rows."""
+    import numpy as np
+    import pandas as pd
+
+    from dashboard import charts
+    from sago_engine.types import AXES, AXIS_LABELS
+    from sago_engine.variants import full_grid
+
+    grid = full_grid()
+    rng = np.random.default_rng(0)
+    rows = [{"model": f"model-{m:02d}", "label": f"{c.family} · {c.subtype} · {c.strength:g} · {c.position} #{i}",
+             "order": i, "axis_label": AXIS_LABELS[a], "delta_norm": x, "delta": x, "value": f"{x:+.2f}", "why": ""}
+            for m in range(11) for i, c in enumerate(grid) for a in AXES for x in [float(rng.uniform(-1, 1))]]
+    heat = pd.DataFrame(rows)
+    return heat, charts.delta_heatmap(heat)
+
+
+def test_paper_scale_heatmap_exports_html():
+    import json
+
+    from pages import common
+
+    heat, ch = _paper_scale_heatmap()
+    assert len(heat) == 11 * 110 * 6 > 5000  # above Altair's MaxRowsError limit
+    spec = json.loads(common.altair_spec(ch))
+    assert sum(len(v) for v in spec["datasets"].values()) == len(heat)  # every row inlined
+    html = common.altair_html(ch).decode()
+    assert "vegaEmbed" in html and "model-10" in html
+
+
+@pytest.mark.slow
+def test_paper_scale_heatmap_exports_png_and_svg():
+    """PNG and SVG of the 7,260-row heatmap (vl-convert; ~1 min each on a loaded 2-core machine)."""
+    from pages import common
+
+    _, ch = _paper_scale_heatmap()
+    png, svg = common.altair_png(ch), common.altair_svg(ch)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1_000_000
+    assert b"<svg" in svg[:200] and b"model-10" in svg
