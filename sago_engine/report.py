@@ -411,3 +411,31 @@ def sample_size_curve(curve: pd.DataFrame, sizes, by: tuple[str, ...] = ("model"
                          "median_expected": float(reach["expected_std"].median()), "n_groups": int(len(reach)),
                          "n_short": n_short, "n_total": int(len(grp))})
     return pd.DataFrame(rows, columns=cols)
+
+
+# ====================================================================== radar scale (issue #15.8)
+def radar_axis_scales(radar: pd.DataFrame, use_ci: bool = True, extra: pd.DataFrame | None = None) -> dict[str, float]:
+    """Per-axis radar scale: the largest value shown on each spoke, so small axes are not lost in the centre.
+
+    Args:
+        radar: ``radar_data`` (model, axis, sgs, lo, hi, available).
+        use_ci: include the CI upper bounds ``hi`` (when the chart draws them).
+        extra: other values drawn on the spokes (axis, sgs), e.g. the paper overlay.
+    Returns:
+        ``{axis: max}`` for each of the six axes; 1.0 where nothing positive is shown (so a
+        spoke with only zeros or n/a stays at the centre, never divides by 0). Dividing a value
+        by its axis's scale maps it to [0, 1] on that spoke; the common (paper's) scale is
+        the plain SGS and needs no scales.
+    """
+    import numpy as np
+
+    cols = ["sgs", "hi"] if use_ci else ["sgs"]
+    out = {}
+    for a in AXES:
+        vals = radar.loc[radar["axis"] == a, cols].to_numpy(dtype=float).ravel()
+        if extra is not None and len(extra):
+            vals = np.concatenate([vals, extra.loc[extra["axis"] == a, "sgs"].to_numpy(dtype=float)])
+        vals = vals[np.isfinite(vals)]
+        m = float(vals.max()) if len(vals) else 0.0
+        out[a] = m if m > 0 else 1.0
+    return out

@@ -359,3 +359,32 @@ def test_sample_size_page_plots_by_requested_n(synth):
     data = _vega_data(at)
     assert set(data["n"]) <= {4, 8, 16, 32, 64, 128}
     assert (data.loc[data["n_groups"] > 0, "median_std"] > 0).all()
+
+
+# ---------------------------------------------------------------- issue #15.8: per-axis radar scale
+def test_radar_axis_scales_take_the_largest_value_shown():
+    radar = pd.DataFrame({"model": ["a", "b", "a", "b"], "axis": ["cos", "cos", "bleu", "bleu"],
+                          "sgs": [0.01, 0.004, 0.8, 0.5], "hi": [0.02, 0.006, 0.9, 0.6], "available": True})
+    sc = report.radar_axis_scales(radar, use_ci=True)
+    assert sc["cos"] == 0.02 and sc["bleu"] == 0.9 and sc["mr"] == 1.0  # nothing shown on Δ-MR: no division by 0
+    assert report.radar_axis_scales(radar, use_ci=False)["cos"] == 0.01
+    extra = pd.DataFrame({"axis": ["cos"], "sgs": [0.05]})
+    assert report.radar_axis_scales(radar, use_ci=False, extra=extra)["cos"] == 0.05
+
+
+def test_profiles_per_axis_scale_divides_each_spoke_by_its_max(synth):
+    common_fig = _fig(_app(synth, state={"profiles_ci": "off"}), "profiles_radar")
+    fig = _fig(_app(synth, state={"profiles_ci": "off", "profiles_scale": "per axis"}), "profiles_radar")
+    scores = _scores(synth)
+    ref = report.radar_data(scores, n_resamples=1000, seed=0)
+    mx = ref.groupby("axis")["sgs"].max()
+    for model in ("model-a", "model-b"):
+        [tr] = _traces(fig, model)
+        [tc] = _traces(common_fig, model)
+        for a, label, r, rc in zip(AXES, tr["theta"], tr["r"], tc["r"]):
+            assert label == f"{AXIS_LABELS[a]} (max {mx[a]:.3g})"
+            sgs = ref.set_index(["model", "axis"]).loc[(model, a), "sgs"]
+            assert r == pytest.approx(sgs / mx[a]) and rc == pytest.approx(sgs)
+    shown = [v for t in fig["data"] if t.get("name", "").startswith("model-") for v in t["r"] if v is not None]
+    assert max(shown) == pytest.approx(1.0)
+    assert "PER-AXIS SCALE" in fig["layout"]["title"]["text"]
