@@ -14,7 +14,7 @@ from typing import Any, Iterable
 import streamlit as st
 
 _FIELDS = "_url_fields"  # this run's registered fields: {param: (session key, kind)}
-_LAST = "_url_last"  # what this session last wrote: {param: [raw values]}
+_LAST = "_url_last"  # what this session last wrote per widget: {session key: [raw values]}
 
 KINDS = ("str", "int", "float", "bool", "list", "floatlist")
 
@@ -65,7 +65,7 @@ def restore(param: str, key: str, kind: str = "str", choices: Iterable | None = 
         raise ValueError(f"unknown kind {kind!r}")
     st.session_state[_FIELDS] = {**st.session_state.get(_FIELDS, {}), param: (key, kind)}
     raw = st.query_params.get_all(param)
-    last = st.session_state.get(_LAST, {}).get(param)
+    last = st.session_state.get(_LAST, {}).get(key)  # per widget: pages share param names
     if raw and raw != last:
         try:
             value = _parse(kind, raw)
@@ -85,11 +85,18 @@ def restore(param: str, key: str, kind: str = "str", choices: Iterable | None = 
 
 
 def publish() -> None:
-    """After the widgets: write every registered field's current value into the URL (one update)."""
+    """After the widgets: write every registered field's current value into the URL.
+
+    Only this run's registered parameters are set or removed; others are left alone (app.py
+    publishes the sidebar before the page has read its own parameters).
+    """
     fields = st.session_state.get(_FIELDS, {})
     want = {p: _format(kind, st.session_state.get(key)) for p, (key, kind) in fields.items()}
-    want = {p: v for p, v in want.items() if v}
-    st.session_state[_LAST] = {p: want.get(p, []) for p in fields}
-    have = {p: st.query_params.get_all(p) for p in st.query_params.keys()}
-    if have != want:
-        st.query_params.from_dict({p: (v if len(v) > 1 else v[0]) for p, v in want.items()})
+    st.session_state[_LAST] = {**st.session_state.get(_LAST, {}), **{key: want[p] for p, (key, _) in fields.items()}}
+    for p, v in want.items():
+        if st.query_params.get_all(p) == v:
+            continue
+        if v:
+            st.query_params[p] = v if len(v) > 1 else v[0]
+        elif p in st.query_params:
+            del st.query_params[p]

@@ -388,3 +388,38 @@ def test_profiles_per_axis_scale_divides_each_spoke_by_its_max(synth):
     shown = [v for t in fig["data"] if t.get("name", "").startswith("model-") for v in t["r"] if v is not None]
     assert max(shown) == pytest.approx(1.0)
     assert "PER-AXIS SCALE" in fig["layout"]["title"]["text"]
+
+
+# ---------------------------------------------------------------- issue #15.6: a view travels as a link
+def _app_url(store, page: str, params: dict) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.session_state["app_store_custom"] = str(store)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.switch_page(f"pages/{page}.py")  # the link's page is the first one this session runs
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_pareto_link_reopens_the_clicked_view(synth):
+    clicked = _app(synth, "pareto")
+    clicked.selectbox(key="pareto_x").set_value("bleu").run()
+    clicked.selectbox(key="pareto_y").set_value("mr").run()
+    clicked.multiselect(key="filter_datasets").set_value(["nq_open"]).run()
+    clicked.selectbox(key="pareto_correction").set_value("holm").run()
+    assert not clicked.exception, clicked.exception
+    link = {k: (v if isinstance(v, list) else [v]) for k, v in clicked.query_params.items()}
+    assert link["x"] == ["bleu"] and link["y"] == ["mr"] and link["datasets"] == ["nq_open"]
+    assert link["correction"] == ["holm"]
+    opened = _app_url(synth, "pareto", {"x": "bleu", "y": "mr", "datasets": "nq_open", "correction": "holm"})
+    assert opened.selectbox(key="pareto_y").value == "mr"
+    assert _fig(opened, "pareto_scatter") == _fig(clicked, "pareto_scatter")
+    assert _fig(opened, "pareto_scatter") != _fig(_app(synth, "pareto"), "pareto_scatter")  # the link changed the view
+
+
+def test_link_values_a_page_does_not_offer_are_dropped(synth):
+    at = _app_url(synth, "pareto", {"x": "nonsense", "datasets": ["nq_open", "../../etc"], "present": "1"})
+    assert at.selectbox(key="pareto_x").value == "bleu"
+    assert at.multiselect(key="filter_datasets").value == ["nq_open"]
+    assert at.toggle(key="app_presentation").value is True  # presentation mode survives in the link
