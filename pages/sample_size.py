@@ -36,8 +36,9 @@ base = alt.Chart(plotted).encode(
     x=alt.X("n:Q", title="N prompts drawn (requested)", scale=alt.Scale(type="log", base=2),
             axis=alt.Axis(values=list(SAMPLE_SIZES), format="d")),
     color=alt.Color("axis_label:N", sort=order, title="axis"))
-ch = (base.mark_line(point=True).encode(
-    y=alt.Y("median_std:Q", title="median over (F, u, s, p) groups of std of the group mean"),
+ch = (base.mark_line().encode(y=alt.Y("median_std:Q", title="median over (F, u, s, p) groups of std of the group mean"))
+      + base.mark_point(filled=True).encode(
+    y="median_std:Q", size=alt.Size("n_groups:Q", title="groups in the median", scale=alt.Scale(range=[15, 220])),
     tooltip=[alt.Tooltip("axis_label:N", title="axis"), alt.Tooltip("n:Q", title="N"),
              alt.Tooltip("median_std:Q", format=".4f"), alt.Tooltip("median_expected:Q", format=".4f"),
              alt.Tooltip("n_groups:Q", title="groups with more than N prompts"),
@@ -47,7 +48,8 @@ ch = (base.mark_line(point=True).encode(
 common.altair_chart(ch, "sample_size_curve",
                     "Solid: std across repeats of the mean over N prompts drawn without replacement, median over the "
                     "(F, u, s, p) groups that have more than N prompts. Dashed: the exact value for sampling without "
-                    "replacement, σ/√N·√((M−N)/(M−1)). Groups with N or fewer prompts are left out at that N.",
+                    "replacement, σ/√N·√((M−N)/(M−1)). Groups with N or fewer prompts are left out at that N; the dot's "
+                    "size is how many groups remain, so a point that rests on few groups looks small.",
                     data=summ)
 short = summ.groupby("n", as_index=False).agg(n_short=("n_short", "max"), n_total=("n_total", "max"))
 short = short[short["n_short"] > 0]

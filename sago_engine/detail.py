@@ -71,7 +71,7 @@ def heatmap_frame(detail: dict[str, pd.DataFrame]) -> pd.DataFrame:
     Returns:
         model, variant_id, label, order (variant rank), axis (store name), axis_label
         (Δ-Cos …), delta (signed Δ, raw units), delta_norm (Δ̃ ∈ [−1, 1]; NaN where
-        unavailable), available, reason, value (the cell's text: ``"+0.12"``, ``"0"``, or
+        unavailable), available, reason, value (the cell's text: ``"+0.12"``, ``"-0.003"``, ``"0"``, or
         ``"n/a"``), why (empty, or ``"axis unavailable: …"``).
     """
     cols = ["model", "variant_id", "label", "order", "axis", "axis_label", "delta", "delta_norm", "available",
@@ -87,10 +87,18 @@ def heatmap_frame(detail: dict[str, pd.DataFrame]) -> pd.DataFrame:
     out["_a"] = out["axis"].map({a: i for i, a in enumerate(AXES)})
     out = out.sort_values(["model", "order", "_a"]).reset_index(drop=True)
     ok = out["available"].astype(bool)
-    out["value"] = ["n/a" if not a or x != x else ("0" if abs(x) < 5e-4 else f"{x:+.2f}")
-                    for a, x in zip(ok, out["delta_norm"])]
+    out["value"] = [_cell_text(x) if a else "n/a" for a, x in zip(ok, out["delta_norm"])]
     out["why"] = ["" if a else unavailable_text(r) for a, r in zip(ok, out["reason"])]
     return out[cols]
+
+
+def _cell_text(x: float) -> str:
+    """Δ̃ as a heatmap label: ``"0"`` below 5e-4, three decimals below 0.005 (never ``"-0.00"``), else two."""
+    if x != x:
+        return "n/a"
+    if abs(x) < 5e-4:
+        return "0"
+    return f"{x:+.3f}" if abs(x) < 0.005 else f"{x:+.2f}"
 
 
 def responses_side_by_side(detail: dict[str, pd.DataFrame]) -> pd.DataFrame:

@@ -234,6 +234,9 @@ def test_missing_values_say_why_not_nan():
     heat = heatmap_frame(detail).set_index("axis")
     assert heat.loc["cos", "value"] == "-0.50" and heat.loc["cos", "why"] == ""
     assert heat.loc["prob", "value"] == "n/a"
+    from sago_engine.detail import _cell_text
+
+    assert [_cell_text(x) for x in (0.0002, -0.003, 0.004, -0.5, 0.123)] == ["0", "-0.003", "+0.004", "-0.50", "+0.12"]
     assert heat.loc["prob", "why"] == "axis unavailable: API exposes no sequence log-prob"
     for frame in (rows, side, heat.reset_index()):
         text = frame.astype(str).to_numpy().ravel()
