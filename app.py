@@ -4,12 +4,13 @@ Local mode (``bash scripts/dashboard.sh``): this machine only, any store, the Li
 Share mode (``--share DIR``): network, read-only, stores from DIR only (``dashboard.access``).
 """
 
+import os
 from pathlib import Path
 
 import streamlit as st
 
-from dashboard import frame, urlstate
-from pages.common import delta_matrix_downloads, presentation_mode, query, sidebar_filters
+from dashboard import controls, data, exports, frame, urlstate
+from sago_engine.store import Store
 from sago_engine.store_catalog import snapshot_caption
 
 st.set_page_config(page_title="sago — stability of LLM behaviour", layout="wide")
@@ -18,10 +19,14 @@ frame.password_gate()
 urlstate.start_run()
 nav = frame.navigation()
 acc = frame.access()
+if acc.live and os.environ.get("SAGO_LIVE_WARMUP") == "1":  # scripts/dashboard.sh: load the Live model at start
+    from sago_engine import live
+
+    live.start_warmup()
 options = frame.store_options(acc)
 urlstate.restore("store", "app_store_pick", "str", choices=options)
 with st.sidebar:
-    presentation_mode()
+    controls.presentation_mode()
     with st.expander("Store", expanded=not st.session_state.get("app_presentation", False)):
         if options:
             choice = st.selectbox("Store file", options, key="app_store_pick", format_func=lambda p: Path(p).name)
@@ -37,11 +42,11 @@ with st.sidebar:
 st.session_state["store_path"] = frame.checked_store(custom.strip() or choice)
 
 if nav.title != "Paper reference":  # the paper page needs no store
-    st.sidebar.caption(snapshot_caption(query("meta")))
-    sidebar_filters(query("filter_options"))
+    st.sidebar.caption(snapshot_caption(data.query(Store.meta)))
+    controls.sidebar_filters(data.query(Store.filter_options))
     with st.sidebar.expander("Export the Δ matrix of this filter"):
         st.caption("Per prompt × variant × axis: signed Δ and Δ̃ with (F, u, s, p), model, dataset.")
-        delta_matrix_downloads(st.session_state["sago_filters"])
+        exports.delta_matrix_downloads(st.session_state["sago_filters"])
 urlstate.publish()
 frame.mark_routed()
 nav.run()

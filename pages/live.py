@@ -7,8 +7,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import frame
-from pages import common
+from dashboard import controls, data, exports, frame
+from sago_engine.store import Store
 from sago_engine import live
 from sago_engine.datasets import DATASETS
 from sago_engine.filters import Filters
@@ -21,10 +21,21 @@ ROOT = Path(__file__).resolve().parent.parent
 ss = st.session_state
 
 
-@st.cache_resource(show_spinner=False, max_entries=3)
 def _backend(model: str):
     """The loaded model, once per server process (shared read-only by sessions; generate calls are serialised)."""
-    return live.load_backend(model)
+    return live.shared_backend(model)
+
+
+def _warm_note() -> None:
+    """Where the dashboard's background loading of the default model and encoder stands."""
+    w = live.warmup_status()
+    if w["state"] == "loading":
+        st.info(f"Preparing {w['model']} in the background: {w['step']} ({w['elapsed_s']:.0f} s so far). "
+                "A probe started now waits for it.", icon=":material/hourglass_top:")
+    elif w["state"] == "ready":
+        st.caption(f"{w['model']} and the BERTScore encoder are loaded (took {w['ready_s']:.1f} s at start).")
+    elif w["state"] == "failed":
+        st.warning(f"Background loading of {w['model']} failed: {w['error']}")
 
 
 @st.cache_data(show_spinner=False)
@@ -51,6 +62,8 @@ st.title("Live: probe one prompt")
 st.caption("Type a prompt, choose a model and variant families: each variant v = (F, u, s, p) rewrites the prompt, "
            "the model answers base and variants greedily, and each row shows how far every axis moved "
            "(Δ̃, SAGO arXiv 2610.01428). Text is shown exactly as typed and generated.")
+
+_warm_note()
 
 # ---------------------------------------------------------------- inputs
 with st.expander("Pick a prompt from a dataset"):
@@ -186,23 +199,23 @@ fig.add_trace(go.Scatterpolar(r=r + r[:1], theta=labels + labels[:1], name="this
                               line={"color": "#D55E00", "width": 3}, connectgaps=False))
 store_note = "The current store has no run of this model."
 try:
-    opts_store = common.query("filter_options")
+    opts_store = data.query(Store.filter_options)
     if res.model in opts_store.get("models", []):
         from sago_engine.scoring import sgs
 
-        scores = common.query("prompt_scores", Filters(models=(res.model,)))
+        scores = data.query(Store.prompt_scores, Filters(models=(res.model,)))
         tot = sgs(scores, by=("model", "axis")).set_index("axis")["sgs"] if len(scores) else pd.Series(dtype=float)
         rr = [float(tot[a]) if a in tot.index else None for a in AXES]
         fig.add_trace(go.Scatterpolar(r=rr + rr[:1], theta=labels + labels[:1], name=f"{res.model}: SGS_X (store)",
                                       mode="lines+markers", line={"color": "#0072B2", "dash": "dash"},
                                       connectgaps=False))
         store_note = (f"Dashed: {res.model}'s SGS_X over all prompts of the store "
-                      f"{Path(common.store_path()).name}.")
+                      f"{Path(data.store_path()).name}.")
 except Exception:  # noqa: BLE001 - the radar of the probe stands on its own
     pass
-fig.update_layout(polar={"radialaxis": {"range": [0, 1], "title": {"text": "s_X"}}}, height=common.chart_height(460),
+fig.update_layout(polar={"radialaxis": {"range": [0, 1], "title": {"text": "s_X"}}}, height=controls.chart_height(460),
                   legend={"orientation": "h"}, margin={"t": 30})
-common.chart(fig, key="live_radar", caption="This prompt's per-axis instability s_X = RMS of Δ̃ over its kept "
+exports.chart(fig, key="live_radar", caption="This prompt's per-axis instability s_X = RMS of Δ̃ over its kept "
              "variants (lower = more stable; axes are never added). " + store_note, data=prof)
 
 # ---------------------------------------------------------------- save

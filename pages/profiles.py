@@ -3,10 +3,9 @@
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import frame
-from dashboard import urlstate
-from pages import common
-from sago_engine import paper
+from dashboard import controls, data, exports, frame, urlstate
+from sago_engine import paper, report
+from sago_engine.store import Store
 from sago_engine.report import radar_axis_scales, wide_ci_cells, wide_cells
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.types import AXES, AXIS_LABELS
@@ -14,14 +13,14 @@ from sago_engine.types import AXES, AXIS_LABELS
 frame.require_frame()
 
 SCALES = ("common (paper)", "per axis")
-f = common.current_filters()
+f = controls.current_filters()
 st.title("Model profiles")
 st.caption(
     "SGS per axis (lower = more stable; SAGO, arXiv 2610.01428). Axes are never added together. "
     f"Markers: one-sided t-test of H0: E[s] ≤ ε at ε = {MAIN_EPSILON}: * p<0.05, ** p<0.01, † p<0.001."
 )
-scores = common.query("prompt_scores", f)
-common.empty_stop(scores, "deltas")
+scores = data.query(Store.prompt_scores, f)
+data.empty_stop(scores, "deltas")
 datasets = sorted(scores["dataset"].unique())
 
 urlstate.restore("scope", "profiles_scope", choices=["Total (all datasets)", *datasets])
@@ -38,7 +37,7 @@ with c2:
                              help="Percentile bootstrap over prompts (scipy.stats.bootstrap), seeded; 95% CI.")
 with c3:
     ci_style = st.radio("CI", ["bands", "whiskers", "off"], key="profiles_ci", horizontal=True)
-correction = common.correction_control("profiles")
+correction = controls.correction_control("profiles")
 scale_mode = st.radio("Radial scale", SCALES, key="profiles_scale", horizontal=True,
                       help="Common: one SGS scale for every spoke, as in the paper. Per axis: each spoke is scaled to "
                            "the largest value shown on it (its maximum is printed beside the axis name), so small "
@@ -48,8 +47,8 @@ overlay = st.toggle("Overlay values reported in arXiv 2610.01428 (Figure 2a, Tab
 
 urlstate.publish()
 dataset = None if which.startswith("Total") else which
-radar = common.scored("radar_data", f, dataset=dataset, n_resamples=int(n_boot), seed=0)
-colors = common.model_colors()
+radar = data.scored(report.radar_data, f, dataset=dataset, n_resamples=int(n_boot), seed=0)
+colors = data.model_colors()
 per_axis = scale_mode == SCALES[1]
 rep_overlay = paper.reported_totals() if overlay and dataset is None else None
 scales = (radar_axis_scales(radar, use_ci=ci_style != "off", extra=rep_overlay) if per_axis
@@ -107,10 +106,10 @@ radial = ({"range": [0, 1.05], "title": {"text": "share of the spoke's max"}, "t
           else {"range": [0, min(1.0, rmax * 1.1)], "title": {"text": "SGS"}})
 fig.update_layout(polar={"radialaxis": radial},
                   legend_title_text="model", margin={"l": 40, "r": 40, "t": 40, "b": 40},
-                  height=common.chart_height(520),
+                  height=controls.chart_height(520),
                   title={"text": f"SGS per axis — {which}"
                          + (" — PER-AXIS SCALE: each spoke to its own max" if per_axis else "")})
-common.chart(fig, "profiles_radar",
+exports.chart(fig, "profiles_radar",
              "Each line is one model; closer to the centre = more stable on that axis. Shaded band / whisker = 95% "
              "bootstrap CI over prompts. A gap means the axis is unavailable for that model (n/a, not 0)."
              + (" Per-axis scale: each spoke runs from 0 to the largest value shown on it (printed beside the "
@@ -121,17 +120,17 @@ if overlay and dataset is not None:
     st.info("The paper reports totals only: the overlay is drawn on the Total scope.")
 st.caption("Δ-Cos: under a chat template the layer-0 (embedding) cosine is trivially 1; the definition is kept.")
 
-tables = common.scored("score_tables", f, eps=MAIN_EPSILON, correction=correction)
+tables = data.scored(report.score_tables, f, eps=MAIN_EPSILON, correction=correction)
 mc_note = "" if correction == "none" else f" Markers use {correction.upper() if correction == 'bh' else 'Holm'}-adjusted p."
 st.subheader("Total SGS, mean ± std over prompts")
-common.table(wide_cells(tables["total"], ["model"]), "profiles_total_table", "sago_sgs_total.csv")
+exports.table(wide_cells(tables["total"], ["model"]), "profiles_total_table", "sago_sgs_total.csv")
 st.caption("Family of tests for the correction: every model × axis of this table." + mc_note)
 st.subheader("SGS per dataset × axis")
-common.table(wide_cells(tables["per_dataset"], ["model", "dataset"]), "profiles_dataset_table",
+exports.table(wide_cells(tables["per_dataset"], ["model", "dataset"]), "profiles_dataset_table",
              "sago_sgs_per_dataset.csv")
 st.subheader("Total SGS with 95% bootstrap CI")
-ci_tab = common.scored("sgs_ci_table", f, eps=MAIN_EPSILON, correction=correction, n_resamples=int(n_boot))
-common.table(wide_ci_cells(ci_tab, ["model"]), "profiles_ci_table", "sago_sgs_total_ci.csv")
+ci_tab = data.scored(report.sgs_ci_table, f, eps=MAIN_EPSILON, correction=correction, n_resamples=int(n_boot))
+exports.table(wide_ci_cells(ci_tab, ["model"]), "profiles_ci_table", "sago_sgs_total_ci.csv")
 st.caption("Percentile bootstrap over prompts (scipy.stats.bootstrap, seed 0). \"no variation\": every per-prompt "
            "score is equal, so the interval has zero width (no NaN)." + mc_note)
 small = ci_tab[ci_tab["small_n"]]
@@ -139,11 +138,11 @@ if len(small):
     st.warning(f"{len(small)} model × axis group(s) rest on fewer than 5 prompts: intervals and tests are unreliable.")
 
 st.subheader("Axis availability per model")
-avail = common.query("axis_availability", f)
+avail = data.query(Store.axis_availability, f)
 av = avail.assign(axis_label=avail["axis"].map(AXIS_LABELS),
                   status=[("available" if ok else f"n/a — {why or 'not measured'}")
                           for ok, why in zip(avail["available"], avail["reasons"])])
 av_w = av.pivot_table(index="model", columns="axis_label", values="status", aggfunc="first")
 av_w = av_w.reindex(columns=labels).fillna("n/a — no rows").reset_index()
-common.table(av_w, "profiles_availability", "sago_axis_availability.csv")
-common.provenance("profiles")
+exports.table(av_w, "profiles_availability", "sago_axis_availability.csv")
+data.provenance("profiles")

@@ -2,20 +2,20 @@
 
 import streamlit as st
 
-from dashboard import charts, frame, urlstate
-from pages import common
+from dashboard import charts, controls, data, exports, frame, urlstate
+from sago_engine.store import Store
 from sago_engine.detail import BASE_LABEL, heatmap_frame, labelled_variants, responses_side_by_side, variant_rows
 from sago_engine.textdiff import diff_html, diff_segments
 
 frame.require_frame()
 
-f = common.current_filters()
+f = controls.current_filters()
 st.title("Prompts: one prompt under its variants")
 st.caption("Each variant v = (family F, subtype u, strength s, position p) rewrites the base prompt; Δ̃ is how far "
            "each axis moved from the base response (SAGO, arXiv 2610.01428). Text is shown exactly as stored.")
 
-plist = common.query("prompt_list", f)
-common.empty_stop(plist, "prompts with variants")
+plist = data.query(Store.prompt_list, f)
+data.empty_stop(plist, "prompts with variants")
 
 datasets = sorted(plist["dataset"].unique())
 urlstate.restore("dataset", "prompts_dataset", choices=datasets)
@@ -30,7 +30,7 @@ with c2:
     pid = st.selectbox("Prompt", list(sub["prompt_id"]), key="prompts_prompt",
                        format_func=lambda p: f"{p} ({counts[p]} variants) — {texts[p][:90]}")
 
-detail = common.query("prompt_detail", f, prompt_id=pid)
+detail = data.query(Store.prompt_detail, f, prompt_id=pid)
 if detail["prompt"].empty:
     st.warning("This prompt is not in the current store and filters.")
     st.stop()
@@ -43,7 +43,7 @@ st.subheader(f"Variants x_i^(v) ({len(variants)})")
 if variants.empty:
     st.info("No variants of this prompt match the filters.")
     st.stop()
-common.table(variant_rows(detail["variants"]), key="prompts_variants", filename=f"variants_{pid.replace(':', '_')}.csv")
+exports.table(variant_rows(detail["variants"]), key="prompts_variants", filename=f"variants_{pid.replace(':', '_')}.csv")
 st.caption("One row per variant; semantic_score is BERTScore-F1 against the base prompt (surface-noise variants are "
            "exempt from the semantic filter, so they have none); kept says whether scoring uses the variant.")
 
@@ -81,13 +81,13 @@ if heat.empty:
     st.info("No deltas for this prompt from the selected models.")
 else:
     ch = charts.delta_heatmap(heat, columns=2)
-    common.altair_chart(ch, key="prompts_heatmap",
+    exports.altair_chart(ch, key="prompts_heatmap",
                         caption="Each cell is Δ̃ of one axis for one variant: 0 = no change from the base response, "
                                 "red = the axis fell, blue = it rose, grey = n/a (the model cannot measure that axis).",
                         data=heat)
 
 if models:
     st.subheader("All responses side by side")
-    common.table(side.drop(columns=["variant_id"]), key="prompts_responses",
+    exports.table(side.drop(columns=["variant_id"]), key="prompts_responses",
                  filename=f"responses_{pid.replace(':', '_')}.csv")
     st.caption("The base prompt's response first, then each variant's, one column per model.")

@@ -3,21 +3,21 @@
 import altair as alt
 import streamlit as st
 
-from dashboard import frame
-from dashboard import urlstate
-from pages import common
+from dashboard import controls, data, exports, frame, urlstate
+from sago_engine import report
+from sago_engine.store import Store
 from sago_engine.stats import SAMPLE_SIZES
 from sago_engine.types import AXES, AXIS_LABELS
 
 frame.require_frame()
 
-f = common.current_filters()
+f = controls.current_filters()
 st.title("Sample size: how many prompts are enough?")
 st.caption("SAGO (arXiv 2610.01428) appendix D: draw N ∈ {4, 8, 16, 32, 64, 128} prompts without replacement "
            "(capped by what exists), repeat, and take the std across repeats of the mean per (F, u, s, p) group. "
            "The paper uses N = 16 per dataset; its reviewer called that thin.")
-cells = common.query("cell_prompt_scores", f)
-common.empty_stop(cells, "deltas")
+cells = data.query(Store.cell_prompt_scores, f)
+data.empty_stop(cells, "deltas")
 
 urlstate.restore("model", "sample_size_model", choices=sorted(cells["model"].unique()))
 c1, c2 = st.columns(2)
@@ -26,9 +26,9 @@ with c1:
 with c2:
     model = st.selectbox("Model", sorted(cells["model"].unique()), key="sample_size_model")
 urlstate.publish()
-curve = common.scored_frame("sample_size_std", cells[cells["model"] == model], sizes=SAMPLE_SIZES,
+curve = data.scored_frame(report.sample_size_std, cells[cells["model"] == model], sizes=SAMPLE_SIZES,
                             n_repeats=int(repeats), seed=0)
-summ = common.scored_frame("sample_size_curve", curve, sizes=SAMPLE_SIZES)
+summ = data.scored_frame(report.sample_size_curve, curve, sizes=SAMPLE_SIZES)
 summ = summ.assign(axis_label=summ["axis"].map(AXIS_LABELS))
 order = [AXIS_LABELS[a] for a in AXES]
 plotted = summ[summ["n_groups"] > 0]
@@ -44,8 +44,8 @@ ch = (base.mark_line().encode(y=alt.Y("median_std:Q", title="median over (F, u, 
              alt.Tooltip("n_groups:Q", title="groups with more than N prompts"),
              alt.Tooltip("n_short:Q", title="groups left out (N or fewer prompts)")])
       + base.mark_line(strokeDash=[4, 3], opacity=0.6).encode(y="median_expected:Q")).properties(
-    height=common.chart_height(380), title=f"Std of the mean vs N — {model}")
-common.altair_chart(ch, "sample_size_curve",
+    height=controls.chart_height(380), title=f"Std of the mean vs N — {model}")
+exports.altair_chart(ch, "sample_size_curve",
                     "Solid: std across repeats of the mean over N prompts drawn without replacement, median over the "
                     "(F, u, s, p) groups that have more than N prompts. Dashed: the exact value for sampling without "
                     "replacement, σ/√N·√((M−N)/(M−1)). Groups with N or fewer prompts are left out at that N; the dot's "
@@ -65,10 +65,10 @@ with c3:
                         key="sample_size_h")
 with c4:
     level = st.select_slider("Confidence", [0.90, 0.95, 0.99], value=0.95, key="sample_size_level")
-need = common.scored("n_for_halfwidth", f, halfwidth=float(h), level=float(level))
+need = data.scored(report.n_for_halfwidth, f, halfwidth=float(h), level=float(level))
 need = need.assign(axis_label=need["axis"].map(AXIS_LABELS))
-common.table(need[["model", "axis_label", "sigma", "n_now", "halfwidth_now", "n_needed", "status"]],
+exports.table(need[["model", "axis_label", "sigma", "n_now", "halfwidth_now", "n_needed", "status"]],
              "sample_size_needed", "sago_n_needed.csv")
 st.caption("Normal approximation: n = ⌈(z·σ/h)²⌉ with z the normal quantile and σ the std of the per-prompt scores "
            "s_X(i) over all filtered prompts. halfwidth_now = z·σ/√n_now. 'no variation' (σ = 0) needs no more prompts.")
-common.provenance("sample_size")
+data.provenance("sample_size")

@@ -82,10 +82,10 @@ def test_chart_exports_are_valid_files():
     import pandas as pd
     import plotly.graph_objects as go
 
-    from pages import common
+    from dashboard import exports
 
     fig = go.Figure(go.Scatter(x=[0, 0.2], y=[0, 0.3], name="model-a"))
-    png, svg, html = common.figure_png(fig), common.figure_svg(fig), common.figure_html(fig).decode()
+    png, svg, html = exports.figure_png(fig), exports.figure_svg(fig), exports.figure_html(fig).decode()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert svg.lstrip()[:5] in (b"<?xml", b"<svg ") and b"</svg>" in svg
     import re
@@ -94,7 +94,7 @@ def test_chart_exports_are_valid_files():
     assert "Plotly.newPlot" in html and not no_src.search(html)
     assert len(html) > 1_000_000  # plotly.js inline
     ch = alt.Chart(pd.DataFrame({"d": ["a", "b"], "rank": [1, 2]})).mark_line().encode(x="d:N", y="rank:Q")
-    apng, asvg, ahtml = common.altair_png(ch), common.altair_svg(ch), common.altair_html(ch).decode()
+    apng, asvg, ahtml = exports.altair_png(ch), exports.altair_svg(ch), exports.altair_html(ch).decode()
     assert apng[:8] == b"\x89PNG\r\n\x1a\n" and b"<svg" in asvg
     assert "vegaEmbed" in ahtml and not no_src.search(ahtml)
 
@@ -208,22 +208,22 @@ def _paper_scale_heatmap():
 def test_paper_scale_heatmap_exports_html():
     import json
 
-    from pages import common
+    from dashboard import exports
 
     heat, ch = _paper_scale_heatmap()
     assert len(heat) == 11 * 110 * 6 > 5000  # above Altair's MaxRowsError limit
-    spec = json.loads(common.altair_spec(ch))
+    spec = json.loads(exports.altair_spec(ch))
     assert sum(len(v) for v in spec["datasets"].values()) == len(heat)  # every row inlined
-    html = common.altair_html(ch).decode()
+    html = exports.altair_html(ch).decode()
     assert "vegaEmbed" in html and "model-10" in html
 
 
 @pytest.mark.slow
 def test_paper_scale_heatmap_exports_png_and_svg():
     """PNG and SVG of the 7,260-row heatmap (vl-convert; ~1 min each on a loaded 2-core machine)."""
-    from pages import common
+    from dashboard import exports
 
     _, ch = _paper_scale_heatmap()
-    png, svg = common.altair_png(ch), common.altair_svg(ch)
+    png, svg = exports.altair_png(ch), exports.altair_svg(ch)
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1_000_000
     assert b"<svg" in svg[:200] and b"model-10" in svg

@@ -300,12 +300,12 @@ def test_paper_reference_page_labels_source(synth):
 
 
 def test_delta_matrix_export_matches_filter(tiny_store):
-    from pages import common
+    from dashboard import data, exports
 
     f = Filters(positions=("GLOBAL",))
-    mt = common._mtime(str(tiny_store))
-    csv = pd.read_csv(io.BytesIO(common._delta_csv(str(tiny_store), mt, f.key())))
-    pq = pd.read_parquet(io.BytesIO(common._delta_parquet(str(tiny_store), mt, f.key())))
+    mt = data._mtime(str(tiny_store))
+    csv = pd.read_csv(io.BytesIO(exports._delta_csv(str(tiny_store), mt, f.key())))
+    pq = pd.read_parquet(io.BytesIO(exports._delta_parquet(str(tiny_store), mt, f.key())))
     with open_store(tiny_store) as st:
         ref = st.delta_matrix(f)
     assert len(csv) == len(pq) == len(ref) > 0 and set(pq["position"]) == {"GLOBAL"}
