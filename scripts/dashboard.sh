@@ -20,6 +20,8 @@ while [ $# -gt 0 ]; do
 done
 [ -n "${SAGO_SKIP_SETUP:-}" ] || bash scripts/setup.sh  # SAGO_SKIP_SETUP=1: tests (venv already set up)
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+# load the Live page's default model and the BERTScore encoder in the background at start (0: don't)
+export SAGO_LIVE_WARMUP="${SAGO_LIVE_WARMUP:-1}"
 unset SAGO_SHARE_DIR SAGO_LIVE
 address=127.0.0.1
 opts=()

@@ -101,7 +101,7 @@ def listen_addresses(port: int) -> set[str]:
 def launcher(args: list[str], env: dict | None = None, timeout: float = 90.0):
     """Start the dashboard through scripts/dashboard.sh (setup skipped) on a free port; yield (url, port)."""
     port = free_port()
-    env = {**os.environ, "SAGO_SKIP_SETUP": "1", "HF_HUB_OFFLINE": "1", **(env or {})}
+    env = {**os.environ, "SAGO_SKIP_SETUP": "1", "HF_HUB_OFFLINE": "1", "SAGO_LIVE_WARMUP": "0", **(env or {})}
     env.pop("SAGO_STORE", None)
     proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "dashboard.sh"), *args, "--server.port", str(port)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
