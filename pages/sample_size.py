@@ -14,7 +14,7 @@ frame.require_frame()
 f = controls.current_filters()
 st.title("Sample size: how many prompts are enough?")
 st.caption("SAGO (arXiv 2610.01428) appendix D: draw N ∈ {4, 8, 16, 32, 64, 128} prompts without replacement "
-           "(capped by what exists), repeat, and take the std across repeats of the mean per (F, u, s, p) group. "
+           "(only from groups with more than N prompts), repeat, and take the std across repeats of the mean per (F, u, s, p) group. "
            "The paper uses N = 16 per dataset; its reviewer called that thin.")
 cells = data.query(Store.cell_prompt_scores, f)
 data.empty_stop(cells, "deltas")
