@@ -7,21 +7,35 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from pages import common
+from dashboard import controls, data, exports, frame
+from sago_engine.store import Store
 from sago_engine import live
 from sago_engine.datasets import DATASETS
 from sago_engine.filters import Filters
 from sago_engine.textdiff import diff_html, diff_segments
 from sago_engine.types import AXES, AXIS_LABELS, POSITIONS
 
+frame.require_frame()
+
 ROOT = Path(__file__).resolve().parent.parent
 ss = st.session_state
 
 
-@st.cache_resource(show_spinner=False, max_entries=3)
 def _backend(model: str):
     """The loaded model, once per server process (shared read-only by sessions; generate calls are serialised)."""
-    return live.load_backend(model)
+    return live.shared_backend(model)
+
+
+def _warm_note() -> None:
+    """Where the dashboard's background loading of the default model and encoder stands."""
+    w = live.warmup_status()
+    if w["state"] == "loading":
+        st.info(f"Preparing {w['model']} in the background: {w['step']} ({w['elapsed_s']:.0f} s so far). "
+                "A probe started now waits for it.", icon=":material/hourglass_top:")
+    elif w["state"] == "ready":
+        st.caption(f"{w['model']} and the BERTScore encoder are loaded (took {w['ready_s']:.1f} s at start).")
+    elif w["state"] == "failed":
+        st.warning(f"Background loading of {w['model']} failed: {w['error']}")
 
 
 @st.cache_data(show_spinner=False)
@@ -49,6 +63,8 @@ st.caption("Type a prompt, choose a model and variant families: each variant v =
            "the model answers base and variants greedily, and each row shows how far every axis moved "
            "(Δ̃, SAGO arXiv 2610.01428). Text is shown exactly as typed and generated.")
 
+_warm_note()
+
 # ---------------------------------------------------------------- inputs
 with st.expander("Pick a prompt from a dataset"):
     c1, c2 = st.columns([1, 3])
@@ -71,8 +87,9 @@ with c1:
     keys = valid_keys()
     model = st.selectbox("Model", keys, index=keys.index(live.DEFAULT_MODEL) if live.DEFAULT_MODEL in keys else 0,
                          key="live_model", help="Local zoo models (tiny-random is a random test model).")
-    custom = st.text_input("…or a local model folder", key="live_model_path", placeholder="/path/to/hf-model")
-    model = custom.strip() or model
+    if frame.access().free_paths:  # local mode only: a shared server loads zoo models only
+        custom = st.text_input("…or a local model folder", key="live_model_path", placeholder="/path/to/hf-model")
+        model = custom.strip() or model
 with c2:
     fams = st.multiselect("Families", ["social_register", "surface_noise", "structural"],
                           default=["social_register", "surface_noise", "structural"], key="live_families")
@@ -182,27 +199,29 @@ fig.add_trace(go.Scatterpolar(r=r + r[:1], theta=labels + labels[:1], name="this
                               line={"color": "#D55E00", "width": 3}, connectgaps=False))
 store_note = "The current store has no run of this model."
 try:
-    opts_store = common.query("filter_options")
+    opts_store = data.query(Store.filter_options)
     if res.model in opts_store.get("models", []):
         from sago_engine.scoring import sgs
 
-        scores = common.query("prompt_scores", Filters(models=(res.model,)))
+        scores = data.query(Store.prompt_scores, Filters(models=(res.model,)))
         tot = sgs(scores, by=("model", "axis")).set_index("axis")["sgs"] if len(scores) else pd.Series(dtype=float)
         rr = [float(tot[a]) if a in tot.index else None for a in AXES]
         fig.add_trace(go.Scatterpolar(r=rr + rr[:1], theta=labels + labels[:1], name=f"{res.model}: SGS_X (store)",
                                       mode="lines+markers", line={"color": "#0072B2", "dash": "dash"},
                                       connectgaps=False))
         store_note = (f"Dashed: {res.model}'s SGS_X over all prompts of the store "
-                      f"{Path(common.store_path()).name}.")
+                      f"{Path(data.store_path()).name}.")
 except Exception:  # noqa: BLE001 - the radar of the probe stands on its own
     pass
-fig.update_layout(polar={"radialaxis": {"range": [0, 1], "title": {"text": "s_X"}}}, height=common.chart_height(460),
+fig.update_layout(polar={"radialaxis": {"range": [0, 1], "title": {"text": "s_X"}}}, height=controls.chart_height(460),
                   legend={"orientation": "h"}, margin={"t": 30})
-common.chart(fig, key="live_radar", caption="This prompt's per-axis instability s_X = RMS of Δ̃ over its kept "
+exports.chart(fig, key="live_radar", caption="This prompt's per-axis instability s_X = RMS of Δ̃ over its kept "
              "variants (lower = more stable; axes are never added). " + store_note, data=prof)
 
 # ---------------------------------------------------------------- save
 target = live.default_user_store()
+if not frame.access().writes:
+    st.stop()
 if st.button("Save to store", key="live_save", icon=":material/save:",
              help=f"Adds this probe as a run (dataset 'live') to {target}; never to the shipped demo store."):
     try:

@@ -3,25 +3,33 @@
 import plotly.graph_objects as go
 import streamlit as st
 
-from pages import common
-from sago_engine import paper
+from dashboard import controls, data, exports, frame, urlstate
+from sago_engine import paper, report
+from sago_engine.store import Store
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.types import AXES, AXIS_LABELS
 
-f = common.current_filters()
+frame.require_frame()
+
+f = controls.current_filters()
 st.title("Pareto: stability on two axes")
 st.caption("SGS per model on two axes at once (lower = more stable on both; SAGO, arXiv 2610.01428). "
            f"Markers: one-sided t-test against ε = {MAIN_EPSILON}: * p<0.05, ** p<0.01, † p<0.001 "
            "(adjusted p when a multiple-comparison control is chosen).")
-scores = common.query("prompt_scores", f)
-common.empty_stop(scores, "deltas")
+scores = data.query(Store.prompt_scores, f)
+data.empty_stop(scores, "deltas")
 datasets = sorted(scores["dataset"].unique())
 
+urlstate.restore("x", "pareto_x", choices=AXES, default="bleu")
+urlstate.restore("y", "pareto_y", choices=AXES, default="mr")
+urlstate.restore("scope", "pareto_scope", choices=["Total (all datasets)", *datasets])
+urlstate.restore("bars", "pareto_bars", choices=["95% bootstrap CI", "± std", "none"])
+urlstate.restore("paper", "pareto_paper", "bool")
 c1, c2, c3 = st.columns(3)
 with c1:
-    x_axis = st.selectbox("x axis", AXES, index=AXES.index("bleu"), key="pareto_x", format_func=AXIS_LABELS.get)
+    x_axis = st.selectbox("x axis", AXES, key="pareto_x", format_func=AXIS_LABELS.get)
 with c2:
-    y_axis = st.selectbox("y axis", AXES, index=AXES.index("mr"), key="pareto_y", format_func=AXIS_LABELS.get)
+    y_axis = st.selectbox("y axis", AXES, key="pareto_y", format_func=AXIS_LABELS.get)
 with c3:
     which = st.selectbox("Scope", ["Total (all datasets)", *datasets], key="pareto_scope")
 c4, c5, c6 = st.columns(3)
@@ -29,20 +37,21 @@ with c4:
     bars = st.radio("Error bars", ["95% bootstrap CI", "± std", "none"], key="pareto_bars", horizontal=True,
                     help="CI: percentile bootstrap over prompts (scipy.stats.bootstrap, B = 1000, seed 0).")
 with c6:
-    correction = common.correction_control("pareto")
+    correction = controls.correction_control("pareto")
 with c5:
     overlay = st.toggle("Overlay values reported in arXiv 2610.01428", key="pareto_paper",
                         help="Published totals (Figure 2a; Table 1 has std and markers); a separate labelled trace.")
 
+urlstate.publish()
 if which.startswith("Total"):
-    total = common.scored("sgs_ci_table", f, eps=MAIN_EPSILON, correction=correction)
+    total = data.scored(report.sgs_ci_table, f, eps=MAIN_EPSILON, correction=correction)
 else:
-    per = common.scored("sgs_ci_table", f, eps=MAIN_EPSILON, correction=correction, per_dataset=True)
+    per = data.scored(report.sgs_ci_table, f, eps=MAIN_EPSILON, correction=correction, per_dataset=True)
     total = per[per["dataset"] == which]
-pts = common.scored_frame("pareto_points", total, x_axis=x_axis, y_axis=y_axis)
-front = common.scored_frame("pareto_frontier", pts)
+pts = data.scored_frame(report.pareto_points, total, x_axis=x_axis, y_axis=y_axis)
+front = data.scored_frame(report.pareto_frontier, pts)
 xl, yl = f"SGS {AXIS_LABELS[x_axis]}", f"SGS {AXIS_LABELS[y_axis]}"
-colors = common.model_colors()
+colors = data.model_colors()
 missing = sorted(set(scores["model"]) - set(pts["model"]))
 
 fig = go.Figure()
@@ -89,10 +98,10 @@ if overlay:
 xs = [t for tr in fig.data for t in (tr.x or ()) if t is not None]
 ys = [t for tr in fig.data for t in (tr.y or ()) if t is not None]
 xmax, ymax = max(xs + [0.05]) * 1.15, max(ys + [0.05]) * 1.15
-fig.update_layout(xaxis_title=xl, yaxis_title=yl, height=common.chart_height(560), legend_title_text="model",
+fig.update_layout(xaxis_title=xl, yaxis_title=yl, height=controls.chart_height(560), legend_title_text="model",
                   xaxis={"range": [-0.04 * xmax, xmax]}, yaxis={"range": [-0.04 * ymax, ymax]},
                   title={"text": f"{yl} vs {xl} — {which}"}, margin={"t": 60})
-common.chart(fig, "pareto_scatter",
+exports.chart(fig, "pareto_scatter",
              "Each dot is a model; down and left = more stable on both axes. The star is the Ideal (0, 0); the "
              "line joins models no other model beats on both axes (the Pareto frontier).", data=pts)
 if missing:
@@ -106,5 +115,5 @@ show = pts.assign(on_frontier=pts["model"].isin(front["model"]),
                   y_ci=[f"[{a:.3f}, {b:.3f}]" for a, b in zip(pts["y_lo"], pts["y_hi"])])
 show = show[["model", "x_cell", "x_ci", "y_cell", "y_ci", "on_frontier"]]
 show.columns = ["model", xl, f"{xl} 95% CI", yl, f"{yl} 95% CI", "on Pareto frontier"]
-common.table(show, "pareto_table", "sago_pareto.csv")
-common.provenance("pareto")
+exports.table(show, "pareto_table", "sago_pareto.csv")
+data.provenance("pareto")

@@ -3,39 +3,64 @@
 import plotly.graph_objects as go
 import streamlit as st
 
-from pages import common
-from sago_engine import paper
-from sago_engine.report import wide_ci_cells, wide_cells
+from dashboard import controls, data, exports, frame, urlstate
+from sago_engine import paper, report
+from sago_engine.store import Store
+from sago_engine.report import radar_axis_scales, wide_ci_cells, wide_cells
+from sago_engine.noise import floor_table, reply_health_table
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.types import AXES, AXIS_LABELS
 
-f = common.current_filters()
+frame.require_frame()
+
+SCALES = ("common (paper)", "per axis")
+f = controls.current_filters()
 st.title("Model profiles")
 st.caption(
     "SGS per axis (lower = more stable; SAGO, arXiv 2610.01428). Axes are never added together. "
     f"Markers: one-sided t-test of H0: E[s] ≤ ε at ε = {MAIN_EPSILON}: * p<0.05, ** p<0.01, † p<0.001."
 )
-scores = common.query("prompt_scores", f)
-common.empty_stop(scores, "deltas")
+scores = data.query(Store.prompt_scores, f)
+data.empty_stop(scores, "deltas")
 datasets = sorted(scores["dataset"].unique())
 
+urlstate.restore("scope", "profiles_scope", choices=["Total (all datasets)", *datasets])
+urlstate.restore("B", "profiles_boot", "int", default=1000)
+urlstate.restore("ci", "profiles_ci", choices=["bands", "whiskers", "off"])
+urlstate.restore("paper", "profiles_paper", "bool")
+urlstate.restore("scale", "profiles_scale", choices=SCALES)
 c1, c2, c3 = st.columns([2, 1, 1])
 with c1:
     which = st.selectbox("Scope", ["Total (all datasets)", *datasets], key="profiles_scope",
                          help="Total: every prompt of every dataset weighs the same.")
 with c2:
-    n_boot = st.number_input("Bootstrap resamples B", 100, 10000, 1000, step=100, key="profiles_boot",
+    n_boot = st.number_input("Bootstrap resamples B", 100, 10000, step=100, key="profiles_boot",
                              help="Percentile bootstrap over prompts (scipy.stats.bootstrap), seeded; 95% CI.")
 with c3:
     ci_style = st.radio("CI", ["bands", "whiskers", "off"], key="profiles_ci", horizontal=True)
-correction = common.correction_control("profiles")
+correction = controls.correction_control("profiles")
+scale_mode = st.radio("Radial scale", SCALES, key="profiles_scale", horizontal=True,
+                      help="Common: one SGS scale for every spoke, as in the paper. Per axis: each spoke is scaled to "
+                           "the largest value shown on it (its maximum is printed beside the axis name), so small "
+                           "axes such as Δ-Cos become readable; spokes are then not comparable with each other.")
 overlay = st.toggle("Overlay values reported in arXiv 2610.01428 (Figure 2a, Table 1)", key="profiles_paper",
                     help="Published totals, drawn dashed and labelled; never mixed into local numbers.")
 
+urlstate.publish()
 dataset = None if which.startswith("Total") else which
-radar = common.scored("radar_data", f, dataset=dataset, n_resamples=int(n_boot), seed=0)
-colors = common.model_colors()
+radar = data.scored(report.radar_data, f, dataset=dataset, n_resamples=int(n_boot), seed=0)
+colors = data.model_colors()
+per_axis = scale_mode == SCALES[1]
+rep_overlay = paper.reported_totals() if overlay and dataset is None else None
+scales = (radar_axis_scales(radar, use_ci=ci_style != "off", extra=rep_overlay) if per_axis
+          else {a: 1.0 for a in AXES})
 labels = [AXIS_LABELS[a] for a in AXES]
+spokes = [f"{AXIS_LABELS[a]} (max {scales[a]:.3g})" if per_axis else AXIS_LABELS[a] for a in AXES]
+
+
+def _scaled(values, axes):
+    """Divide each value by its spoke's scale (1 on the common scale); None stays a gap."""
+    return [None if v is None or v != v else float(v) / scales[a] for v, a in zip(values, axes)]
 
 
 def _closed(v):
@@ -46,76 +71,80 @@ fig = go.Figure()
 for model, grp in radar.groupby("model", sort=True):
     grp = grp.set_index("axis").loc[list(AXES)]
     col = colors.get(model, "#444444")
-    r = [None if not ok else v for v, ok in zip(grp["sgs"], grp["available"])]
+    r = _scaled([None if not ok else v for v, ok in zip(grp["sgs"], grp["available"])], AXES)
     hover = [f"{model}<br>{AXIS_LABELS[a]}: " + ("n/a (unavailable)" if not ok else f"{v:.3f} [{lo:.3f}, {hi:.3f}]")
              for a, v, lo, hi, ok in zip(grp.index, grp["sgs"], grp["lo"], grp["hi"], grp["available"])]
     if ci_style == "bands" and grp["available"].all() and grp["lo"].notna().all():
-        fig.add_trace(go.Scatterpolar(r=_closed(list(grp["hi"])) + _closed(list(grp["lo"]))[::-1],
-                                      theta=_closed(labels) + _closed(labels)[::-1], mode="lines",
+        fig.add_trace(go.Scatterpolar(r=_closed(_scaled(grp["hi"], AXES)) + _closed(_scaled(grp["lo"], AXES))[::-1],
+                                      theta=_closed(spokes) + _closed(spokes)[::-1], mode="lines",
                                       fill="toself", fillcolor=col, opacity=0.18, line={"width": 0, "color": col},
                                       name=f"{model} 95% CI", legendgroup=model, showlegend=False, hoverinfo="skip"))
-    fig.add_trace(go.Scatterpolar(r=_closed(r), theta=_closed(labels), name=model, legendgroup=model,
+    fig.add_trace(go.Scatterpolar(r=_closed(r), theta=_closed(spokes), name=model, legendgroup=model,
                                   mode="lines+markers", line={"color": col, "width": 2.5}, connectgaps=False,
                                   text=_closed(hover), hoverinfo="text"))
     if ci_style == "whiskers":
-        for a, lab, lo, hi, ok in zip(grp.index, labels, grp["lo"], grp["hi"], grp["available"]):
+        for a, lab, lo, hi, ok in zip(grp.index, spokes, grp["lo"], grp["hi"], grp["available"]):
             if ok and lo == lo:
-                fig.add_trace(go.Scatterpolar(r=[lo, hi], theta=[lab, lab], mode="lines",
+                fig.add_trace(go.Scatterpolar(r=[lo / scales[a], hi / scales[a]], theta=[lab, lab], mode="lines",
                                               line={"color": col, "width": 5}, opacity=0.45, legendgroup=model,
                                               showlegend=False, hoverinfo="skip", name=f"{model} 95% CI {lab}"))
 if overlay and dataset is None:
-    rep = paper.reported_totals()
+    rep = rep_overlay
     pcol = paper.paper_colors()
     for model, grp in rep.groupby("model", sort=False):
         vals = dict(zip(grp["axis"], grp["sgs"]))
-        r = [vals.get(a) for a in AXES]
+        r = _scaled([vals.get(a) for a in AXES], AXES)
         fig.add_trace(go.Scatterpolar(
-            r=_closed(r), theta=_closed(labels), mode="lines", connectgaps=False,
+            r=_closed(r), theta=_closed(spokes), mode="lines", connectgaps=False,
             name=f"{model} ({paper.PAPER_SOURCE})", legendgroup="reported", legendgrouptitle_text="Reported (paper)",
             line={"dash": "dash", "width": 1.5, "color": pcol[model]},
             meta={"source": paper.PAPER_SOURCE}, visible=True))
 hi_max = radar[["sgs", "hi"]].max().max()
 rmax = max(0.05, float(hi_max if hi_max == hi_max else 1.0))
-if overlay and dataset is None:
-    rmax = max(rmax, float(paper.reported_totals()["sgs"].max()))
-fig.update_layout(polar={"radialaxis": {"range": [0, min(1.0, rmax * 1.1)], "title": {"text": "SGS"}}},
+if rep_overlay is not None:
+    rmax = max(rmax, float(rep_overlay["sgs"].max()))
+radial = ({"range": [0, 1.05], "title": {"text": "share of the spoke's max"}, "tickformat": ".0%"} if per_axis
+          else {"range": [0, min(1.0, rmax * 1.1)], "title": {"text": "SGS"}})
+fig.update_layout(polar={"radialaxis": radial},
                   legend_title_text="model", margin={"l": 40, "r": 40, "t": 40, "b": 40},
-                  height=common.chart_height(520),
-                  title={"text": f"SGS per axis — {which}"})
-common.chart(fig, "profiles_radar",
+                  height=controls.chart_height(520),
+                  title={"text": f"SGS per axis — {which}"
+                         + (" — PER-AXIS SCALE: each spoke to its own max" if per_axis else "")})
+exports.chart(fig, "profiles_radar",
              "Each line is one model; closer to the centre = more stable on that axis. Shaded band / whisker = 95% "
-             "bootstrap CI over prompts. A gap means the axis is unavailable for that model (n/a, not 0).",
+             "bootstrap CI over prompts. A gap means the axis is unavailable for that model (n/a, not 0)."
+             + (" Per-axis scale: each spoke runs from 0 to the largest value shown on it (printed beside the "
+                "axis name); compare models along a spoke, not spokes with each other." if per_axis
+                else " Common scale, as in the paper: one SGS scale for all six spokes."),
              data=radar)
 if overlay and dataset is not None:
     st.info("The paper reports totals only: the overlay is drawn on the Total scope.")
 st.caption("Δ-Cos: under a chat template the layer-0 (embedding) cosine is trivially 1; the definition is kept.")
 
-tables = common.scored("score_tables", f, eps=MAIN_EPSILON, correction=correction)
+tables = data.scored(report.score_tables, f, eps=MAIN_EPSILON, correction=correction)
 mc_note = "" if correction == "none" else f" Markers use {correction.upper() if correction == 'bh' else 'Holm'}-adjusted p."
 st.subheader("Total SGS, mean ± std over prompts")
-common.table(wide_cells(tables["total"], ["model"]), "profiles_total_table", "sago_sgs_total.csv")
+exports.table(wide_cells(tables["total"], ["model"]), "profiles_total_table", "sago_sgs_total.csv")
 st.caption("Family of tests for the correction: every model × axis of this table." + mc_note)
 # api-fidelity (#13): replies that are not answers, and the noise floor, beside the SGS
-from sago_engine.noise import floor_table, reply_health_table  # noqa: E402
-
-health = reply_health_table(common.query("reply_health", None))
+health = reply_health_table(data.query(Store.reply_health))
 if len(health):
-    common.table(health, "profiles_reply_health", "sago_reply_health.csv")
+    exports.table(health, "profiles_reply_health", "sago_reply_health.csv")
     st.caption("Replies that are not answers, per model: errors, empty (budget_spent: the token budget went to hidden "
                "reasoning, so the text axes of those pairs are n/a), refused (content filter / safety / refusal), "
                "judge answers without an unambiguous YES/NO (fell back to the heuristic).")
-nf = common.query("noise_floor", None)
+nf = data.query(Store.noise_floor)
 if len(nf):
-    common.table(floor_table(common.query("prompt_scores", f), nf), "profiles_noise_floor", "sago_noise_floor.csv")
+    exports.table(floor_table(data.query(Store.prompt_scores, f), nf), "profiles_noise_floor", "sago_noise_floor.csv")
     st.caption("Noise floor: the same axes between repeats of the base prompt (RMS per prompt, mean over prompts). "
                "p: one-sided paired t-test of s − floor > 0 over prompts (is the instability above what repeating "
                "the same prompt gives?).")
 st.subheader("SGS per dataset × axis")
-common.table(wide_cells(tables["per_dataset"], ["model", "dataset"]), "profiles_dataset_table",
+exports.table(wide_cells(tables["per_dataset"], ["model", "dataset"]), "profiles_dataset_table",
              "sago_sgs_per_dataset.csv")
 st.subheader("Total SGS with 95% bootstrap CI")
-ci_tab = common.scored("sgs_ci_table", f, eps=MAIN_EPSILON, correction=correction, n_resamples=int(n_boot))
-common.table(wide_ci_cells(ci_tab, ["model"]), "profiles_ci_table", "sago_sgs_total_ci.csv")
+ci_tab = data.scored(report.sgs_ci_table, f, eps=MAIN_EPSILON, correction=correction, n_resamples=int(n_boot))
+exports.table(wide_ci_cells(ci_tab, ["model"]), "profiles_ci_table", "sago_sgs_total_ci.csv")
 st.caption("Percentile bootstrap over prompts (scipy.stats.bootstrap, seed 0). \"no variation\": every per-prompt "
            "score is equal, so the interval has zero width (no NaN)." + mc_note)
 small = ci_tab[ci_tab["small_n"]]
@@ -123,11 +152,11 @@ if len(small):
     st.warning(f"{len(small)} model × axis group(s) rest on fewer than 5 prompts: intervals and tests are unreliable.")
 
 st.subheader("Axis availability per model")
-avail = common.query("axis_availability", f)
+avail = data.query(Store.axis_availability, f)
 av = avail.assign(axis_label=avail["axis"].map(AXIS_LABELS),
                   status=[("available" if ok else f"n/a — {why or 'not measured'}")
                           for ok, why in zip(avail["available"], avail["reasons"])])
 av_w = av.pivot_table(index="model", columns="axis_label", values="status", aggfunc="first")
 av_w = av_w.reindex(columns=labels).fillna("n/a — no rows").reset_index()
-common.table(av_w, "profiles_availability", "sago_axis_availability.csv")
-common.provenance("profiles")
+exports.table(av_w, "profiles_availability", "sago_axis_availability.csv")
+data.provenance("profiles")

@@ -1,33 +1,36 @@
 """Prompts: one prompt under its variants — (F, u, s, p), the edit highlighted, responses side by side, Δ̃ heatmap."""
 
-import altair as alt
 import streamlit as st
 
-from pages import common
-from sago_engine.detail import BASE_LABEL, heatmap_frame, labelled_variants, responses_side_by_side
+from dashboard import charts, controls, data, exports, frame, urlstate
+from sago_engine.store import Store
+from sago_engine.detail import BASE_LABEL, heatmap_frame, labelled_variants, responses_side_by_side, variant_rows
 from sago_engine.textdiff import diff_html, diff_segments
-from sago_engine.types import AXES, AXIS_LABELS
 
-f = common.current_filters()
+frame.require_frame()
+
+f = controls.current_filters()
 st.title("Prompts: one prompt under its variants")
 st.caption("Each variant v = (family F, subtype u, strength s, position p) rewrites the base prompt; Δ̃ is how far "
            "each axis moved from the base response (SAGO, arXiv 2610.01428). Text is shown exactly as stored.")
 
-plist = common.query("prompt_list", f)
-common.empty_stop(plist, "prompts with variants")
+plist = data.query(Store.prompt_list, f)
+data.empty_stop(plist, "prompts with variants")
 
 datasets = sorted(plist["dataset"].unique())
+urlstate.restore("dataset", "prompts_dataset", choices=datasets)
 c1, c2 = st.columns([1, 3])
 with c1:
     dataset = st.selectbox("Dataset", datasets, key="prompts_dataset")
 sub = plist[plist["dataset"] == dataset]
 texts = dict(zip(sub["prompt_id"], sub["text"]))
 counts = dict(zip(sub["prompt_id"], sub["n_variants"]))
+urlstate.restore("prompt", "prompts_prompt", choices=list(sub["prompt_id"]))
 with c2:
     pid = st.selectbox("Prompt", list(sub["prompt_id"]), key="prompts_prompt",
                        format_func=lambda p: f"{p} ({counts[p]} variants) — {texts[p][:90]}")
 
-detail = common.query("prompt_detail", f, prompt_id=pid)
+detail = data.query(Store.prompt_detail, f, prompt_id=pid)
 if detail["prompt"].empty:
     st.warning("This prompt is not in the current store and filters.")
     st.stop()
@@ -40,14 +43,16 @@ st.subheader(f"Variants x_i^(v) ({len(variants)})")
 if variants.empty:
     st.info("No variants of this prompt match the filters.")
     st.stop()
-common.table(variants[["label", "family", "subtype", "strength", "position", "semantic_score", "kept", "text"]],
-             key="prompts_variants", filename=f"variants_{pid.replace(':', '_')}.csv")
-st.caption("One row per variant; semantic_score is BERTScore-F1 against the base prompt, kept says whether scoring uses it.")
+exports.table(variant_rows(detail["variants"]), key="prompts_variants", filename=f"variants_{pid.replace(':', '_')}.csv")
+st.caption("One row per variant; semantic_score is BERTScore-F1 against the base prompt (surface-noise variants are "
+           "exempt from the semantic filter, so they have none); kept says whether scoring uses the variant.")
 
 # ---------------------------------------------------------------- one variant: the edit and the responses
 st.subheader("The edit and the responses, variant by variant")
 labels = list(variants["label"])
+urlstate.restore("variant", "prompts_variant", choices=labels)
 label = st.selectbox("Variant", labels, key="prompts_variant")
+urlstate.publish()
 row = variants[variants["label"] == label].iloc[0]
 st.html(diff_html(diff_segments(base_text, str(row["text"]))))
 st.caption("What the variant changed: struck-through red text was removed from the base prompt, green text was added.")
@@ -64,10 +69,10 @@ else:
         cb, cv = st.columns(2)
         with cb:
             st.caption("Response to the base prompt")
-            st.code("" if base_row[m] is None else str(base_row[m]), language=None, wrap_lines=True)
+            st.code(str(base_row[m]), language=None, wrap_lines=True)
         with cv:
             st.caption("Response to this variant")
-            st.code("(no response)" if var_row[m] is None else str(var_row[m]), language=None, wrap_lines=True)
+            st.code(str(var_row[m]), language=None, wrap_lines=True)
 
 # ---------------------------------------------------------------- heatmap of Δ̃ per variant × axis
 st.subheader("Δ̃ per variant × axis")
@@ -75,31 +80,14 @@ heat = heatmap_frame(detail)
 if heat.empty:
     st.info("No deltas for this prompt from the selected models.")
 else:
-    plot = heat[["model", "label", "order", "axis_label", "delta_norm", "delta", "reason"]].copy()
-    plot["value"] = plot["delta_norm"].map(lambda x: "n/a" if x != x else "0" if abs(x) < 5e-4 else f"{x:+.2f}")
-    axis_order = [AXIS_LABELS[a] for a in AXES]
-    base = alt.Chart(plot).encode(
-        x=alt.X("axis_label:N", sort=axis_order, title="axis"),
-        y=alt.Y("label:N", sort=alt.EncodingSortField("order"), title="variant (F · u · s · p)",
-                axis=alt.Axis(labelLimit=320)),
-        tooltip=[alt.Tooltip("model:N"), alt.Tooltip("label:N", title="variant"), alt.Tooltip("axis_label:N", title="axis"),
-                 alt.Tooltip("value:N", title="Δ̃"), alt.Tooltip("delta:Q", title="Δ (raw)", format=".4g")],
-    )
-    rect = base.mark_rect(stroke="white").encode(
-        color=alt.condition("isValid(datum.delta_norm)",
-                            alt.Color("delta_norm:Q", title="Δ̃", scale=alt.Scale(scheme="redblue", domain=[-1, 1])),
-                            alt.value("#d9d9d9")))
-    text = base.mark_text(fontSize=10).encode(text="value:N")
-    n_models = plot["model"].nunique()
-    ch = alt.layer(rect, text, data=plot).properties(width=alt.Step(44), height=alt.Step(20)).facet(
-        facet=alt.Facet("model:N", title=None), columns=min(n_models, 2))
-    common.altair_chart(ch, key="prompts_heatmap",
+    ch = charts.delta_heatmap(heat, columns=2)
+    exports.altair_chart(ch, key="prompts_heatmap",
                         caption="Each cell is Δ̃ of one axis for one variant: 0 = no change from the base response, "
                                 "red = the axis fell, blue = it rose, grey = n/a (the model cannot measure that axis).",
                         data=heat)
 
 if models:
     st.subheader("All responses side by side")
-    common.table(side.drop(columns=["variant_id"]), key="prompts_responses",
+    exports.table(side.drop(columns=["variant_id"]), key="prompts_responses",
                  filename=f"responses_{pid.replace(':', '_')}.csv")
     st.caption("The base prompt's response first, then each variant's, one column per model.")

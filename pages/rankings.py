@@ -3,25 +3,31 @@
 import altair as alt
 import streamlit as st
 
-from pages import common
+from dashboard import controls, data, exports, frame, urlstate
+from sago_engine import report
+from sago_engine.store import Store
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.stats import REVERSAL_THRESHOLD
 from sago_engine.types import AXES, AXIS_LABELS
 
-f = common.current_filters()
+frame.require_frame()
+
+f = controls.current_filters()
 st.title("Rankings across datasets")
 st.caption("Rank 1 = lowest SGS_X(d) (most stable) among the shown models on that dataset (SAGO, arXiv 2610.01428). "
            "A dataset says nothing about another dataset: ranks can reverse.")
-scores = common.query("prompt_scores", f)
-common.empty_stop(scores, "deltas")
-per = common.scored("score_tables", f, eps=MAIN_EPSILON)["per_dataset"]
-ranks = common.scored_frame("rankings", per)
-axis = st.selectbox("Axis", AXES, index=AXES.index("cos"), key="rankings_axis", format_func=AXIS_LABELS.get)
+scores = data.query(Store.prompt_scores, f)
+data.empty_stop(scores, "deltas")
+per = data.scored(report.score_tables, f, eps=MAIN_EPSILON)["per_dataset"]
+ranks = data.scored_frame(report.rankings, per)
+urlstate.restore("axis", "rankings_axis", choices=AXES, default="cos")
+axis = st.selectbox("Axis", AXES, key="rankings_axis", format_func=AXIS_LABELS.get)
+urlstate.publish()
 
-colors = common.model_colors()
+colors = data.model_colors()
 r = ranks[ranks["axis"] == axis].copy()
 r["SGS"] = r["sgs"].round(4)
-ci_d = common.scored("bootstrap_ci", f, by=("model", "dataset", "axis"))
+ci_d = data.scored(report.bootstrap_ci, f, by=("model", "dataset", "axis"))
 r = r.merge(ci_d[["model", "dataset", "axis", "lo", "hi"]], on=["model", "dataset", "axis"], how="left")
 dom = sorted(r["model"].unique())
 n_models = int(r["rank"].max()) if len(r) else 1
@@ -36,8 +42,8 @@ base = alt.Chart(r).encode(
              alt.Tooltip("lo:Q", format=".4f", title="95% CI low"), alt.Tooltip("hi:Q", format=".4f", title="95% CI high")],
 )
 bump = (base.mark_line(strokeWidth=3) + base.mark_circle(size=160)).add_params(sel).properties(
-    height=common.chart_height(380), title=f"Rank per dataset — SGS {AXIS_LABELS[axis]}")
-common.altair_chart(bump, "rankings_bump",
+    height=controls.chart_height(380), title=f"Rank per dataset — SGS {AXIS_LABELS[axis]}")
+exports.altair_chart(bump, "rankings_bump",
                     "Each line follows one model across datasets; a crossing means two models swap order "
                     "(a ranking reversal). Higher = more stable.",
                     data=r[["model", "dataset", "axis", "sgs", "rank", "n_models"]])
@@ -50,7 +56,7 @@ st.subheader("Ranking reversals (bootstrap)")
 n_boot = st.number_input("Bootstrap resamples B", 200, 5000, 1000, step=100, key="rankings_boot",
                          help="Prompts resampled with replacement within each dataset, the same prompts for every "
                               "model (paired), seed 0.")
-rp = common.scored("reversal_table", f, n_resamples=int(n_boot), seed=0)
+rp = data.scored(report.reversal_table, f, n_resamples=int(n_boot), seed=0)
 thr = REVERSAL_THRESHOLD
 rp_axis = rp[rp["axis"] == axis]
 called = rp_axis[rp_axis["reversal"].astype(bool)]
@@ -59,16 +65,16 @@ st.caption(f"A pair is called a reversal only when the bootstrap probability tha
            f"{int(rp_axis['observed_flip'].sum())} order flip(s) in the point estimates "
            f"({int(rp['reversal'].astype(bool).sum())} called over all axes).")
 cols = ["axis_label", "model_a", "model_b", "dataset_a", "dataset_b", "diff_a", "diff_b", "p_reversal"]
-common.table(called[cols].rename(columns={"axis_label": "axis"}), "rankings_reversals", f"sago_reversals_{axis}.csv")
+exports.table(called[cols].rename(columns={"axis_label": "axis"}), "rankings_reversals", f"sago_reversals_{axis}.csv")
 with st.expander("Every pair of models and datasets, with P(reversal) — including flips that are not called reversals"):
-    common.table(rp_axis[cols + ["observed_flip", "reversal"]].rename(columns={"axis_label": "axis"}),
+    exports.table(rp_axis[cols + ["observed_flip", "reversal"]].rename(columns={"axis_label": "axis"}),
                  "rankings_reversals_all", "sago_reversal_probabilities.csv")
     st.caption("diff = SGS(model_a) − SGS(model_b) on that dataset; opposite signs = an observed flip.")
 
 st.subheader("Spread across datasets: max / min SGS")
-ratio = common.scored_frame("dataset_ratio", per)
+ratio = data.scored_frame(report.dataset_ratio, per)
 if len(ratio):
-    heat_df = common.scored_frame("ratio_heatmap", ratio)
+    heat_df = data.scored_frame(report.ratio_heatmap, ratio)
     order = [AXIS_LABELS[a] for a in AXES]
     hm = alt.Chart(heat_df).encode(
         x=alt.X("axis_label:N", sort=order, title="axis", axis=alt.Axis(labelAngle=0, orient="top")),
@@ -80,13 +86,13 @@ if len(ratio):
                  alt.Tooltip("min_sgs:Q", format=".4f"), alt.Tooltip("ratio:Q", format=".2f")])
         + hm.mark_text(fontSize=13).encode(text="ratio_label:N")).properties(
         height=alt.Step(34), title="max/min of SGS_X(d) over datasets")
-    common.altair_chart(heat, "rankings_ratio_heatmap",
+    exports.altair_chart(heat, "rankings_ratio_heatmap",
                         "How many times larger a model's SGS is on its least stable dataset than on its most "
                         "stable one (the paper reports 3.7× for Llama-3.1-8B on Δ-Cos). 1× = same on every dataset.",
                         data=ratio)
     show = ratio[["model", "axis_label", "max_dataset", "max_sgs", "min_dataset", "min_sgs", "ratio", "n_datasets"]]
-    common.table(show.rename(columns={"axis_label": "axis"}), "rankings_ratio", "sago_dataset_ratio.csv")
+    exports.table(show.rename(columns={"axis_label": "axis"}), "rankings_ratio", "sago_dataset_ratio.csv")
 else:
     st.info("Needs at least one model with scores on two or more datasets.")
 st.caption("Ranks and ratios use the datasets, models and variants of the current filter.")
-common.provenance("rankings")
+data.provenance("rankings")

@@ -3,44 +3,60 @@
 import altair as alt
 import streamlit as st
 
-from pages import common
+from dashboard import controls, data, exports, frame, urlstate
+from sago_engine import report
+from sago_engine.store import Store
 from sago_engine.stats import SAMPLE_SIZES
 from sago_engine.types import AXES, AXIS_LABELS
 
-f = common.current_filters()
+frame.require_frame()
+
+f = controls.current_filters()
 st.title("Sample size: how many prompts are enough?")
 st.caption("SAGO (arXiv 2610.01428) appendix D: draw N ∈ {4, 8, 16, 32, 64, 128} prompts without replacement "
-           "(capped by what exists), repeat, and take the std across repeats of the mean per (F, u, s, p) group. "
+           "(only from groups with more than N prompts), repeat, and take the std across repeats of the mean per (F, u, s, p) group. "
            "The paper uses N = 16 per dataset; its reviewer called that thin.")
-cells = common.query("cell_prompt_scores", f)
-common.empty_stop(cells, "deltas")
+cells = data.query(Store.cell_prompt_scores, f)
+data.empty_stop(cells, "deltas")
 
+urlstate.restore("model", "sample_size_model", choices=sorted(cells["model"].unique()))
 c1, c2 = st.columns(2)
 with c1:
     repeats = st.number_input("Repeats", 50, 5000, 500, step=50, key="sample_size_repeats")
 with c2:
     model = st.selectbox("Model", sorted(cells["model"].unique()), key="sample_size_model")
-curve = common.scored_frame("sample_size_std", cells[cells["model"] == model], sizes=SAMPLE_SIZES,
+urlstate.publish()
+curve = data.scored_frame(report.sample_size_std, cells[cells["model"] == model], sizes=SAMPLE_SIZES,
                             n_repeats=int(repeats), seed=0)
-summ = common.scored_frame("sample_size_summary", curve)
+summ = data.scored_frame(report.sample_size_curve, curve, sizes=SAMPLE_SIZES)
 summ = summ.assign(axis_label=summ["axis"].map(AXIS_LABELS))
 order = [AXIS_LABELS[a] for a in AXES]
-base = alt.Chart(summ).encode(
-    x=alt.X("n:Q", title="N prompts drawn", scale=alt.Scale(type="log", base=2)),
+plotted = summ[summ["n_groups"] > 0]
+base = alt.Chart(plotted).encode(
+    x=alt.X("n:Q", title="N prompts drawn (requested)", scale=alt.Scale(type="log", base=2),
+            axis=alt.Axis(values=list(SAMPLE_SIZES), format="d")),
     color=alt.Color("axis_label:N", sort=order, title="axis"))
-ch = (base.mark_line(point=True).encode(
-    y=alt.Y("median_std:Q", title="median over (F, u, s, p) groups of std of the group mean"),
-    tooltip=["axis_label", "n", alt.Tooltip("median_std:Q", format=".4f"), alt.Tooltip("median_expected:Q", format=".4f"),
-             "n_groups"])
+ch = (base.mark_line().encode(y=alt.Y("median_std:Q", title="median over (F, u, s, p) groups of std of the group mean"))
+      + base.mark_point(filled=True).encode(
+    y="median_std:Q", size=alt.Size("n_groups:Q", title="groups in the median", scale=alt.Scale(range=[15, 220])),
+    tooltip=[alt.Tooltip("axis_label:N", title="axis"), alt.Tooltip("n:Q", title="N"),
+             alt.Tooltip("median_std:Q", format=".4f"), alt.Tooltip("median_expected:Q", format=".4f"),
+             alt.Tooltip("n_groups:Q", title="groups with more than N prompts"),
+             alt.Tooltip("n_short:Q", title="groups left out (N or fewer prompts)")])
       + base.mark_line(strokeDash=[4, 3], opacity=0.6).encode(y="median_expected:Q")).properties(
-    height=common.chart_height(380), title=f"Std of the mean vs N — {model}")
-common.altair_chart(ch, "sample_size_curve",
-                    "Solid: std across repeats of the mean per (F, u, s, p) group (median over groups). Dashed: the exact "
-                    "value for sampling without replacement, σ/√N·√((M−N)/(M−1)). N stops at the prompts available (M).",
+    height=controls.chart_height(380), title=f"Std of the mean vs N — {model}")
+exports.altair_chart(ch, "sample_size_curve",
+                    "Solid: std across repeats of the mean over N prompts drawn without replacement, median over the "
+                    "(F, u, s, p) groups that have more than N prompts. Dashed: the exact value for sampling without "
+                    "replacement, σ/√N·√((M−N)/(M−1)). Groups with N or fewer prompts are left out at that N; the dot's "
+                    "size is how many groups remain, so a point that rests on few groups looks small.",
                     data=summ)
-mx = int(curve["n_available"].max()) if len(curve) else 0
-if mx < max(SAMPLE_SIZES):
-    st.caption(f"At most {mx} prompts per group exist here: larger N are capped (at N = M the std is 0 by construction).")
+short = summ.groupby("n", as_index=False).agg(n_short=("n_short", "max"), n_total=("n_total", "max"))
+short = short[short["n_short"] > 0]
+if len(short):
+    st.caption("Groups that cannot sample N (they have N or fewer prompts; left out of that point): "
+               + "; ".join(f"N = {int(r.n)}: {int(r.n_short)} of {int(r.n_total)}" for r in short.itertuples())
+               + ". No point is drawn where no group has more than N prompts.")
 
 st.subheader("Prompts needed for a chosen CI half-width")
 c3, c4 = st.columns(2)
@@ -49,10 +65,10 @@ with c3:
                         key="sample_size_h")
 with c4:
     level = st.select_slider("Confidence", [0.90, 0.95, 0.99], value=0.95, key="sample_size_level")
-need = common.scored("n_for_halfwidth", f, halfwidth=float(h), level=float(level))
+need = data.scored(report.n_for_halfwidth, f, halfwidth=float(h), level=float(level))
 need = need.assign(axis_label=need["axis"].map(AXIS_LABELS))
-common.table(need[["model", "axis_label", "sigma", "n_now", "halfwidth_now", "n_needed", "status"]],
+exports.table(need[["model", "axis_label", "sigma", "n_now", "halfwidth_now", "n_needed", "status"]],
              "sample_size_needed", "sago_n_needed.csv")
 st.caption("Normal approximation: n = ⌈(z·σ/h)²⌉ with z the normal quantile and σ the std of the per-prompt scores "
            "s_X(i) over all filtered prompts. halfwidth_now = z·σ/√n_now. 'no variation' (σ = 0) needs no more prompts.")
-common.provenance("sample_size")
+data.provenance("sample_size")

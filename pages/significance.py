@@ -4,22 +4,26 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from pages import common
-from sago_engine import paper
+from dashboard import controls, data, exports, frame, urlstate
+from sago_engine import paper, report
+from sago_engine.store import Store
 from sago_engine.report import normalizer_comparison, wide_cells
+from sago_engine.noise import floor_table
 from sago_engine.scoring import EPSILONS, MAIN_EPSILON
 from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_NORMALIZERS
 
-f = common.current_filters()
+frame.require_frame()
+
+f = controls.current_filters()
 st.title("Significance: is the instability above ε?")
 st.caption("One-sided one-sample t-test on the per-prompt scores s_X(i): H0: E[s] ≤ ε vs H1: E[s] > ε "
            "(SAGO, arXiv 2610.01428 §Significance). Markers: * p<0.05, ** p<0.01, † p<0.001. "
            "ε = 0.05 is the operating point; 0.10 is a stress test.")
-scores = common.query("prompt_scores", f)
-common.empty_stop(scores, "deltas")
+scores = data.query(Store.prompt_scores, f)
+data.empty_stop(scores, "deltas")
 
-if "significance_eps" not in st.session_state:
-    st.session_state["significance_eps"] = MAIN_EPSILON
+urlstate.restore("eps", "significance_eps", "float", default=MAIN_EPSILON)
+urlstate.restore("per_dataset", "significance_per_dataset", "bool")
 
 
 def _preset(v: float) -> None:
@@ -38,27 +42,26 @@ with c5:
     per_dataset = st.toggle("Per dataset", key="significance_per_dataset",
                             help="One test per model × axis × dataset instead of pooling all prompts.")
 with c6:
-    correction = common.correction_control("significance")
+    correction = controls.correction_control("significance")
 
-sig = common.scored("significance_table", f, eps=float(eps), per_dataset=bool(per_dataset), correction=correction)
+urlstate.publish()
+sig = data.scored(report.significance_table, f, eps=float(eps), per_dataset=bool(per_dataset), correction=correction)
 st.subheader(f"SGS mean ± std and markers at ε = {eps:.3f}")
 index = ["model", "dataset"] if per_dataset else ["model"]
-common.table(wide_cells(sig, index), "significance_table", f"sago_significance_eps{eps:.3f}.csv")
+exports.table(wide_cells(sig, index), "significance_table", f"sago_significance_eps{eps:.3f}.csv")
 if correction != "none":
     st.caption(f"Markers follow {'Holm' if correction == 'holm' else 'Benjamini–Hochberg'}-adjusted p over the "
                f"{int(sig['p'].notna().sum())} tests of this table (models × axes{' × datasets' if per_dataset else ''}).")
 
 # api-fidelity (#13): the test against the noise floor beside the test against ε
-_nf = common.query("noise_floor", None)
+_nf = data.query(Store.noise_floor)
 if len(_nf):
-    from sago_engine.noise import floor_table
-
     st.subheader("Against the noise floor: is the instability above repeating the same prompt?")
-    common.table(floor_table(scores, _nf), "significance_noise_floor", "sago_noise_floor_test.csv")
+    exports.table(floor_table(scores, _nf), "significance_noise_floor", "sago_noise_floor_test.csv")
     st.caption("floor: mean over prompts of the RMS Δ between repeats of the base prompt (models that are not "
                "deterministic at T = 0). p: one-sided paired t-test of s_X(i) − floor_X(i) > 0.")
 
-heat_df = common.scored_frame("significance_heatmap", sig)
+heat_df = data.scored_frame(report.significance_heatmap, sig)
 order = [AXIS_LABELS[a] for a in AXES]
 hm = alt.Chart(heat_df).encode(x=alt.X("axis_label:N", sort=order, title="axis", axis=alt.Axis(labelAngle=0, orient="top")),
                                y=alt.Y("row:N", title=None, axis=alt.Axis(labelLimit=320)))
@@ -70,14 +73,14 @@ heat = (hm.mark_rect().encode(
     + hm.mark_text(fontSize=12).encode(
         text="label:N", color=alt.condition("datum.neglog10p > 5", alt.value("white"), alt.value("black")))).properties(
     height=alt.Step(34), title=f"SGS ± markers per model × axis, coloured by −log10 p of H0: E[s] ≤ {eps:.3f}")
-common.altair_chart(heat, "significance_heatmap",
+exports.altair_chart(heat, "significance_heatmap",
                     "Darker = stronger evidence that the model's instability on that axis exceeds ε; the cell "
                     "shows SGS and its marker. Blank (missing) cells are unavailable axes (n/a).",
                     data=sig)
 
 with st.expander("Raw and adjusted p-values, with 95% bootstrap CIs", expanded=correction != "none"):
-    ci_sig = common.scored("sgs_ci_table", f, eps=float(eps), per_dataset=bool(per_dataset), correction=correction)
-    common.table(common.scored_frame("pvalue_table", ci_sig), "significance_pvalues",
+    ci_sig = data.scored(report.sgs_ci_table, f, eps=float(eps), per_dataset=bool(per_dataset), correction=correction)
+    exports.table(data.scored_frame(report.pvalue_table, ci_sig), "significance_pvalues",
                  f"sago_pvalues_eps{eps:.3f}_{correction}.csv")
     st.caption("p_raw: one-sided t-test; p_adj: after the chosen control (= p_raw for none). Holm: step-down, "
                "family-wise error; BH: scipy.stats.false_discovery_control, false discovery rate. CI: percentile "
@@ -86,14 +89,14 @@ with st.expander("Raw and adjusted p-values, with 95% bootstrap CIs", expanded=c
         st.warning("Some groups have fewer than 5 prompts: their tests and intervals are unreliable.")
 
 st.subheader(f"Models rejecting H0 per axis at ε = {eps:.3f}")
-rc_sig = common.scored("significance_table", f, eps=float(eps), correction=correction)
-rc = common.scored_frame("rejection_counts", rc_sig.assign(p=rc_sig["p_adj"]))
-common.table(rc.drop(columns=["axis"]).rename(columns={"axis_label": "axis"}), "significance_counts",
+rc_sig = data.scored(report.significance_table, f, eps=float(eps), correction=correction)
+rc = data.scored_frame(report.rejection_counts, rc_sig.assign(p=rc_sig["p_adj"]))
+exports.table(rc.drop(columns=["axis"]).rename(columns={"axis_label": "axis"}), "significance_counts",
              f"sago_rejections_eps{eps:.3f}.csv")
 st.caption("Counts use the pooled test per model × axis (all prompts of the filtered datasets).")
 
 st.subheader("Threshold robustness (appendix B): rejections at p<0.05 / 0.01 / 0.001")
-common.table(common.scored("threshold_table", f, epsilons=EPSILONS, correction=correction), "significance_threshold",
+exports.table(data.scored(report.threshold_table, f, epsilons=EPSILONS, correction=correction), "significance_threshold",
              "sago_threshold_table.csv")
 if correction != "none":
     st.caption("Counts use adjusted p; each ε's models × axes form one family.")
@@ -103,25 +106,25 @@ with st.expander(f"For comparison — {paper.PAPER_SOURCE} (not computed here)")
 st.subheader("How much do the normalizers R_X matter?")
 q = st.select_slider("Data-driven R_X = this quantile of |Δ| over the store (per axis)", [0.5, 0.9, 0.95, 0.99, 1.0],
                      value=0.95, key="significance_rx_q")
-quant = common.query("delta_abs_quantiles", f, q=float(q))
-rx = common.scored_frame("data_driven_normalizers", quant, paper=tuple(sorted(DEFAULT_NORMALIZERS.items())))
-rescaled = common.query("prompt_scores_rescaled", f, normalizers=tuple(zip(rx["axis"], rx["r_data"])))
+quant = data.query(Store.delta_abs_quantiles, f, q=float(q))
+rx = data.scored_frame(report.data_driven_normalizers, quant, paper=tuple(sorted(DEFAULT_NORMALIZERS.items())))
+rescaled = data.query(Store.prompt_scores_rescaled, f, normalizers=tuple(zip(rx["axis"], rx["r_data"])))
 cmp_ = normalizer_comparison(scores, rescaled, rx, eps=float(eps))
-common.table(cmp_, "significance_normalizers", f"sago_normalizers_q{q:g}.csv")
+exports.table(cmp_, "significance_normalizers", f"sago_normalizers_q{q:g}.csv")
 st.caption("SGS and raw markers under the paper's fixed R_X (SPEC: 2, 100, 1, 250, 10, 1) and under R_X taken from "
            "the data. ratio = SGS(data R) / SGS(paper R). When the quantile is 0 (e.g. most Δ-MR are 0) the max |Δ| is used.")
 
 st.subheader("Length-normalized log-prob (per token) beside Δ-Prob")
-ptok = common.scored_frame("per_token_prob", common.query("per_token_logprob_deltas", f))
+ptok = data.scored_frame(report.per_token_prob, data.query(Store.per_token_logprob_deltas, f))
 if len(ptok["table"]):
-    prob_ci = common.scored("bootstrap_ci", f, by=("model", "axis"))
+    prob_ci = data.scored(report.bootstrap_ci, f, by=("model", "axis"))
     prob_ci = prob_ci[prob_ci["axis"] == "prob"].assign(axis_label="Δ-Prob (R = 250, sequence)")
     cols = ["model", "axis_label", "sgs", "lo", "hi", "n_prompts", "status"]
     both = pd.concat([prob_ci[cols], ptok["table"][cols]]).sort_values(["model", "axis_label"])
-    common.table(both, "significance_per_token", "sago_prob_per_token.csv")
+    exports.table(both, "significance_per_token", "sago_prob_per_token.csv")
     st.caption(f"Δ-Prob / token = Δ of seq_logprob / n_tokens (nats per token), normalized by R = {ptok['r']:.3f} "
                "(the 95% quantile of |Δ per token| here; the paper fixes no constant for it). Δ-Prob itself is "
                "length-sensitive on purpose (SPEC). CIs: percentile bootstrap over prompts.")
 else:
     st.info("No sequence log-probs stored for the current filter (closed models: unavailable).")
-common.provenance("significance")
+data.provenance("significance")

@@ -4,20 +4,23 @@ import altair as alt
 import plotly.express as px
 import streamlit as st
 
-from pages import common
+from dashboard import controls, data, exports, frame, urlstate
+from sago_engine.store import Store
 from sago_engine.ablations import (TONE_TEST, dose_response, length_factor, recorded_threshold, semantic_audit,
                                    semantic_histogram, tone_asymmetry, tone_bars)
 from sago_engine.types import AXES, AXIS_LABELS
 
-f = common.current_filters()
+frame.require_frame()
+
+f = controls.current_filters()
 st.title("Variants: the variant set and the ablations")
 st.caption("How close the variants stay to their base prompts, and how Δ̃ depends on the variant's strength s, "
            "position p, social tone and target length (SAGO, arXiv 2610.01428 §Ablations).")
 
 # ---------------------------------------------------------------- semantic-score audit
-audit = common.query("variant_audit", f, with_meta=False, with_ids=False)
-common.empty_stop(audit, "variants")
-thr = common.query("semantic_thresholds")
+audit = data.query(Store.variant_audit, f, with_meta=False, with_ids=False)
+data.empty_stop(audit, "variants")
+thr = data.query(Store.semantic_thresholds)
 threshold = recorded_threshold(thr)
 
 st.subheader("Semantic score vs the base prompt (BERTScore-F1)")
@@ -40,7 +43,7 @@ hist_chart = alt.layer(*layers, data=hist).facet(row=alt.Row("family:N", title=N
 thr_txt = (f"the dashed line is the filter threshold t = {threshold:.3f} on the encoder's scale" if threshold is not None
            else "runs in this store used different thresholds (see the table below)" if thr["threshold"].notna().any()
            else "no threshold is recorded in this store")
-common.altair_chart(hist_chart, key="variants_semantic_hist",
+exports.altair_chart(hist_chart, key="variants_semantic_hist",
                     caption=f"How close each variant stays in meaning to its base prompt (1 = same); {thr_txt}. "
                             "Social-register and structural variants below it are rejected; surface noise is exempt.",
                     data=hist)
@@ -52,34 +55,37 @@ with st.expander("How the threshold is mapped from the paper's 0.85"):
         "A raw 0.85 on RoBERTa-large is only 11 % of the way from unrelated text to identical text, so the "
         "mapped filter removes only variants close to unrelated text. Details: docs/METHOD.md, "
         "sago_engine/variants/README.md.")
-    common.table(thr, key="variants_thresholds", filename="semantic_thresholds.csv")
-common.table(semantic_audit(audit, threshold), key="variants_audit_table", filename="semantic_audit.csv")
+    exports.table(thr, key="variants_thresholds", filename="semantic_thresholds.csv")
+exports.table(semantic_audit(audit, threshold), key="variants_audit_table", filename="semantic_audit.csv")
 st.caption("Per family: variants generated, scored, kept and rejected, and the spread of their semantic scores.")
 
-rejected = common.query("rejected_variants", f)
+rejected = data.query(Store.rejected_variants, f)
 with st.expander(f"Rejected variants and why ({len(rejected)}{'+' if len(rejected) >= 1000 else ''})"):
     if rejected.empty:
         st.info("No variant was rejected under the current filters.")
     else:
-        common.table(rejected, key="variants_rejected_table", filename="rejected_variants.csv")
+        exports.table(rejected, key="variants_rejected_table", filename="rejected_variants.csv")
         st.caption("Rejected variants are stored but excluded from every score; LLM rewrites (generator llm:…) "
                    "that were rejected are not sent to the models at all.")
 
 # ---------------------------------------------------------------- ablations
-abl = common.query("ablation_frame", f)
+abl = data.query(Store.ablation_frame, f)
 cells = abl["cells"]
 if cells.empty:
     st.warning("No deltas of kept variants for the current store and filters: the ablations need model runs.")
     st.stop()
-colors = common.model_colors()
+colors = data.model_colors()
 axes_present = [a for a in AXES if a in set(cells["axis"])]
 families = sorted(cells["family"].unique())
+urlstate.restore("axis", "variants_axis", choices=axes_present,
+                 default="bleu" if "bleu" in axes_present else axes_present[0])
+urlstate.restore("family", "variants_family", choices=families)
 c1, c2 = st.columns(2)
 with c1:
-    axis = st.selectbox("Axis", axes_present, key="variants_axis", format_func=AXIS_LABELS.get,
-                        index=axes_present.index("bleu") if "bleu" in axes_present else 0)
+    axis = st.selectbox("Axis", axes_present, key="variants_axis", format_func=AXIS_LABELS.get)
 with c2:
     family = st.selectbox("Family (F)", families, key="variants_family")
+urlstate.publish()
 ax_label = AXIS_LABELS[axis]
 
 st.subheader(f"Dose-response by strength s: mean |Δ̃| of {ax_label}, chosen family")
@@ -93,8 +99,8 @@ else:
                   labels={"mean_abs": f"mean |Δ̃| ({ax_label})", "strength": "strength s"})
     fig.update_xaxes(matches=None)
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
-    fig.update_layout(height=common.chart_height(420), legend_title_text="model")
-    common.chart(fig, key="variants_dose_strength", data=ds,
+    fig.update_layout(height=controls.chart_height(420), legend_title_text="model")
+    exports.chart(fig, key="variants_dose_strength", data=ds,
                  caption="Each line is one model: how much the axis moves on average as the variant gets stronger "
                          "(whiskers: ± one standard error over variants); a rising line is a dose-response.")
 
@@ -106,8 +112,8 @@ fig = px.bar(dp, x="position", y="mean_abs", color="model", facet_col="family", 
              category_orders={"position": ["PREFIX", "SUFFIX", "GLOBAL"]},
              labels={"mean_abs": f"mean |Δ̃| ({ax_label})", "position": "position p"})
 fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
-fig.update_layout(height=common.chart_height(420), legend_title_text="model")
-common.chart(fig, key="variants_dose_position", data=dp,
+fig.update_layout(height=controls.chart_height(420), legend_title_text="model")
+exports.chart(fig, key="variants_dose_position", data=dp,
              caption="Mean movement of the axis when the edit is at the start (PREFIX), the end (SUFFIX) or "
                      "throughout (GLOBAL) of the prompt, per family; structural variants are always GLOBAL.")
 
@@ -124,12 +130,12 @@ else:
                  labels={"mean_abs": "mean |Δ̃|", "axis_label": "axis"})
     fig.update_yaxes(matches=None, showticklabels=True)
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
-    fig.update_layout(height=common.chart_height(560))
-    common.chart(fig, key="variants_tone", data=tone,
+    fig.update_layout(height=controls.chart_height(560))
+    exports.chart(fig, key="variants_tone", data=tone,
                  caption="Orange bars taller than blue mean a rude, impatient or hostile phrasing moves that axis more "
                          "than a polite one; the table gives the one-sided test per model and axis.")
     show = tone.assign(axis=tone["axis"].map(AXIS_LABELS))
-    common.table(show, key="variants_tone_table", filename="tone_asymmetry.csv")
+    exports.table(show, key="variants_tone_table", filename="tone_asymmetry.csv")
     st.caption(f"Test: {TONE_TEST}. Markers: * p<0.05, ** p<0.01, † p<0.001.")
 
 st.subheader("Length factor: spread of per-prompt instability vs target length ratio")
@@ -145,7 +151,7 @@ else:
                           "std_instability": "std over prompts of s_i", "axis_label": "axis"})
     fig.add_vline(x=1.0, line_dash="dot", line_color="#888")
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
-    fig.update_layout(height=common.chart_height(460))
-    common.chart(fig, key="variants_length", data=lf,
+    fig.update_layout(height=controls.chart_height(460))
+    exports.chart(fig, key="variants_length", data=lf,
                  caption="For each target length (left of the dotted line = shortened, right = lengthened), how much "
                          "the per-prompt instability varies between prompts, one line per axis.")

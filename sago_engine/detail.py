@@ -13,6 +13,36 @@ import pandas as pd
 from sago_engine.types import AXES, AXIS_LABELS
 
 BASE_LABEL = "base prompt"
+#: What a missing value says on the Prompts page (never ``nan`` / ``None``).
+NO_REPLY = "(no reply: this model has no response for it in the store)"
+SURFACE_EXEMPT = "not scored: surface noise is exempt"
+NOT_SCORED = "not scored"
+UNAVAILABLE = "axis unavailable"
+
+
+def semantic_score_text(family: str, score) -> str:
+    """The semantic score (BERTScore-F1 vs the base prompt) as shown: ``"0.934"``, or why there is none.
+
+    Surface-noise variants are exempt from the semantic filter (SAGO §Variants: typos and
+    casing are not meaning changes), so they carry no score: ``SURFACE_EXEMPT``. Any other
+    missing score reads ``NOT_SCORED``.
+    """
+    if score is None or (isinstance(score, float) and np.isnan(score)) or pd.isna(score):
+        return SURFACE_EXEMPT if family == "surface_noise" else NOT_SCORED
+    return f"{float(score):.3f}"
+
+
+def variant_rows(variants: pd.DataFrame) -> pd.DataFrame:
+    """The Prompts page's variant table: label, F, u, s, p, semantic score as text (why missing), kept, text."""
+    v = labelled_variants(variants)
+    v["semantic_score"] = [semantic_score_text(f, x) for f, x in zip(v["family"], v["semantic_score"])]
+    return v[["label", "family", "subtype", "strength", "position", "semantic_score", "kept", "text"]]
+
+
+def unavailable_text(reason) -> str:
+    """``"axis unavailable: <reason>"`` for a Δ̃ cell a model cannot measure (reason as stored, if any)."""
+    r = None if reason is None or pd.isna(reason) else str(reason).strip()
+    return f"{UNAVAILABLE}: {r}" if r else f"{UNAVAILABLE}: not measured by this backend"
 
 
 def variant_label(family: str, subtype: str, strength: float, position: str) -> str:
@@ -41,10 +71,11 @@ def heatmap_frame(detail: dict[str, pd.DataFrame]) -> pd.DataFrame:
     Returns:
         model, variant_id, label, order (variant rank), axis (store name), axis_label
         (Δ-Cos …), delta (signed Δ, raw units), delta_norm (Δ̃ ∈ [−1, 1]; NaN where
-        unavailable), available, reason.
+        unavailable), available, reason, value (the cell's text: ``"+0.12"``, ``"-0.003"``, ``"0"``, or
+        ``"n/a"``), why (empty, or ``"axis unavailable: …"``).
     """
     cols = ["model", "variant_id", "label", "order", "axis", "axis_label", "delta", "delta_norm", "available",
-            "reason"]
+            "reason", "value", "why"]
     v = labelled_variants(detail["variants"])
     d = detail["deltas"]
     if v.empty or d.empty:
@@ -55,14 +86,27 @@ def heatmap_frame(detail: dict[str, pd.DataFrame]) -> pd.DataFrame:
     out["delta_norm"] = out["delta_norm"].where(out["available"].astype(bool))
     out["_a"] = out["axis"].map({a: i for i, a in enumerate(AXES)})
     out = out.sort_values(["model", "order", "_a"]).reset_index(drop=True)
+    ok = out["available"].astype(bool)
+    out["value"] = [_cell_text(x) if a else "n/a" for a, x in zip(ok, out["delta_norm"])]
+    out["why"] = ["" if a else unavailable_text(r) for a, r in zip(ok, out["reason"])]
     return out[cols]
+
+
+def _cell_text(x: float) -> str:
+    """Δ̃ as a heatmap label: ``"0"`` below 5e-4, three decimals below 0.005 (never ``"-0.00"``), else two."""
+    if x != x:
+        return "n/a"
+    if abs(x) < 5e-4:
+        return "0"
+    return f"{x:+.3f}" if abs(x) < 0.005 else f"{x:+.2f}"
 
 
 def responses_side_by_side(detail: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per (base prompt, then each variant), one column per model with its response text.
 
     Returns columns ``variant`` (label; ``"base prompt"`` first), ``variant_id`` (None for the
-    base) and one column per model (sorted); a missing response is None.
+    base) and one column per model (sorted); a missing response reads ``NO_REPLY`` (text, so
+    pandas never turns it into ``nan``).
     """
     v = labelled_variants(detail["variants"])
     r = detail["responses"]
@@ -73,5 +117,9 @@ def responses_side_by_side(detail: dict[str, pd.DataFrame]) -> pd.DataFrame:
     for m in models:
         rm = r[r["model"] == m]
         by_vid = dict(zip(rm["variant_id"].where(rm["variant_id"].notna(), None), rm["response"]))
-        out[m] = [by_vid.get(vid) for vid in out["variant_id"]]
+        out[m] = pd.Series([_reply(by_vid.get(vid)) for vid in out["variant_id"]], dtype=object)
     return out
+
+
+def _reply(text) -> str:
+    return NO_REPLY if text is None or (not isinstance(text, str) and pd.isna(text)) else str(text)

@@ -175,6 +175,68 @@ def load_backend(model: str, dtype: str = "float32", device: str = "cpu", batch_
                         "batch_size": batch_size})
 
 
+# ---------------------------------------------------------------- background warm-up (issue #15.7)
+# One loaded backend per model per server process, shared read-only by sessions (generate calls
+# are serialised by ``_lock_for``). The dashboard starts loading the default model and the
+# BERTScore encoder when it starts, so the first probe does not wait for both.
+_shared: dict[str, Any] = {}
+_shared_guard = threading.Lock()
+_warm: dict[str, Any] = {"state": "idle", "model": None, "step": "", "t0": None, "ready_s": None, "error": None}
+_warm_done = threading.Event()
+
+
+def shared_backend(model: str) -> Any:
+    """The process-wide backend of ``model``: waits for a running warm-up of it, else loads it once.
+
+    Raises whatever ``load_backend`` raises (the Live page shows it).
+    """
+    if _warm["model"] == model and _warm["state"] == "loading":
+        _warm_done.wait()
+    with _shared_guard:
+        if model not in _shared:
+            _shared[model] = load_backend(model)
+        return _shared[model]
+
+
+def _warm_up(model: str) -> None:
+    try:
+        _warm["step"] = f"loading {model}"
+        with _shared_guard:
+            if model not in _shared:
+                _shared[model] = load_backend(model)
+        _warm["step"] = "loading the BERTScore encoder"
+        from sago_engine.bertscore import bertscore_f1
+
+        bertscore_f1(["warm"], ["warm up"])  # loads and runs the encoder once
+        _warm["state"], _warm["step"] = "ready", "ready"
+    except Exception as e:  # noqa: BLE001 - reported by warmup_status; a probe then loads and shows the error
+        _warm["state"], _warm["error"] = "failed", f"{type(e).__name__}: {e}"
+    finally:
+        _warm["ready_s"] = time.perf_counter() - _warm["t0"]
+        _warm_done.set()
+
+
+def start_warmup(model: str = DEFAULT_MODEL) -> bool:
+    """Load ``model`` and the BERTScore encoder in a background thread (once per process).
+
+    Returns True when this call started it. Never raises: a failure is kept in ``warmup_status``.
+    """
+    with _shared_guard:
+        if _warm["state"] != "idle":
+            return False
+        _warm.update(state="loading", model=model, t0=time.perf_counter(), step="starting")
+    threading.Thread(target=_warm_up, args=(model,), name="sago-live-warmup", daemon=True).start()
+    return True
+
+
+def warmup_status() -> dict[str, Any]:
+    """``{"state": idle|loading|ready|failed, "model", "step", "elapsed_s", "ready_s", "error"}`` of the warm-up."""
+    st = dict(_warm)
+    st["elapsed_s"] = None if st["t0"] is None else time.perf_counter() - st["t0"]
+    st.pop("t0", None)
+    return st
+
+
 def _lock_for(backend: Any) -> threading.Lock:
     with _locks_guard:
         return _locks.setdefault(id(backend), threading.Lock())
@@ -436,7 +498,7 @@ def save_probe(res: ProbeResult, path: str | Path | None = None, backend_info: d
         LiveError: ``path`` is the shipped demo store, or the probe has no finished variant.
         StoreError: the file exists but is not a sago store.
     """
-    from sago_engine.report import DEMO_STORE
+    from sago_engine.store_catalog import DEMO_STORE
     from sago_engine.store import open_store
 
     p = Path(path) if path else default_user_store()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from sago_engine import stats as stats_mod
@@ -12,29 +10,6 @@ from sago_engine.stats import (  # noqa: F401  (re-exported: pages reach them th
     REVERSAL_THRESHOLD, data_driven_normalizers, n_for_halfwidth, sample_size_std, sample_size_summary)
 from sago_engine.types import AXES, AXIS_LABELS
 
-DEMO_STORE = Path(__file__).resolve().parent.parent / "data" / "sago_demo.duckdb"
-
-
-def snapshot_caption(meta: dict[str, str]) -> str:
-    """One line on how fresh a store is, from its ``meta`` (published_at, status, progress).
-
-    The runner publishes consistent snapshots while it runs; readers see the last one.
-    """
-    when = meta.get("published_at")
-    status = meta.get("status")
-    if not when:
-        return "Store written without snapshot publishing (no timestamp recorded)."
-    if status == "running":
-        return f"Snapshot of a run in progress ({meta.get('progress', '?')} generations) published {when} UTC."
-    return f"Complete store, published {when} UTC."
-
-
-def find_stores(folder: str | Path) -> list[Path]:
-    """DuckDB files in ``folder`` (sorted; the demo store first when present)."""
-    folder = Path(folder)
-    found = sorted(folder.glob("*.duckdb"))
-    return sorted(found, key=lambda p: (p.name != DEMO_STORE.name, p.name))
-
 
 def wide_cells(long: pd.DataFrame, index: list[str]) -> pd.DataFrame:
     """Pivot to one column per axis (paper's labels, paper's order), cells "mean±std marker"; missing → "n/a"."""
@@ -42,15 +17,6 @@ def wide_cells(long: pd.DataFrame, index: list[str]) -> pd.DataFrame:
     w = w.reindex(columns=list(AXES)).astype(object).fillna("n/a")
     w.columns = [AXIS_LABELS[a] for a in w.columns]
     return w.reset_index()
-
-
-#: Colour-blind-safe qualitative palette (Okabe–Ito); a model keeps its colour on every page.
-PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#F0E442", "#000000")
-
-
-def model_colors(models) -> dict[str, str]:
-    """Stable model → colour map: sorted model names take the palette in order (cycling)."""
-    return {m: PALETTE[i % len(PALETTE)] for i, m in enumerate(sorted(set(models)))}
 
 
 # ====================================================================== summary pages
@@ -404,3 +370,72 @@ def per_token_prob(per_token: pd.DataFrame, q: float = 0.95, n_resamples: int = 
     ci["mean_abs_delta"] = ci["model"].map(mad)
     ci["r"] = r
     return {"r": r, "table": ci[cols]}
+
+
+# ====================================================================== sample size (appendix D), plotted by requested N
+def sample_size_curve(curve: pd.DataFrame, sizes, by: tuple[str, ...] = ("model", "axis")) -> pd.DataFrame:
+    """The Sample-size chart's points: per ``by`` and REQUESTED N, the median over the (F, u, s, p) groups that can sample N.
+
+    Args:
+        curve: ``stats.sample_size_std`` (one row per group and N used; N is capped at the group's
+            M prompts, where std is 0 by construction).
+        sizes: the requested N (``stats.SAMPLE_SIZES``).
+    Returns:
+        ``by`` + n (requested N), median_std, max_std, median_expected (σ/√N·√((M−N)/(M−1)), median),
+        n_groups (groups with M > N, the ones in the median), n_short (groups with M ≤ N, left
+        out: drawing N of them takes the whole group, std 0 by construction), n_total. A point
+        has a value only where n_groups > 0, so groups capped at their own size never pull the
+        curve to 0 (the zig-zag of issue #15.2).
+    """
+    from sago_engine.stats import CELL
+
+    cols = [*by, "n", "median_std", "max_std", "median_expected", "n_groups", "n_short", "n_total"]
+    if curve.empty:
+        return pd.DataFrame(columns=cols)
+    keys = [*by, *CELL]
+    m = curve.groupby(keys, observed=True, dropna=False)["n_available"].first().reset_index()
+    rows = []
+    for k, grp in m.groupby(list(by), observed=True, sort=True):
+        k = k if isinstance(k, tuple) else (k,)
+        sub = curve.merge(pd.DataFrame([dict(zip(by, k))]), on=list(by))
+        for n in sizes:
+            reach = sub[(sub["n_requested"] == n) & (sub["n_available"] > n)]
+            n_short = int((grp["n_available"] <= n).sum())
+            if reach.empty:
+                rows.append({**dict(zip(by, k)), "n": int(n), "median_std": float("nan"), "max_std": float("nan"),
+                             "median_expected": float("nan"), "n_groups": 0, "n_short": n_short,
+                             "n_total": int(len(grp))})
+                continue
+            rows.append({**dict(zip(by, k)), "n": int(n), "median_std": float(reach["std_mean"].median()),
+                         "max_std": float(reach["std_mean"].max()),
+                         "median_expected": float(reach["expected_std"].median()), "n_groups": int(len(reach)),
+                         "n_short": n_short, "n_total": int(len(grp))})
+    return pd.DataFrame(rows, columns=cols)
+
+
+# ====================================================================== radar scale (issue #15.8)
+def radar_axis_scales(radar: pd.DataFrame, use_ci: bool = True, extra: pd.DataFrame | None = None) -> dict[str, float]:
+    """Per-axis radar scale: the largest value shown on each spoke, so small axes are not lost in the centre.
+
+    Args:
+        radar: ``radar_data`` (model, axis, sgs, lo, hi, available).
+        use_ci: include the CI upper bounds ``hi`` (when the chart draws them).
+        extra: other values drawn on the spokes (axis, sgs), e.g. the paper overlay.
+    Returns:
+        ``{axis: max}`` for each of the six axes; 1.0 where nothing positive is shown (so a
+        spoke with only zeros or n/a stays at the centre, never divides by 0). Dividing a value
+        by its axis's scale maps it to [0, 1] on that spoke; the common (paper's) scale is
+        the plain SGS and needs no scales.
+    """
+    import numpy as np
+
+    cols = ["sgs", "hi"] if use_ci else ["sgs"]
+    out = {}
+    for a in AXES:
+        vals = radar.loc[radar["axis"] == a, cols].to_numpy(dtype=float).ravel()
+        if extra is not None and len(extra):
+            vals = np.concatenate([vals, extra.loc[extra["axis"] == a, "sgs"].to_numpy(dtype=float)])
+        vals = vals[np.isfinite(vals)]
+        m = float(vals.max()) if len(vals) else 0.0
+        out[a] = m if m > 0 else 1.0
+    return out

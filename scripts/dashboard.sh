@@ -1,7 +1,40 @@
 #!/usr/bin/env bash
-# Installs what is needed (first time only) and starts the dashboard on the bundled demo store.
+# Starts the dashboard (installs what is needed the first time).
+#
+#   bash scripts/dashboard.sh                 local: http://127.0.0.1:8501 only, any store, Live page
+#   bash scripts/dashboard.sh --share DIR     meeting: reachable from the network, read-only, stores
+#                                             from DIR only, no Live page, no writes
+#   bash scripts/dashboard.sh --share DIR --live   the same plus the Live page (runs models, saves probes)
+# Optional password in share mode: sago_password = "…" in .streamlit/secrets.toml.
+# Other arguments go to `streamlit run` (e.g. --server.port 8600).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+share="" live=0 extra=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --share) [ $# -ge 2 ] || { echo "--share needs a folder" >&2; exit 2; }; share="$2"; shift 2 ;;
+    --share=*) share="${1#--share=}"; shift ;;
+    --live) live=1; shift ;;
+    *) extra+=("$1"); shift ;;
+  esac
+done
+[ -n "${SAGO_SKIP_SETUP:-}" ] || bash scripts/setup.sh  # SAGO_SKIP_SETUP=1: tests (venv already set up)
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-exec .venv/bin/python -m streamlit run app.py --server.headless true --browser.gatherUsageStats false --client.toolbarMode minimal "$@"
+# load the Live page's default model and the BERTScore encoder in the background at start (0: don't)
+export SAGO_LIVE_WARMUP="${SAGO_LIVE_WARMUP:-1}"
+unset SAGO_SHARE_DIR SAGO_LIVE
+address=127.0.0.1
+opts=()
+if [ -n "$share" ]; then
+  [ -d "$share" ] || { echo "--share: $share is not a folder" >&2; exit 2; }
+  export SAGO_SHARE_DIR="$(cd "$share" && pwd)"
+  [ "$live" = 1 ] && export SAGO_LIVE=1
+  address=0.0.0.0
+  # no tracebacks (server paths) for visitors; never rerun on file changes
+  opts+=(--client.showErrorDetails type --server.runOnSave false --server.fileWatcherType none)
+elif [ "$live" = 1 ]; then
+  echo "--live only matters with --share DIR (local mode always has the Live page)" >&2
+fi
+exec .venv/bin/python -m streamlit run app.py --server.headless true --server.address "$address" \
+  --browser.gatherUsageStats false --client.toolbarMode minimal --client.showSidebarNavigation false \
+  ${opts[@]+"${opts[@]}"} ${extra[@]+"${extra[@]}"}

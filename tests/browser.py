@@ -35,10 +35,11 @@ def free_port() -> int:
 
 
 @contextmanager
-def dashboard(store: Path, timeout: float = 60.0):
-    """Run ``streamlit run app.py`` with SAGO_STORE=store on 127.0.0.1; yield its URL."""
+def dashboard(store: Path | None, timeout: float = 60.0, env: dict | None = None):
+    """Run ``streamlit run app.py`` with SAGO_STORE=store on 127.0.0.1 (extra ``env``: e.g. share mode); yield its URL."""
     port = free_port()
-    env = {**os.environ, "SAGO_STORE": str(store), "HF_HUB_OFFLINE": "1"}
+    env = {k: v for k, v in {**os.environ, "SAGO_STORE": str(store or ""), "HF_HUB_OFFLINE": "1", **(env or {})}.items()
+           if v != ""}
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
          "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--client.toolbarMode", "minimal"],
@@ -83,3 +84,56 @@ def screenshot_dir() -> Path:
     d = Path(os.environ.get("SAGO_SCREENSHOTS", ROOT / "artifacts" / "screenshots"))
     d.mkdir(parents=True, exist_ok=True)
     return d
+
+
+def listen_addresses(port: int) -> set[str]:
+    """IPv4 addresses a local socket listens on for ``port`` (from /proc/net/tcp; Linux)."""
+    out = set()
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        local, state = line.split()[1], line.split()[3]
+        ip_hex, port_hex = local.split(":")
+        if state == "0A" and int(port_hex, 16) == port:  # 0A = LISTEN
+            out.add(socket.inet_ntoa(bytes.fromhex(ip_hex)[::-1]))
+    return out
+
+
+@contextmanager
+def launcher(args: list[str], env: dict | None = None, timeout: float = 90.0):
+    """Start the dashboard through scripts/dashboard.sh (setup skipped) on a free port; yield (url, port)."""
+    port = free_port()
+    env = {**os.environ, "SAGO_SKIP_SETUP": "1", "HF_HUB_OFFLINE": "1", "SAGO_LIVE_WARMUP": "0", **(env or {})}
+    env.pop("SAGO_STORE", None)
+    proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "dashboard.sh"), *args, "--server.port", str(port)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                urllib.request.urlopen(url + "/_stcore/health", timeout=2)
+                break
+            except OSError:
+                if proc.poll() is not None:
+                    raise RuntimeError(proc.stdout.read().decode(errors="replace"))
+                time.sleep(0.3)
+        else:
+            raise TimeoutError("dashboard did not start")
+        yield url, port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+#: Injected before any page script: records every entry Streamlit's own sidebar page list ever shows.
+NAV_RECORDER = """
+window.__sagoNavSeen = [];
+new MutationObserver(() => {
+  for (const el of document.querySelectorAll('[data-testid="stSidebarNav"] a, [data-testid="stSidebarNavItems"] a')) {
+    const t = (el.textContent || '').trim();
+    if (t && !window.__sagoNavSeen.includes(t)) window.__sagoNavSeen.push(t);
+  }
+}).observe(document, {subtree: true, childList: true, characterData: true});
+"""

@@ -56,3 +56,64 @@ def test_missing_store_gives_clear_error(tmp_path):
     at = _run(tmp_path / "nope.duckdb")
     assert not at.exception
     assert any("Cannot open the store" in e.value for e in at.error)
+
+
+# ---------------------------------------------------------------- issue #15.5: share mode
+def _share_dir(tmp_path):
+    share = tmp_path / "share"
+    share.mkdir()
+    make_store(share / "meeting.duckdb", models=("shared-a", "shared-b"))
+    outside = make_store(tmp_path / "secret.duckdb", models=("secret-model",))
+    (share / "escape.duckdb").symlink_to(outside)
+    (share / "sub").mkdir()
+    make_store(share / "sub" / "deeper.duckdb", models=("deeper-model",))
+    return share, outside
+
+
+def test_confined_store_refuses_paths_out_of_the_shared_folder(tmp_path):
+    from dashboard.access import confined_store, shared_stores
+
+    share, outside = _share_dir(tmp_path)
+    assert [p.name for p in shared_stores(share)] == ["meeting.duckdb"]  # the symlink out is not listed
+    assert confined_store("meeting.duckdb", share) == share / "meeting.duckdb"
+    assert confined_store(str(share / "meeting.duckdb"), share) == share / "meeting.duckdb"
+    for crafted in ("../secret.duckdb", str(outside), "escape.duckdb", str(share / "escape.duckdb"),
+                    "sub/deeper.duckdb", str(share / "sub" / "deeper.duckdb"), "./meeting.duckdb/..", "", None,
+                    "/etc/passwd", "nope.duckdb"):
+        assert confined_store(crafted, share) is None, crafted
+
+
+def test_access_mode_from_environment(tmp_path):
+    from dashboard.access import access_from_env
+
+    local = access_from_env({})
+    assert not local.shared and local.live and local.writes and local.free_paths
+    shared = access_from_env({"SAGO_SHARE_DIR": str(tmp_path)})
+    assert shared.shared and not shared.live and not shared.writes and not shared.free_paths
+    assert access_from_env({"SAGO_SHARE_DIR": str(tmp_path), "SAGO_LIVE": "1"}).live
+    with pytest.raises(ValueError):
+        access_from_env({"SAGO_SHARE_DIR": str(tmp_path / "missing")})
+
+
+def test_share_mode_ignores_session_and_url_paths_out_of_the_folder(tmp_path, monkeypatch):
+    share, outside = _share_dir(tmp_path)
+    monkeypatch.setenv("SAGO_SHARE_DIR", str(share))
+    monkeypatch.setenv("SAGO_STORE", str(outside))  # a launch-time store outside DIR is not offered either
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.session_state["app_store_custom"] = str(outside)  # no such box in share mode: ignored
+    at.session_state["store_path"] = str(outside)
+    at.query_params["store"] = "../secret.duckdb"
+    at.run()
+    assert not at.exception, at.exception
+    assert not [t for t in at.text_input if t.key == "app_store_custom"]
+    assert at.selectbox(key="app_store_pick").options == ["meeting.duckdb"]
+    assert [p.proto.label for p in at.get("page_link")] == [
+        "Profiles", "Pareto", "Rankings", "Significance", "Sample size", "Prompts", "Variants", "Paper reference"]
+    total = at.dataframe[0].value
+    assert set(total["model"]) == {"shared-a", "shared-b"}
+
+
+def test_local_mode_offers_live_and_the_path_box(tmp_path):
+    at = _run(make_store(tmp_path / "s.duckdb"))
+    assert "Live" in [p.proto.label for p in at.get("page_link")]
+    assert [t for t in at.text_input if t.key == "app_store_custom"]

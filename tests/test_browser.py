@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import urllib.parse
+
 import pytest
 
-from tests.browser import browser_page, dashboard, require_chromium, screenshot_dir
+from tests.browser import (NAV_RECORDER, browser_page, dashboard, launcher, listen_addresses, require_chromium,
+                           screenshot_dir)
 from tests.factories import make_store
 
 pytestmark = pytest.mark.browser
@@ -38,7 +41,7 @@ def _browser_store(tmp_path):
     """The demo store when it is complete and readable, else $SAGO_BROWSER_STORE, else a synthetic 3-model store."""
     import os
 
-    from sago_engine.report import DEMO_STORE
+    from sago_engine.store_catalog import DEMO_STORE
     from sago_engine.store import open_store
 
     if os.environ.get("SAGO_BROWSER_STORE"):
@@ -79,10 +82,10 @@ def test_chart_exports_are_valid_files():
     import pandas as pd
     import plotly.graph_objects as go
 
-    from pages import common
+    from dashboard import exports
 
     fig = go.Figure(go.Scatter(x=[0, 0.2], y=[0, 0.3], name="model-a"))
-    png, svg, html = common.figure_png(fig), common.figure_svg(fig), common.figure_html(fig).decode()
+    png, svg, html = exports.figure_png(fig), exports.figure_svg(fig), exports.figure_html(fig).decode()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert svg.lstrip()[:5] in (b"<?xml", b"<svg ") and b"</svg>" in svg
     import re
@@ -91,6 +94,136 @@ def test_chart_exports_are_valid_files():
     assert "Plotly.newPlot" in html and not no_src.search(html)
     assert len(html) > 1_000_000  # plotly.js inline
     ch = alt.Chart(pd.DataFrame({"d": ["a", "b"], "rank": [1, 2]})).mark_line().encode(x="d:N", y="rank:Q")
-    apng, asvg, ahtml = common.altair_png(ch), common.altair_svg(ch), common.altair_html(ch).decode()
+    apng, asvg, ahtml = exports.altair_png(ch), exports.altair_svg(ch), exports.altair_html(ch).decode()
     assert apng[:8] == b"\x89PNG\r\n\x1a\n" and b"<svg" in asvg
     assert "vegaEmbed" in ahtml and not no_src.search(ahtml)
+
+
+# ---------------------------------------------------------------- issue #15.1: first paint; #15.5: local vs share mode
+APP_READY = "[data-testid='stPageLink']"  # sago's own navigation (app.py ran)
+
+
+def _links(page) -> list[str]:
+    """Titles of sago's own navigation links (the material icon's ligature text dropped)."""
+    return [t.strip().split("\n")[-1] for t in page.locator(APP_READY).all_inner_texts()]
+
+
+def _first_paint(page, url: str, shot) -> list[str]:
+    """Open ``url`` in a fresh context, screenshot at first paint, wait for the frame; return Streamlit's own nav entries seen."""
+    page.context.add_init_script(NAV_RECORDER)
+    page.goto(url, wait_until="commit")
+    page.locator("[data-testid='stApp'], [data-testid='stAppViewContainer']").first.wait_for(timeout=60_000)
+    page.screenshot(path=str(shot))
+    page.locator(APP_READY).first.wait_for(timeout=120_000)
+    page.wait_for_timeout(500)
+    return page.evaluate("window.__sagoNavSeen")
+
+
+def test_first_paint_never_shows_the_folder_page_list(tmp_path):
+    """A cold server: /live first, then / and /?present=1 in new sessions — no legacy list (app, common, …), ever."""
+    require_chromium()
+    store = make_store(tmp_path / "paint.duckdb")
+    shots = screenshot_dir()
+    with dashboard(store) as url:
+        for path, name in (("/live", "live"), ("/", "root"), ("/?present=1", "present")):
+            with browser_page() as page:
+                seen = _first_paint(page, url + path, shots / f"first_paint_{name}.png")
+                assert seen == [], f"{path}: Streamlit's folder list was shown: {seen}"
+                links = _links(page)
+                assert "Profiles" in links and "Live" in links and not any("common" in t for t in links)
+                assert page.get_by_text("Presentation mode").count() == 1, f"{path} was not routed through app.py"
+                if name == "live":
+                    page.get_by_text("Live: probe one prompt").first.wait_for(timeout=60_000)
+
+
+def _page_ready(page):
+    page.locator(APP_READY).first.wait_for(timeout=120_000)
+    page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=120_000)
+    page.wait_for_timeout(500)
+
+
+def _radar_legend(page) -> str:
+    """Text of the Profiles radar's legend (one entry per model of the open store)."""
+    page.locator(".js-plotly-plot .legend").first.wait_for(timeout=120_000)
+    return page.locator(".js-plotly-plot .legend").first.text_content()
+
+
+def test_local_mode_listens_on_loopback_only(tmp_path):
+    require_chromium()
+    with launcher([]) as (url, port), browser_page() as page:
+        assert listen_addresses(port) == {"127.0.0.1"}
+        page.goto(url, wait_until="domcontentloaded")
+        _page_ready(page)
+        page.get_by_text("…or a path to another store").first.wait_for(timeout=60_000)  # the free path box
+        assert "Live" in _links(page)
+        page.screenshot(path=str(screenshot_dir() / "mode_local.png"), full_page=True)
+
+
+def test_share_mode_is_read_only_and_confined(tmp_path):
+    """--share DIR: network address, stores of DIR only, no path box, no Live page; crafted store values refused."""
+    require_chromium()
+    share = tmp_path / "share"
+    share.mkdir()
+    make_store(share / "meeting.duckdb", models=("shared-a", "shared-b"))
+    outside = make_store(tmp_path / "secret.duckdb", models=("secret-model",))
+    (share / "escape.duckdb").symlink_to(outside)
+    with launcher(["--share", str(share)]) as (url, port), browser_page(1400, 1600) as page:
+        assert listen_addresses(port) == {"0.0.0.0"}
+        page.goto(url, wait_until="domcontentloaded")
+        _page_ready(page)
+        links = _links(page)
+        assert "Live" not in links and "Profiles" in links
+        assert page.get_by_text("…or a path to another store").count() == 0
+        legend = _radar_legend(page)
+        assert "shared-a" in legend and "secret-model" not in legend
+        page.screenshot(path=str(screenshot_dir() / "mode_share.png"), full_page=True)
+        page.goto(url + "/live", wait_until="domcontentloaded")
+        page.get_by_text("Page not found").first.wait_for(timeout=60_000)
+        for crafted in ("../secret.duckdb", str(outside), "escape.duckdb", str(share / "escape.duckdb")):
+            page.goto(url + "/?store=" + urllib.parse.quote(crafted), wait_until="domcontentloaded")
+            _page_ready(page)
+            legend = _radar_legend(page)
+            assert "shared-a" in legend and "secret-model" not in legend, crafted
+
+
+# ---------------------------------------------------------------- issue #15.3: exports at the paper's scale
+def _paper_scale_heatmap():
+    """The Prompts page's Δ̃ heatmap for 11 models × the full grid (110 variants) × 6 axes = 7,260 rows."""
+    import numpy as np
+    import pandas as pd
+
+    from dashboard import charts
+    from sago_engine.types import AXES, AXIS_LABELS
+    from sago_engine.variants import full_grid
+
+    grid = full_grid()
+    rng = np.random.default_rng(0)
+    rows = [{"model": f"model-{m:02d}", "label": f"{c.family} · {c.subtype} · {c.strength:g} · {c.position} #{i}",
+             "order": i, "axis_label": AXIS_LABELS[a], "delta_norm": x, "delta": x, "value": f"{x:+.2f}", "why": ""}
+            for m in range(11) for i, c in enumerate(grid) for a in AXES for x in [float(rng.uniform(-1, 1))]]
+    heat = pd.DataFrame(rows)
+    return heat, charts.delta_heatmap(heat)
+
+
+def test_paper_scale_heatmap_exports_html():
+    import json
+
+    from dashboard import exports
+
+    heat, ch = _paper_scale_heatmap()
+    assert len(heat) == 11 * 110 * 6 > 5000  # above Altair's MaxRowsError limit
+    spec = json.loads(exports.altair_spec(ch))
+    assert sum(len(v) for v in spec["datasets"].values()) == len(heat)  # every row inlined
+    html = exports.altair_html(ch).decode()
+    assert "vegaEmbed" in html and "model-10" in html
+
+
+@pytest.mark.slow
+def test_paper_scale_heatmap_exports_png_and_svg():
+    """PNG and SVG of the 7,260-row heatmap (vl-convert; ~1 min each on a loaded 2-core machine)."""
+    from dashboard import exports
+
+    _, ch = _paper_scale_heatmap()
+    png, svg = exports.altair_png(ch), exports.altair_svg(ch)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1_000_000
+    assert b"<svg" in svg[:200] and b"model-10" in svg

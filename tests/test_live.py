@@ -112,7 +112,7 @@ def test_cache_is_per_caller_and_save_goes_to_a_user_store(tiny_backend, tmp_pat
     stopped = live.run_probe(tiny_backend, probe, 4, cache={}, should_stop=lambda: True)
     assert stopped.cancelled and stopped.done == 0
 
-    from sago_engine.report import DEMO_STORE
+    from sago_engine.store_catalog import DEMO_STORE
     from sago_engine.store import open_store
 
     with pytest.raises(live.LiveError, match="demo store"):
@@ -134,7 +134,7 @@ def test_cache_is_per_caller_and_save_goes_to_a_user_store(tiny_backend, tmp_pat
 def test_live_page_in_a_real_browser_with_smollm():
     """Type the prompt on /live with smollm2-135m-instruct, run, wait for the radar, screenshot."""
     from sago_engine.models import ModelUnavailableError, resolve_model
-    from sago_engine.report import DEMO_STORE
+    from sago_engine.store_catalog import DEMO_STORE
     from tests.browser import browser_page, dashboard, require_chromium, screenshot_dir
 
     require_chromium()
@@ -158,3 +158,22 @@ def test_live_page_in_a_real_browser_with_smollm():
         legend = page.locator(".js-plotly-plot .legend").first.text_content()
         assert "this prompt" in legend and live.DEFAULT_MODEL in legend  # the demo store has smollm's profile
         page.screenshot(path=str(screenshot_dir() / "live.png"), full_page=True)
+
+
+# ---------------------------------------------------------------- issue #15.7: background loading at dashboard start
+def test_background_warmup_loads_once_and_reports_progress():
+    from sago_engine import live
+
+    if live.warmup_status()["state"] != "idle":
+        pytest.skip("a warm-up already ran in this process")
+    assert live.start_warmup("tiny-random") is True
+    assert live.start_warmup("tiny-random") is False  # once per process
+    assert live.warmup_status()["state"] in ("loading", "ready")
+    be = live.shared_backend("tiny-random")  # waits for the warm-up instead of loading a second copy
+    st = live.warmup_status()
+    assert st["state"] == "ready" and st["step"] == "ready" and st["error"] is None and st["ready_s"] > 0
+    assert live.shared_backend("tiny-random") is be
+    probe = live.plan_probe("What is the capital of Australia?",
+                            live.choose_specs(["social_register"], max_variants=2, prompt_id="warm"))
+    res = live.run_probe(be, probe, 4)
+    assert res.complete and res.done == 2

@@ -208,3 +208,49 @@ def test_hostile_text_is_inert_in_a_real_browser(tmp_path):
         assert page.locator("[data-testid='stException']").count() == 0
         assert page.evaluate("document.title") != "pwned"
         assert page.locator("[data-testid='stMain'] img[src='x']").count() == 0
+
+
+# ---------------------------------------------------------------- issue #15.4: a missing value says why
+def test_missing_values_say_why_not_nan():
+    from sago_engine.detail import (NO_REPLY, SURFACE_EXEMPT, heatmap_frame, responses_side_by_side,
+                                    variant_rows)
+
+    variants = pd.DataFrame({"variant_id": ["p/v0", "p/v1"], "prompt_id": ["p", "p"],
+                             "family": ["social_register", "surface_noise"], "subtype": ["politeness", "typo"],
+                             "strength": [1.0, 0.1], "position": ["PREFIX", "GLOBAL"],
+                             "semantic_score": [0.9312, None], "kept": [True, True], "text": ["Please, Q?", "Qq?"]})
+    responses = pd.DataFrame({"model": ["m1", "m1", "m1", "m2", "m2"],
+                              "variant_id": [None, "p/v0", "p/v1", None, "p/v0"],  # m2 has no reply to v1
+                              "response": ["b1", "r10", "r11", "b2", "r20"]})
+    deltas = pd.DataFrame({"model": ["m1", "m1"], "variant_id": ["p/v0", "p/v0"], "axis": ["cos", "prob"],
+                           "delta": [-0.01, None], "delta_norm": [-0.5, None], "available": [True, False],
+                           "reason": [None, "API exposes no sequence log-prob"]})
+    detail = {"variants": variants, "responses": responses, "deltas": deltas}
+    rows = variant_rows(variants)
+    assert list(rows["semantic_score"]) == ["0.931", SURFACE_EXEMPT]
+    side = responses_side_by_side(detail)
+    assert side.set_index("variant").loc["surface_noise · typo · 0.1 · GLOBAL", "m2"] == NO_REPLY
+    assert side.set_index("variant").loc["base prompt", "m2"] == "b2"
+    heat = heatmap_frame(detail).set_index("axis")
+    assert heat.loc["cos", "value"] == "-0.50" and heat.loc["cos", "why"] == ""
+    assert heat.loc["prob", "value"] == "n/a"
+    from sago_engine.detail import _cell_text
+
+    assert [_cell_text(x) for x in (0.0002, -0.003, 0.004, -0.5, 0.123)] == ["0", "-0.003", "+0.004", "-0.50", "+0.12"]
+    assert heat.loc["prob", "why"] == "axis unavailable: API exposes no sequence log-prob"
+    for frame in (rows, side, heat.reset_index()):
+        text = frame.astype(str).to_numpy().ravel()
+        assert not {"nan", "None", "NaN", "<NA>"} & set(text), frame
+
+
+def test_prompts_page_shows_no_code_words(tiny_store):
+    at = _page(tiny_store, "prompts")
+    from sago_engine.detail import SURFACE_EXEMPT
+
+    [var_table] = [d.value for d in at.dataframe if "semantic_score" in d.value.columns]
+    sem = var_table.set_index("family")["semantic_score"]
+    assert set(sem.loc[["surface_noise"]]) == {SURFACE_EXEMPT}
+    assert all(re.fullmatch(r"[01]\.\d{3}", x) for x in sem.drop("surface_noise"))
+    for d in at.dataframe:
+        assert not {"nan", "None", "<NA>"} & set(d.value.astype(str).to_numpy().ravel())
+    assert not {"nan", "None"} & set(_codes(at))

@@ -300,12 +300,12 @@ def test_paper_reference_page_labels_source(synth):
 
 
 def test_delta_matrix_export_matches_filter(tiny_store):
-    from pages import common
+    from dashboard import data, exports
 
     f = Filters(positions=("GLOBAL",))
-    mt = common._mtime(str(tiny_store))
-    csv = pd.read_csv(io.BytesIO(common._delta_csv(str(tiny_store), mt, f.key())))
-    pq = pd.read_parquet(io.BytesIO(common._delta_parquet(str(tiny_store), mt, f.key())))
+    mt = data._mtime(str(tiny_store))
+    csv = pd.read_csv(io.BytesIO(exports._delta_csv(str(tiny_store), mt, f.key())))
+    pq = pd.read_parquet(io.BytesIO(exports._delta_parquet(str(tiny_store), mt, f.key())))
     with open_store(tiny_store) as st:
         ref = st.delta_matrix(f)
     assert len(csv) == len(pq) == len(ref) > 0 and set(pq["position"]) == {"GLOBAL"}
@@ -330,3 +330,96 @@ def test_summary_pages_render_on_real_store(tiny_store, page):
         assert t["x"][0] == pytest.approx(total.loc["bleu", "sgs"]) and t["y"][0] == pytest.approx(total.loc["mr", "sgs"])
     if page == "rankings":
         assert set(_vega_data(at, 0)["rank"]) == {1}  # one model: rank 1 on every dataset
+
+
+# ---------------------------------------------------------------- issue #15.2: sample size by requested N
+def test_sample_size_curve_plots_requested_n_without_capped_groups():
+    from sago_engine.stats import SAMPLE_SIZES, sample_size_std
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for sub, m in (("small", 5), ("large", 40)):  # one group of 5 prompts, one of 40
+        for i in range(m):
+            rows.append({"model": "m", "axis": "bleu", "family": "social_register", "subtype": sub,
+                         "strength": 1.0, "position": "PREFIX", "prompt_id": f"p{i}", "s": rng.uniform(0, 1)})
+    curve = sample_size_std(pd.DataFrame(rows), sizes=SAMPLE_SIZES, n_repeats=200, seed=0)
+    out = report.sample_size_curve(curve, SAMPLE_SIZES).set_index("n")
+    assert list(out.index) == list(SAMPLE_SIZES)
+    assert list(out["n_groups"]) == [2, 1, 1, 1, 0, 0]  # M > N: both at 4, the 40-prompt group up to 32
+    assert list(out["n_short"]) == [0, 1, 1, 1, 2, 2]
+    large = curve[(curve["subtype"] == "large")].set_index("n_requested")
+    for n in (8, 16, 32):  # the point is the large group's own value, never pulled to 0 by the capped one
+        assert out.loc[n, "median_std"] == large.loc[n, "std_mean"] > 0
+    assert np.isnan(out.loc[64, "median_std"]) and np.isnan(out.loc[128, "median_std"])
+    assert (out["median_std"].dropna() > 0).all()
+
+
+def test_sample_size_page_plots_by_requested_n(synth):
+    at = _app(synth, "sample_size")
+    data = _vega_data(at)
+    assert set(data["n"]) <= {4, 8, 16, 32, 64, 128}
+    assert (data.loc[data["n_groups"] > 0, "median_std"] > 0).all()
+
+
+# ---------------------------------------------------------------- issue #15.8: per-axis radar scale
+def test_radar_axis_scales_take_the_largest_value_shown():
+    radar = pd.DataFrame({"model": ["a", "b", "a", "b"], "axis": ["cos", "cos", "bleu", "bleu"],
+                          "sgs": [0.01, 0.004, 0.8, 0.5], "hi": [0.02, 0.006, 0.9, 0.6], "available": True})
+    sc = report.radar_axis_scales(radar, use_ci=True)
+    assert sc["cos"] == 0.02 and sc["bleu"] == 0.9 and sc["mr"] == 1.0  # nothing shown on Δ-MR: no division by 0
+    assert report.radar_axis_scales(radar, use_ci=False)["cos"] == 0.01
+    extra = pd.DataFrame({"axis": ["cos"], "sgs": [0.05]})
+    assert report.radar_axis_scales(radar, use_ci=False, extra=extra)["cos"] == 0.05
+
+
+def test_profiles_per_axis_scale_divides_each_spoke_by_its_max(synth):
+    common_fig = _fig(_app(synth, state={"profiles_ci": "off"}), "profiles_radar")
+    fig = _fig(_app(synth, state={"profiles_ci": "off", "profiles_scale": "per axis"}), "profiles_radar")
+    scores = _scores(synth)
+    ref = report.radar_data(scores, n_resamples=1000, seed=0)
+    mx = ref.groupby("axis")["sgs"].max()
+    for model in ("model-a", "model-b"):
+        [tr] = _traces(fig, model)
+        [tc] = _traces(common_fig, model)
+        for a, label, r, rc in zip(AXES, tr["theta"], tr["r"], tc["r"]):
+            assert label == f"{AXIS_LABELS[a]} (max {mx[a]:.3g})"
+            sgs = ref.set_index(["model", "axis"]).loc[(model, a), "sgs"]
+            assert r == pytest.approx(sgs / mx[a]) and rc == pytest.approx(sgs)
+    shown = [v for t in fig["data"] if t.get("name", "").startswith("model-") for v in t["r"] if v is not None]
+    assert max(shown) == pytest.approx(1.0)
+    assert "PER-AXIS SCALE" in fig["layout"]["title"]["text"]
+
+
+# ---------------------------------------------------------------- issue #15.6: a view travels as a link
+def _app_url(store, page: str, params: dict) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.session_state["app_store_custom"] = str(store)
+    for k, v in params.items():
+        at.query_params[k] = v
+    at.switch_page(f"pages/{page}.py")  # the link's page is the first one this session runs
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_pareto_link_reopens_the_clicked_view(synth):
+    clicked = _app(synth, "pareto")
+    clicked.selectbox(key="pareto_x").set_value("bleu").run()
+    clicked.selectbox(key="pareto_y").set_value("mr").run()
+    clicked.multiselect(key="filter_datasets").set_value(["nq_open"]).run()
+    clicked.selectbox(key="pareto_correction").set_value("holm").run()
+    assert not clicked.exception, clicked.exception
+    link = {k: (v if isinstance(v, list) else [v]) for k, v in clicked.query_params.items()}
+    assert link["x"] == ["bleu"] and link["y"] == ["mr"] and link["datasets"] == ["nq_open"]
+    assert link["correction"] == ["holm"]
+    opened = _app_url(synth, "pareto", {"x": "bleu", "y": "mr", "datasets": "nq_open", "correction": "holm"})
+    assert opened.selectbox(key="pareto_y").value == "mr"
+    assert _fig(opened, "pareto_scatter") == _fig(clicked, "pareto_scatter")
+    assert _fig(opened, "pareto_scatter") != _fig(_app(synth, "pareto"), "pareto_scatter")  # the link changed the view
+
+
+def test_link_values_a_page_does_not_offer_are_dropped(synth):
+    at = _app_url(synth, "pareto", {"x": "nonsense", "datasets": ["nq_open", "../../etc"], "present": "1"})
+    assert at.selectbox(key="pareto_x").value == "bleu"
+    assert at.multiselect(key="filter_datasets").value == ["nq_open"]
+    assert at.toggle(key="app_presentation").value is True  # presentation mode survives in the link

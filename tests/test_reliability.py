@@ -165,7 +165,7 @@ def test_odd_text_runs_end_to_end(tmp_path):
 
 
 def test_snapshot_caption_says_how_fresh():
-    from sago_engine.report import snapshot_caption
+    from sago_engine.store_catalog import snapshot_caption
 
     assert "in progress (12/96 generations)" in snapshot_caption(
         {"published_at": "2026-11-29T10:00:00", "status": "running", "progress": "12/96"})

@@ -1,0 +1,96 @@
+"""Who may open what: local mode (this machine only, any store, Live page, writes) vs share mode.
+
+``bash scripts/dashboard.sh`` listens on 127.0.0.1 only (local mode). ``--share DIR`` sets
+``$SAGO_SHARE_DIR``: the server is reachable from the network, read-only, and opens stores only
+from DIR (no free path box; a store is chosen by its file name among DIR's ``*.duckdb``), with no
+Live page and no writes unless ``--live`` (``$SAGO_LIVE=1``) is also given. Pure functions, no
+Streamlit: the frame (``dashboard.frame``) applies them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+SHARE_ENV = "SAGO_SHARE_DIR"
+LIVE_ENV = "SAGO_LIVE"
+#: Key of the optional meeting password in Streamlit secrets (``.streamlit/secrets.toml``).
+PASSWORD_SECRET = "sago_password"
+
+
+@dataclass(frozen=True)
+class Access:
+    """The server's access mode. ``share_dir`` is None in local mode (then everything is allowed)."""
+
+    share_dir: Path | None = None
+    live: bool = True
+
+    @property
+    def shared(self) -> bool:
+        """True in share mode (network, read-only, stores from ``share_dir`` only)."""
+        return self.share_dir is not None
+
+    @property
+    def free_paths(self) -> bool:
+        """Whether a visitor may type any store path or model folder (local mode only)."""
+        return not self.shared
+
+    @property
+    def writes(self) -> bool:
+        """Whether "Save to store" is offered: local mode, or share mode with ``--live``."""
+        return self.live
+
+
+def access_from_env(environ: Mapping[str, str] = os.environ) -> Access:
+    """Read the mode from ``$SAGO_SHARE_DIR`` / ``$SAGO_LIVE`` (set by scripts/dashboard.sh).
+
+    Raises ``ValueError`` when ``$SAGO_SHARE_DIR`` is set but is not a folder (refuse to start
+    rather than fall back to local mode on a network-facing server).
+    """
+    share = environ.get(SHARE_ENV, "").strip()
+    if not share:
+        return Access(None, live=True)
+    d = Path(share).expanduser().resolve()
+    if not d.is_dir():
+        raise ValueError(f"{SHARE_ENV}={share!r} is not a folder")
+    return Access(d, live=environ.get(LIVE_ENV, "") in ("1", "true", "yes"))
+
+
+def shared_stores(share_dir: Path) -> list[Path]:
+    """The ``*.duckdb`` regular files directly in ``share_dir`` (sorted by name).
+
+    A symlink is listed only when its target is itself a regular file directly inside
+    ``share_dir``; one that points out of the folder is left out.
+    """
+    root = Path(share_dir).resolve()
+    out = []
+    for p in sorted(root.glob("*.duckdb")):
+        real = p.resolve()
+        if real.parent == root and real.is_file():
+            out.append(p)
+    return out
+
+
+def confined_store(choice: str | os.PathLike | None, share_dir: Path) -> Path | None:
+    """The store a visitor's ``choice`` names in share mode, or None when it is refused.
+
+    Accepted: the file name of one of ``shared_stores(share_dir)`` (``"run.duckdb"``), or that
+    file's own path. Refused: anything else — names with ``/`` or ``..``, absolute paths outside
+    the folder, symlinks that lead out of it, missing files. Never tells why (no existence
+    oracle for paths outside the folder).
+    """
+    if choice is None:
+        return None
+    s = str(choice).strip()
+    if not s:
+        return None
+    allowed = {p.name: p for p in shared_stores(share_dir)}
+    if s in allowed:
+        return allowed[s]
+    root = Path(share_dir).resolve()
+    cand = Path(s)
+    if cand.is_absolute() and cand.parent.resolve() == root and cand.name in allowed:
+        return allowed[cand.name]
+    return None

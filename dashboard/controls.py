@@ -1,0 +1,96 @@
+"""The sidebar's and pages' shared controls: filters, the multiple-comparison control, presentation mode."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from dashboard import urlstate
+from sago_engine.filters import FILTER_FIELDS, Filters
+
+
+def current_filters() -> Filters:
+    """The Filters chosen in the sidebar (set by app.py through ``sidebar_filters``)."""
+    f = st.session_state.get("sago_filters")
+    return f if isinstance(f, Filters) else Filters()
+
+
+def sidebar_filters(options: dict[str, list]) -> Filters:
+    """Sidebar multiselects (keys ``filter_<field>``) for models, datasets, F, u, s, p → ``Filters``.
+
+    An empty multiselect means "all" (``None``). Selections no longer offered by the current
+    store are dropped. The result is also kept in ``st.session_state["sago_filters"]``.
+    """
+    chosen: dict[str, tuple | None] = {}
+    box = st.sidebar.expander("Filters", expanded=not presentation_on())
+    with box:
+        st.caption("Empty = all. Every page honours these filters.")
+        for name, label in FILTER_FIELDS:
+            opts = list(options.get(name, []))
+            key = f"filter_{name}"
+            urlstate.restore(name, key, "floatlist" if name == "strengths" else "list", choices=opts)
+            if key in st.session_state:  # keep only values this store offers
+                st.session_state[key] = [v for v in st.session_state[key] if v in opts]
+            fmt = (lambda v: f"{v:g}") if name == "strengths" else str
+            sel = st.multiselect(label, opts, key=key, placeholder="all", format_func=fmt)
+            chosen[name] = tuple(sel) if sel else None
+    f = Filters(**chosen)
+    st.session_state["sago_filters"] = f
+    return f
+
+
+# ---------------------------------------------------------------- presentation mode
+_PRESENTATION_CSS = """
+<style>
+html, body, [data-testid="stAppViewContainer"] { font-size: 20px; }
+[data-testid="stMarkdownContainer"] p, [data-testid="stCaptionContainer"] { font-size: 1.15rem; }
+h1 { font-size: 2.6rem !important; } h2, h3 { font-size: 1.9rem !important; }
+.block-container { max-width: 100% !important; padding-top: 2rem; }
+[data-testid="stPlotlyChart"], [data-testid="stVegaLiteChart"] { min-height: 78vh; }
+</style>
+"""
+
+
+def presentation_on() -> bool:
+    """Whether presentation mode is on (the sidebar toggle ``app_presentation``)."""
+    return bool(st.session_state.get("app_presentation", False))
+
+
+def presentation_mode() -> bool:
+    """Sidebar toggle for meetings: wide layout, large fonts, controls collapsed, one chart per screen.
+
+    The injected CSS is a constant (it contains no data). Returns whether the mode is on.
+    """
+    urlstate.restore("present", "app_presentation", "bool")  # a meeting link: …/pareto?present=1
+    on = st.sidebar.toggle("Presentation mode", key="app_presentation",
+                           help="Large fonts, controls collapsed, one chart per screen.")
+    if on:
+        st.html(_PRESENTATION_CSS)
+    return on
+
+
+def chart_height(default: int = 480) -> int:
+    """Chart height in pixels: taller in presentation mode (one chart per screen)."""
+    return 760 if presentation_on() else default
+
+
+# ---------------------------------------------------------------- statistics controls
+def correction_control(key: str) -> str:
+    """Multiple-comparison control (none / Holm / BH), shared by every page through ``sago_correction``.
+
+    Each page renders its own selectbox (key ``<page>_correction``); a change is copied to the
+    page-independent ``st.session_state["sago_correction"]`` so markers on Profiles / Pareto follow
+    the choice made on Significance. Returns "none" | "holm" | "bh".
+    """
+    from sago_engine.stats import CORRECTION_LABELS, CORRECTIONS
+
+    wkey = f"{key}_correction"
+    urlstate.restore("correction", wkey, "str", choices=CORRECTIONS,
+                     default=st.session_state.get("sago_correction", "none"))
+
+    def _sync() -> None:
+        st.session_state["sago_correction"] = st.session_state[wkey]
+
+    return st.selectbox("Multiple-comparison control", list(CORRECTIONS), key=wkey, on_change=_sync,
+                        format_func=CORRECTION_LABELS.get,
+                        help="Adjusts p over every test the table shows (models × axes [× datasets]). "
+                             "Markers follow the adjusted p; raw p stays in the tables.")

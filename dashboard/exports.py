@@ -1,0 +1,207 @@
+"""Charts and tables as the pages show them, with their downloads: PNG / SVG / HTML / CSV, the Δ matrix.
+
+Text from datasets and models is always rendered as text (never as HTML). PNG/SVG are built
+only when clicked (deferred, cached by the figure's JSON).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import controls, data
+from sago_engine.filters import Filters
+
+
+def _ensure_browser_path() -> None:
+    """kaleido ≥ 1 drives a Chromium; point it at Debian's when it cannot find one itself."""
+    if not os.environ.get("BROWSER_PATH"):
+        for c in ("/usr/bin/chromium", "/usr/bin/chromium-browser"):
+            if Path(c).exists():
+                os.environ["BROWSER_PATH"] = c
+                break
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _plotly_static(fig_json: str, fmt: str) -> bytes:
+    """PNG or SVG bytes of a Plotly figure (kaleido), cached by the figure's JSON."""
+    import plotly.io as pio
+
+    _ensure_browser_path()
+    fig = pio.from_json(fig_json)
+    return fig.to_image(format=fmt, width=1200, height=700, scale=2 if fmt == "png" else 1)
+
+
+def figure_png(fig) -> bytes:
+    """PNG bytes of a Plotly figure (kaleido + chromium)."""
+    return _plotly_static(fig.to_json(), "png")
+
+
+def figure_svg(fig) -> bytes:
+    """SVG bytes of a Plotly figure (kaleido + chromium)."""
+    return _plotly_static(fig.to_json(), "svg")
+
+
+def figure_html(fig) -> bytes:
+    """Standalone HTML of a Plotly figure with plotly.js inline (never a CDN link: works offline)."""
+    return fig.to_html(include_plotlyjs=True, full_html=True).encode("utf-8")
+
+
+def _vl_convert():
+    try:
+        import vl_convert as vlc  # noqa: F401
+
+        return vlc
+    except ImportError:
+        return None
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _altair_static(spec_json: str, fmt: str) -> bytes:
+    vlc = _vl_convert()
+    if fmt == "png":  # 2× pixels for ordinary charts; 1× for very large ones (the paper-scale heatmap: ~9 MB)
+        return vlc.vegalite_to_png(spec_json, scale=2 if len(spec_json) < 2_000_000 else 1)
+    return vlc.vegalite_to_svg(spec_json).encode("utf-8")
+
+
+def altair_spec(chart) -> str:
+    """The chart's Vega-Lite JSON with every row inlined (no 5,000-row cap).
+
+    Altair's default data transformer refuses more than 5,000 rows (``MaxRowsError``); the
+    Prompts heatmap has 11 models × 110 variants × 6 axes = 7,260 at the paper's scale. The
+    cap is lifted only inside this call (a scoped ``data_transformers.enable``).
+    """
+    import altair as alt
+
+    with alt.data_transformers.enable("default", max_rows=None):
+        return chart.to_json()
+
+
+def altair_png(chart) -> bytes:
+    """PNG bytes of an Altair chart (vl-convert, offline); any row count."""
+    return _altair_static(altair_spec(chart), "png")
+
+
+def altair_svg(chart) -> bytes:
+    """SVG bytes of an Altair chart (vl-convert, offline); any row count."""
+    return _altair_static(altair_spec(chart), "svg")
+
+
+def altair_html(chart) -> bytes:
+    """Standalone HTML of an Altair chart with the Vega JS inline (vl-convert), any row count."""
+    import altair as alt
+
+    vlc = _vl_convert()
+    if vlc is not None:
+        return vlc.vegalite_to_html(altair_spec(chart), bundle=True).encode("utf-8")
+    with alt.data_transformers.enable("default", max_rows=None):
+        return chart.to_html(inline=True).encode("utf-8")  # needs the vl-convert / altair_viewer bundle
+
+
+def _slug(key: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in key)
+
+
+def _download_row(key: str, items: list[tuple[str, Callable[[], bytes] | bytes, str, str]]) -> None:
+    cols = st.columns(len(items) + 1)
+    for col, (label, data, fname, mime) in zip(cols, items):
+        with col:
+            st.download_button(label, data=data, file_name=fname, mime=mime, key=f"{key}_dl_{label.lower()}",
+                               on_click="ignore", icon=":material/download:")
+
+
+def chart(fig, key: str, caption: str, data: pd.DataFrame | None = None) -> None:
+    """Render a Plotly figure, a one-line plain-English caption, and PNG / SVG / HTML (/ CSV) downloads.
+
+    PNG and SVG are generated only when clicked (deferred, cached by figure JSON); HTML has
+    plotly.js inline. ``data`` (optional) adds a CSV of the plotted numbers.
+    """
+    st.plotly_chart(fig, key=key, width="stretch", config={"displaylogo": False})
+    st.caption(caption)
+    if controls.presentation_on():
+        return
+    name = _slug(key)
+    items = [("PNG", lambda: figure_png(fig), f"{name}.png", "image/png"),
+             ("SVG", lambda: figure_svg(fig), f"{name}.svg", "image/svg+xml"),
+             ("HTML", lambda: figure_html(fig), f"{name}.html", "text/html")]
+    if data is not None:
+        items.append(("CSV", data.to_csv(index=False).encode("utf-8"), f"{name}.csv", "text/csv"))
+    _download_row(key, items)
+
+
+def altair_chart(ch, key: str, caption: str, data: pd.DataFrame | None = None) -> None:
+    """Render an Altair chart with a caption and downloads: PNG / SVG (vl-convert, offline) and HTML, + CSV.
+
+    Without vl-convert-python only HTML and CSV are offered (and the note says so).
+    """
+    st.altair_chart(ch, key=key, width="stretch")
+    st.caption(caption)
+    if controls.presentation_on():
+        return
+    name = _slug(key)
+    items: list = []
+    if _vl_convert() is not None:
+        items += [("PNG", lambda: altair_png(ch), f"{name}.png", "image/png"),
+                  ("SVG", lambda: altair_svg(ch), f"{name}.svg", "image/svg+xml"),
+                  ("HTML", lambda: altair_html(ch), f"{name}.html", "text/html")]
+    else:
+        items.append(("HTML", lambda: altair_html(ch), f"{name}.html", "text/html"))
+    if data is not None:
+        items.append(("CSV", data.to_csv(index=False).encode("utf-8"), f"{name}.csv", "text/csv"))
+    _download_row(key, items)
+    if _vl_convert() is None:
+        st.caption("PNG/SVG of this chart need vl-convert-python (not installed): HTML and CSV only.")
+
+
+def table(df: pd.DataFrame, key: str, filename: str, **kwargs: Any) -> None:
+    """Show a DataFrame (as text; no HTML) with a CSV download button below it.
+
+    A column ``axis_label`` (the paper's Δ-… names) is shown as ``axis`` in place of the short code.
+    """
+    if "axis_label" in df.columns:
+        df = df.drop(columns=[c for c in ("axis",) if c in df.columns]).rename(columns={"axis_label": "axis"})
+    st.dataframe(df, key=key, hide_index=True, width="stretch", **kwargs)
+    if not controls.presentation_on():
+        st.download_button("CSV", data=df.to_csv(index=False).encode("utf-8"), file_name=filename,
+                           mime="text/csv", key=f"{key}_csv", on_click="ignore", icon=":material/download:")
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _delta_parquet(path: str, mtime: float, fkey: tuple) -> bytes:
+    df = data._cached_query(path, mtime, "delta_matrix", fkey, ())
+    buf = io.BytesIO()
+    df.to_parquet(buf, index=False)
+    return buf.getvalue()
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _delta_csv(path: str, mtime: float, fkey: tuple) -> bytes:
+    return data._cached_query(path, mtime, "delta_matrix", fkey, ()).to_csv(index=False).encode("utf-8")
+
+
+def delta_matrix_downloads(filters: Filters, key: str = "app_delta") -> None:
+    """CSV and Parquet of the per-prompt delta matrix (signed Δ and Δ̃ with F, u, s, p) of the current filter.
+
+    Built only when clicked (deferred), cached by store path + mtime + filters.
+    """
+    path = data.store_path()
+    try:
+        mt = data._mtime(path)
+    except OSError:
+        return
+    fk = filters.key()
+    tag = hashlib.sha1(repr(fk).encode()).hexdigest()[:8]
+    c1, c2 = st.columns(2)
+    with c1:
+        st.download_button("Δ matrix CSV", data=lambda: _delta_csv(path, mt, fk), file_name=f"sago_deltas_{tag}.csv",
+                           mime="text/csv", key=f"{key}_csv", on_click="ignore", icon=":material/download:")
+    with c2:
+        st.download_button("Δ matrix Parquet", data=lambda: _delta_parquet(path, mt, fk),
+                           file_name=f"sago_deltas_{tag}.parquet", mime="application/octet-stream",
+                           key=f"{key}_parquet", on_click="ignore", icon=":material/download:")

@@ -1,0 +1,124 @@
+"""The frame every page runs inside: access mode, password, navigation, store picker.
+
+``app.py`` calls ``navigation`` (sago's own links in the sidebar; Streamlit's automatic
+list is off in ``.streamlit/config.toml``) and ``pick_store``; each page's first line is
+``require_frame()``, which sends a page Streamlit ran on its own (the ``pages/`` folder's
+legacy mode, before any session called ``st.navigation``) back through ``app.py``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+from pathlib import Path
+
+import streamlit as st
+
+from dashboard.access import PASSWORD_SECRET, Access, access_from_env, confined_store, shared_stores
+from sago_engine.store_catalog import DEMO_STORE, find_stores
+
+ROOT = Path(__file__).resolve().parent.parent
+_ROUTED = "_sago_routed"
+
+#: The nine views: (script, title, icon, url path). Profiles is the default page, served at "/".
+VIEWS = (
+    ("pages/profiles.py", "Profiles", ":material/radar:", "profiles"),
+    ("pages/pareto.py", "Pareto", ":material/scatter_plot:", "pareto"),
+    ("pages/rankings.py", "Rankings", ":material/leaderboard:", "rankings"),
+    ("pages/significance.py", "Significance", ":material/functions:", "significance"),
+    ("pages/sample_size.py", "Sample size", ":material/stacked_line_chart:", "sample_size"),
+    ("pages/prompts.py", "Prompts", ":material/chat:", "prompts"),
+    ("pages/variants.py", "Variants", ":material/tune:", "variants"),
+    ("pages/live.py", "Live", ":material/bolt:", "live"),
+    ("pages/paper_reference.py", "Paper reference", ":material/menu_book:", "paper_reference"),
+)
+
+
+def access() -> Access:
+    """This server's access mode (from the environment scripts/dashboard.sh sets)."""
+    return access_from_env()
+
+
+def nav_pages(acc: Access) -> list:
+    """``st.Page`` objects of the views this mode offers (share mode without ``--live``: no Live page)."""
+    return [st.Page(str(ROOT / path), title=title, icon=icon, url_path=url, default=(i == 0))
+            for i, (path, title, icon, url) in enumerate(VIEWS) if acc.live or url != "live"]
+
+
+def require_frame() -> None:
+    """First line of every page: run only inside app.py's frame.
+
+    On a freshly started server Streamlit runs a ``pages/`` file on its own for the first
+    request of e.g. ``/pareto`` (no sidebar, no store picker, no access checks). Calling the
+    public ``st.navigation`` ends that legacy mode for the process; the rerun then goes
+    through app.py with the same page.
+    """
+    if st.session_state.pop(_ROUTED, False):
+        return
+    st.navigation(nav_pages(access()), position="hidden")
+    st.rerun()
+
+
+def navigation():
+    """``st.navigation`` over this mode's views (hidden) plus sago's own links in the sidebar; returns the page."""
+    pages = nav_pages(access())
+    nav = st.navigation(pages, position="hidden")
+    with st.sidebar:
+        for p in pages:
+            st.page_link(p)
+    return nav
+
+
+def mark_routed() -> None:
+    """Called by app.py right before ``nav.run()``: the page that follows runs inside the frame."""
+    st.session_state[_ROUTED] = True
+
+
+def password_gate() -> None:
+    """Share mode with ``sago_password`` in Streamlit secrets: ask for it once per session, else stop."""
+    acc = access()
+    if not acc.shared:
+        return
+    try:
+        pw = st.secrets.get(PASSWORD_SECRET)
+    except Exception:  # noqa: BLE001 - no secrets file: no password
+        pw = None
+    if not pw or st.session_state.get("_sago_authed"):
+        return
+    typed = st.text_input("Password", type="password", key="app_password")
+    if typed and hmac.compare_digest(typed.encode("utf-8"), str(pw).encode("utf-8")):
+        st.session_state["_sago_authed"] = True
+        st.session_state.pop("app_password", None)
+        st.rerun()
+    if typed:
+        st.error("Wrong password.")
+    st.stop()
+
+
+def store_options(acc: Access) -> list[str]:
+    """Stores offered in the sidebar: share mode — file names in the shared folder; local — paths."""
+    if acc.shared:
+        names = [p.name for p in shared_stores(acc.share_dir)]
+        pre = confined_store(os.environ.get("SAGO_STORE"), acc.share_dir)
+        if pre is not None:
+            names = list(dict.fromkeys([pre.name, *names]))
+        return names
+    opts = [str(p) for p in find_stores(DEMO_STORE.parent)] or [str(DEMO_STORE)]
+    if os.environ.get("SAGO_STORE"):  # a store chosen at launch: SAGO_STORE=/path/run.duckdb
+        opts = list(dict.fromkeys([os.environ["SAGO_STORE"], *opts]))
+    return opts
+
+
+def checked_store(choice: str | None) -> str | None:
+    """The store path a choice (session, widget or URL value) may open in this mode, else None.
+
+    Local mode: any non-empty path. Share mode: only a store of the shared folder
+    (``access.confined_store``).
+    """
+    acc = access()
+    if not choice or not str(choice).strip():
+        return None
+    if acc.shared:
+        p = confined_store(choice, acc.share_dir)
+        return None if p is None else str(p)
+    return str(choice).strip()

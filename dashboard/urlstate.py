@@ -1,0 +1,102 @@
+"""Page choices in the URL query string, so a pasted link reopens the same view (issue #15.6).
+
+Each page declares which widget keys travel in the URL (``restore`` before its widgets) and
+writes them back (``publish`` after them). A URL value is applied when it differs from what
+this session last wrote — a pasted or edited link wins, the session's own echo is ignored.
+Values a widget does not offer are dropped (never an error). Lists travel as repeated
+parameters (``?datasets=a&datasets=b``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import streamlit as st
+
+_FIELDS = "_url_fields"  # this run's registered fields: {param: (session key, kind)}
+_LAST = "_url_last"  # what this session last wrote per widget: {session key: [raw values]}
+
+KINDS = ("str", "int", "float", "bool", "list", "floatlist")
+
+
+def start_run() -> None:
+    """Called by app.py at the top of every run: forget the previous run's fields."""
+    st.session_state[_FIELDS] = {}
+
+
+def _parse(kind: str, raw: list[str]) -> Any:
+    if kind == "list":
+        return list(raw)
+    if kind == "floatlist":
+        return [float(v) for v in raw]
+    v = raw[-1]
+    if kind == "int":
+        return int(float(v))
+    if kind == "float":
+        return float(v)
+    if kind == "bool":
+        return v.lower() in ("1", "true", "yes", "on")
+    return v
+
+
+def _format(kind: str, value: Any) -> list[str]:
+    if value is None:
+        return []
+    if kind in ("list", "floatlist"):
+        return [f"{v:g}" if isinstance(v, float) else str(v) for v in value]
+    if kind == "bool":
+        return ["1"] if value else []
+    if kind == "float":
+        return [f"{float(value):g}"]
+    return [str(value)]
+
+
+def restore(param: str, key: str, kind: str = "str", choices: Iterable | None = None, default: Any = None) -> None:
+    """Before the widget ``key`` is created: apply ``?param=…`` when the link is new, else seed ``default``.
+
+    Args:
+        param: name in the URL (short: ``x``, ``scope``, ``datasets``).
+        key: the widget's session-state key.
+        kind: one of ``KINDS`` (how the text is parsed).
+        choices: the values the widget offers; a URL value outside them is ignored.
+        default: set when the key has no value yet (so widgets need no ``index=``/``value=``).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}")
+    st.session_state[_FIELDS] = {**st.session_state.get(_FIELDS, {}), param: (key, kind)}
+    raw = st.query_params.get_all(param)
+    last = st.session_state.get(_LAST, {}).get(key)  # per widget: pages share param names
+    if raw and raw != last:
+        try:
+            value = _parse(kind, raw)
+        except ValueError:
+            value = None
+        if value is not None and choices is not None:
+            allowed = list(choices)
+            if isinstance(value, list):
+                value = [v for v in value if v in allowed]
+            elif value not in allowed:
+                value = None
+        if value is not None:
+            st.session_state[key] = value
+            return
+    if key not in st.session_state and default is not None:
+        st.session_state[key] = default
+
+
+def publish() -> None:
+    """After the widgets: write every registered field's current value into the URL.
+
+    Only this run's registered parameters are set or removed; others are left alone (app.py
+    publishes the sidebar before the page has read its own parameters).
+    """
+    fields = st.session_state.get(_FIELDS, {})
+    want = {p: _format(kind, st.session_state.get(key)) for p, (key, kind) in fields.items()}
+    st.session_state[_LAST] = {**st.session_state.get(_LAST, {}), **{key: want[p] for p, (key, _) in fields.items()}}
+    for p, v in want.items():
+        if st.query_params.get_all(p) == v:
+            continue
+        if v:
+            st.query_params[p] = v if len(v) > 1 else v[0]
+        elif p in st.query_params:
+            del st.query_params[p]
