@@ -263,6 +263,12 @@ def backend_spec(cfg: RunConfig, m: ModelConfig) -> dict:
     """The ``get_backend`` spec of a model: local settings for hf_local; for API backends the
     model name, the settings given in the config (unset ones keep the backend's defaults) and
     the run seed. Never a key: API backends read theirs from the environment."""
+    if m.backend == "hybrid":  # issue #17: the local copy's settings and its server's
+        from precompute.config import HYBRID_FIELDS, HYBRID_SERVER_FIELDS, LOCAL_FIELDS
+
+        return {"backend": m.backend, "model": m.key, "seed": cfg.seed,
+                **{k: getattr(m, k) for k in (*LOCAL_FIELDS, *HYBRID_SERVER_FIELDS, *HYBRID_FIELDS)
+                   if getattr(m, k) is not None}}
     if not m.is_api:
         spec = {"backend": m.backend, "model": m.key, "dtype": m.dtype, "device": m.device,
                 "batch_size": m.batch_size}
@@ -443,6 +449,9 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
         if on_chunk:
             on_chunk(summary["generated"], total)
     bar.close()
+    check = getattr(backend, "logprob_check", None)  # hybrid (issue #17): server vs local log-probs, warned per chunk
+    if callable(check):
+        summary["logprob_check"] = check()
     backend.close()
     if judge is not None:
         judge.close()
