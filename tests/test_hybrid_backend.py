@@ -309,3 +309,40 @@ def test_hybrid_config_spec(tmp_path):
         "backend": "hybrid", "model": "tiny-random", "seed": 5, "dtype": "bfloat16", "device": "cpu", "batch_size": 8,
         "base_url": "http://127.0.0.1:8000/v1", "max_concurrency": 64, "timeout_s": 60.0, "max_retries": 5,
         "server_model": "Qwen/Qwen2.5-7B-Instruct", "logprob_tol": 0.1, "server_extra_body": {}}
+
+
+def test_hybrid_run_id_ignores_the_server_address(tmp_path):
+    """Shards of one hybrid study may use different servers: base_url is not in the run id, the
+    served model and the request fields are (and plain hf_local run ids are unchanged)."""
+    from types import SimpleNamespace
+
+    from precompute.config import load_config
+    from precompute.runner import run_id_for
+
+    def rid(extra):
+        p = tmp_path / "c.toml"
+        p.write_text(TOML.format(store=tmp_path / "s.duckdb", data=ROOT / "data" / "datasets", extra=extra))
+        cfg = load_config(p)
+        return run_id_for(cfg, cfg.models[0], SimpleNamespace(signature="plan"))
+
+    hyb = 'backend = "hybrid"\nbase_url = "http://{}:8000/v1"\n'
+    a, b = rid(hyb.format("10.0.0.1")), rid(hyb.format("10.0.0.2"))
+    assert a == b
+    assert rid(hyb.format("10.0.0.1") + 'server_model = "other"') != a
+    assert rid(hyb.format("10.0.0.1") + "server_extra_body = {}") != a
+    assert rid("") != a  # hf_local is another run
+
+
+def test_unreachable_server_stops_before_any_work():
+    """No server at base_url: the start-up probe raises ApiFatalError naming the server (the
+    runner's CLI exits 2 before a row is written)."""
+    import socket
+
+    from sago_engine.backends.api_common import ApiFatalError
+    from sago_engine.backends.hybrid import HybridBackend
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ApiFatalError, match=rf"server at http://127.0.0.1:{port}/v1 .* did not answer the start-up probe"):
+        HybridBackend("tiny-random", base_url=f"http://127.0.0.1:{port}/v1", device="cpu", max_retries=0, timeout_s=5)

@@ -49,7 +49,7 @@ import numpy as np
 import torch
 
 from ..types import GenerationResult
-from .api_common import ApiReply, _public_url
+from .api_common import ApiFatalError, ApiReply, _public_url
 from .hf_local import HFLocalBackend, token_stats
 from .openai_api import OpenAICompatibleBackend
 
@@ -199,11 +199,13 @@ class HybridBackend:
             prompt_format: ``"token_ids"`` (the rendered prompt's ids) or ``"text"``.
             seed: request seed (recorded; greedy needs none).
             weights_seed: weight seed of ``"tiny-random"`` only.
-            check_server: send ``PROBE_PROMPT`` once now and record the check in ``info()``.
+            check_server: send ``PROBE_PROMPT`` once now and record the check in ``info()``
+                (a probe the server does not answer raises ``ApiFatalError``: nothing is run).
             sleep: backoff sleep function (tests).
         Raises:
             ValueError: bad settings (message names them), no key for a remote server;
-            ModelUnavailableError: local weights missing.
+            ModelUnavailableError: local weights missing; ApiFatalError: the probe failed
+            (server unreachable after retries, unknown model, refused request).
         """
         if prompt_format not in ("token_ids", "text"):
             raise ValueError(f"prompt_format must be 'token_ids' or 'text', got {prompt_format!r}")
@@ -234,7 +236,11 @@ class HybridBackend:
         self._closed = False
         self.server_check: dict[str, Any] | None = None
         if check_server:
-            self.server_check = self._probe()
+            try:
+                self.server_check = self._probe()
+            except BaseException:
+                self.close()
+                raise
 
     # ------------------------------------------------------------------ record
 
@@ -456,10 +462,11 @@ class HybridBackend:
             with self._lock:
                 self._check = before
             self.server.take_usage()  # the probe is not the run's usage
-        if r.error is not None:
-            log.warning("hybrid %s: the start-up probe of %s failed: %s", self.model_id,
-                        _public_url(self.server.base_url), r.error[:300])
-            return {"prompt": PROBE_PROMPT, "error": r.error[:300]}
+        if r.error is not None:  # a server that cannot answer one prompt will not answer the run's
+            raise ApiFatalError(
+                f"hybrid {self.model_id}: the server at {_public_url(self.server.base_url)} (model "
+                f"{self.server.model_id!r}) did not answer the start-up probe: {r.error[:300]}. Check base_url and "
+                f"server_model; a server that rejects vLLM's request fields needs server_extra_body = {{}}")
         diff = r.meta["logprob_max_abs_diff"]
         ok = None if diff is None else diff <= self.logprob_tol
         if ok is False:
