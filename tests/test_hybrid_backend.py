@@ -38,12 +38,13 @@ class FakeVLLM:
     ``answers``: rendered prompt ids (tuple) → (generated ids incl. EOS, per-token log-probs).
     Unknown prompts (the start-up probe) are answered by ``fallback(prompt_ids, max_tokens)``.
     ``token_ids=False`` ignores ``return_tokens_as_token_ids`` (token strings, as a non-vLLM server);
-    ``shift`` is added to every returned log-prob (a server with other weights).
+    ``shift`` is added to every returned log-prob (a server with other weights); ``drop_eos``
+    leaves a final EOS token out of the returned tokens (finish stays "stop").
     """
 
-    def __init__(self, answers, fallback, tokenizer, eos_ids, token_ids=True, shift=0.0):
+    def __init__(self, answers, fallback, tokenizer, eos_ids, token_ids=True, shift=0.0, drop_eos=False):
         self.answers, self.fallback, self.tok, self.eos = answers, fallback, tokenizer, set(eos_ids)
-        self.token_ids, self.shift = token_ids, shift
+        self.token_ids, self.shift, self.drop_eos = token_ids, shift, drop_eos
         self.requests: list[dict] = []
         fake = self
 
@@ -73,6 +74,9 @@ class FakeVLLM:
         key = tuple(body["prompt"])
         ids, lps = self.answers[key] if key in self.answers else self.fallback(list(key), body["max_tokens"])
         ids, lps = list(ids)[: body["max_tokens"]], [float(x) + self.shift for x in lps][: body["max_tokens"]]
+        stop = bool(ids) and ids[-1] in self.eos
+        if self.drop_eos and stop:
+            ids, lps = ids[:-1], lps[:-1]
         as_ids = self.token_ids and body.get("return_tokens_as_token_ids")
         tokens = [f"token_id:{t}" if as_ids else self.tok.decode([t]) for t in ids]
         return {"id": "cmpl-1", "object": "text_completion", "created": 0, "model": body["model"],
@@ -80,7 +84,7 @@ class FakeVLLM:
                              "logprobs": {"tokens": tokens, "token_logprobs": lps,
                                           "top_logprobs": [{tk: lp} for tk, lp in zip(tokens, lps)],
                                           "text_offset": list(range(len(ids)))},
-                             "finish_reason": "stop" if ids and ids[-1] in self.eos else "length"}],
+                             "finish_reason": "stop" if stop else "length"}],
                 "usage": {"prompt_tokens": len(key), "completion_tokens": len(ids), "total_tokens": len(key) + len(ids)}}
 
     def close(self):
@@ -240,10 +244,12 @@ def test_mismatch_counted_and_warned(tiny_backend, caplog):
     assert any("on the probe" in m for m in caplog.messages)
 
 
-def test_server_without_token_ids_is_retokenized(tiny_backend):
+@pytest.mark.parametrize("token_ids, drop_eos, source", [(False, False, "re-tokenized"), (True, True, "server")])
+def test_server_ids_retokenized_or_eos_appended(tiny_backend, token_ids, drop_eos, source):
     """A server that returns token strings (no ``token_id:N``): the reply text is re-tokenized
-    locally, EOS appended on a stop; ids, text and finish reason as the server meant them, and
-    recorded as re-derived. A reply that re-tokenizes to the server's token count is still checked."""
+    locally; a server that stops without returning the EOS token: EOS appended (as hf_local counts
+    it). Either way the ids, text and finish reason are what the server meant, the source is
+    recorded, and the server's log-probs are still checked (over the tokens it sent)."""
     from sago_engine.backends.hybrid import HybridBackend
 
     tok = tiny_backend.tokenizer
@@ -253,18 +259,20 @@ def test_server_without_token_ids_is_retokenized(tiny_backend):
         lp, _ = tiny_backend._teacher_batch([(prompt_ids, answer)])[0]
         return answer, list(lp)
 
-    fake = FakeVLLM({}, fb, tok, tiny_backend.eos_ids, token_ids=False)
+    fake = FakeVLLM({}, fb, tok, tiny_backend.eos_ids, token_ids=token_ids, drop_eos=drop_eos)
     try:
-        be = HybridBackend("tiny-random", base_url=fake.url, device="cpu", server_extra_body={}, check_server=False)
+        be = HybridBackend("tiny-random", base_url=fake.url, device="cpu", check_server=False,
+                           server_extra_body=None if token_ids else {})
         (r,) = be.generate(["Capital of Peru?"], 16)
         chk = be.logprob_check()
         be.close()
     finally:
         fake.close()
-    assert "return_tokens_as_token_ids" not in fake.requests[0]  # extra_body {} sends no vLLM fields
+    assert ("return_tokens_as_token_ids" in fake.requests[0]) is token_ids  # extra_body {} sends no vLLM field
     assert r.token_ids == answer and r.text == "Lima is the capital." and r.finish_reason == "stop"
-    assert r.meta["token_ids_source"] == "re-tokenized" and r.meta["logprob_max_abs_diff"] < 1e-4
-    assert (chk["replies"], chk["re_tokenized"], chk["beyond_tol"]) == (1, 1, 0)
+    assert (r.meta["token_ids_source"], r.meta["eos_appended"]) == (source, True)  # text never holds the EOS
+    assert r.meta["server_n_tokens"] == len(answer) - drop_eos and r.meta["logprob_max_abs_diff"] < 1e-4
+    assert (chk["replies"], chk["checked"], chk["re_tokenized"], chk["beyond_tol"]) == (1, 1, int(not token_ids), 0)
 
 
 def test_parse_token_ids():

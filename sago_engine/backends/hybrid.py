@@ -15,9 +15,10 @@ returns. ``HybridBackend`` splits the work (issue #17 item 3):
 2. The server answers greedily (temperature 0; with vLLM's ``repetition_penalty=1``, ``top_k=-1``,
    ``min_p=0`` so no folder default changes a greedy choice) and returns its per-token log-probs
    and, with vLLM's ``return_tokens_as_token_ids``, the generated token ids (``"token_id:N"``
-   strings). A server that returns no ids gets its text re-tokenized with the local tokenizer
-   (plus the EOS token when it stopped on one); the reply's ``meta["token_ids_source"]`` says
-   which (``"server"`` / ``"re-tokenized"``).
+   strings). A server that returns no ids gets its text re-tokenized with the local tokenizer;
+   the reply's ``meta["token_ids_source"]`` says which (``"server"`` / ``"re-tokenized"``). A reply
+   that stopped (finish "stop") without an EOS token among its ids gets the EOS id appended
+   (``meta["eos_appended"]``), since ``hf_local`` counts the EOS token in Δ-Prob / Δ-Ent.
 3. The local ``transformers`` copy of the same weights runs one batched teacher-forced forward
    pass over prompt + returned tokens (no local decoding): the hidden state of the last prompt
    token at the embedding output and after every layer (Δ-Cos), exact log-probs of the returned
@@ -330,7 +331,7 @@ class HybridBackend:
             (ends with EOS, or the server stopped) or "length"; ``latency_s`` the server's
             latency plus this reply's share of the local pass; ``meta``: the server's (model
             returned, tokens, attempts, finish_raw…) plus ``token_ids_source``,
-            ``server_n_tokens``, ``logprob_max_abs_diff`` (nats or None) and ``logprob_mismatch``.
+            ``eos_appended``, ``server_n_tokens``, ``logprob_max_abs_diff`` (nats or None) and ``logprob_mismatch``.
             A prompt the server failed on (or that encodes to nothing) is a result with ``error``
             set and ``meta["retryable"]`` as ``ApiBackend.generate`` sets it.
         Raises:
@@ -362,16 +363,16 @@ class HybridBackend:
             if r.error is not None:
                 out[i] = r
                 continue
-            ids, source = self._scored_ids(r)
-            todo.append((i, ids, r, source))
+            ids, source, appended = self._scored_ids(r)
+            todo.append((i, ids, r, (source, appended)))
         n_beyond = 0
         for batch in self.local._batches([len(rendered[prompts[i]][0]) + len(ids) for i, ids, _, _ in todo]):
             rows = [todo[b] for b in batch]
             t0 = time.perf_counter()
             scored = self._score([(rendered[prompts[i]][0], ids) for i, ids, _, _ in rows])
             per = (time.perf_counter() - t0) / len(rows)
-            for (i, ids, r, source), (lp, ent, hid) in zip(rows, scored):
-                out[i] = self._result(ids, r, source, lp, ent, hid, per)
+            for (i, ids, r, how), (lp, ent, hid) in zip(rows, scored):
+                out[i] = self._result(ids, r, how, lp, ent, hid, per)
                 n_beyond += bool(out[i].meta["logprob_mismatch"])
         if n_beyond:
             log.warning("hybrid %s: %d of %d replies have server log-probs more than %.3g nats from the local "
@@ -379,28 +380,32 @@ class HybridBackend:
                         self.model_id, n_beyond, len(todo), self.logprob_tol, self.logprob_check()["max_abs_diff"])
         return out  # type: ignore[return-value]
 
-    def _scored_ids(self, r: GenerationResult) -> tuple[list[int], str]:
-        """The ids to score: the server's, else the text re-tokenized (+ EOS on a stop); cut after
-        the first EOS, as hf_local keeps them."""
+    def _scored_ids(self, r: GenerationResult) -> tuple[list[int], str, bool]:
+        """The ids to score, their source and whether EOS was appended: the server's ids, else the
+        text re-tokenized; the EOS token appended when the server stopped (finish "stop") without
+        returning one (vLLM returns it; a server may not), as hf_local counts it; cut after the
+        first EOS, as hf_local keeps them."""
         if r.token_ids is not None:
             ids, source = [int(t) for t in r.token_ids], "server"
         else:
-            ids = list(self.local.tokenizer(r.text, add_special_tokens=False)["input_ids"])
-            source = "re-tokenized"
-            if r.finish_reason == "stop" and (not ids or ids[-1] not in self._eos):
-                eos = self.local.tokenizer.eos_token_id
-                ids.append(eos if eos in self._eos else self.local.eos_ids[0])
+            ids, source = list(self.local.tokenizer(r.text, add_special_tokens=False)["input_ids"]), "re-tokenized"
+        appended = r.finish_reason == "stop" and not any(t in self._eos for t in ids)
+        if appended:
+            eos = self.local.tokenizer.eos_token_id
+            ids.append(eos if eos in self._eos else self.local.eos_ids[0])
         for t, tok in enumerate(ids):
             if tok in self._eos:
-                return ids[: t + 1], source
-        return ids, source
+                return ids[: t + 1], source, appended
+        return ids, source, appended
 
-    def _result(self, ids: list[int], r: GenerationResult, source: str, lp: np.ndarray, ent: np.ndarray,
+    def _result(self, ids: list[int], r: GenerationResult, how: tuple[str, bool], lp: np.ndarray, ent: np.ndarray,
                 hid: np.ndarray, local_s: float) -> GenerationResult:
+        source, appended = how
         diff = None
         srv = r.token_logprobs
-        if srv is not None and len(srv) == len(ids) and len(ids):
-            d = np.abs(np.asarray(srv, dtype=np.float64) - lp)
+        # the server's log-probs cover the scored tokens, or all but an EOS appended here
+        if srv is not None and len(srv) and len(srv) in (len(ids), len(ids) - appended):
+            d = np.abs(np.asarray(srv, dtype=np.float64) - lp[: len(srv)])
             d = d[np.isfinite(d)]
             diff = float(d.max()) if len(d) else None
         mismatch = diff is not None and diff > self.logprob_tol
@@ -413,7 +418,8 @@ class HybridBackend:
                 c["beyond_tol"] += mismatch
                 c["max_abs_diff"] = diff if c["max_abs_diff"] is None else max(c["max_abs_diff"], diff)
         finish = "stop" if (ids and ids[-1] in self._eos) else r.finish_reason  # else the server's: length / stop
-        meta = {**(r.meta or {}), "token_ids_source": source, "server_n_tokens": None if srv is None else len(srv),
+        meta = {**(r.meta or {}), "token_ids_source": source, "eos_appended": appended,
+                "server_n_tokens": None if srv is None else len(srv),
                 "logprob_max_abs_diff": diff, "logprob_mismatch": mismatch}
         text = self.local.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
         return GenerationResult(text=text, n_tokens=len(ids), token_logprobs=lp, token_entropies=ent,
