@@ -116,7 +116,7 @@ chunk_prompts = 2
 [data]
 dir = "{data}"
 datasets = ["truthfulqa", "alpaca"]
-n_prompts = 2
+n_prompts = 1
 
 [variants]
 # surface noise only: meaning kept by construction, no semantic-filter pass (keeps this test fast)
@@ -151,9 +151,9 @@ def test_hybrid_run_equals_hf_local_run(tiny_backend, tmp_path):
                 texts[(pid, vid)] = vtext
         for pid in {p for p, _ in texts}:
             for r in st.responses(pid).itertuples():
-                local_resp[(r.prompt_id, _vid(r.variant_id))] = r
+                local_resp[(r.prompt_id, _vid(r.variant_id))] = r  # the store's only run so far
         local_deltas = st.deltas(kept_only=False)
-    assert len(local_resp) == 4 * (1 + 3)
+    assert len(local_resp) == 2 * (1 + 3)  # 2 prompts × (base + 3 variants)
     keys = sorted(local_resp, key=str)
     ids = [[int(t) for t in local_resp[k].token_ids] for k in keys]
     tf = tiny_backend.teacher_force([texts[k] for k in keys], ids)
@@ -161,7 +161,8 @@ def test_hybrid_run_equals_hf_local_run(tiny_backend, tmp_path):
     fake = FakeVLLM(answers, _generate_fallback(tiny_backend), tiny_backend.tokenizer, tiny_backend.eos_ids)
     try:
         extra = f'backend = "hybrid"\nbase_url = "{fake.url}"\nserver_model = "served-tiny"\nlogprob_tol = 0.01'
-        (tmp_path / "hybrid.toml").write_text(TOML.format(store=tmp_path / "hybrid.duckdb", data=data, extra=extra))
+        # the same store: the plan (variants, semantic filter) is read back, not recomputed
+        (tmp_path / "hybrid.toml").write_text(TOML.format(store=tmp_path / "local.duckdb", data=data, extra=extra))
         (summary,) = run(load_config(tmp_path / "hybrid.toml"), progress=False)
     finally:
         fake.close()
@@ -173,15 +174,17 @@ def test_hybrid_run_equals_hf_local_run(tiny_backend, tmp_path):
     chk = summary["logprob_check"]
     assert (chk["replies"], chk["checked"], chk["beyond_tol"], chk["re_tokenized"]) == (n, n, 0, 0)
     assert chk["max_abs_diff"] < 1e-4 and chk["tol"] == 0.01
-    with open_store(tmp_path / "hybrid.duckdb") as st:
+    with open_store(tmp_path / "local.duckdb") as st:
         runs = st.runs()
-        (hyb_run,) = runs["run_id"]
-        rec = runs.iloc[0]
+        assert len(runs) == 2
+        rec = runs[runs["run_id"] != local_run].iloc[0]
+        hyb_run = rec["run_id"]
         hyb_resp = {}
         for pid in {p for p, _ in texts}:
             for r in st.responses(pid).itertuples():
-                hyb_resp[(r.prompt_id, _vid(r.variant_id))] = r
-        hyb_deltas = st.deltas(kept_only=False)
+                if r.run_id == hyb_run:
+                    hyb_resp[(r.prompt_id, _vid(r.variant_id))] = r
+        hyb_deltas = st.deltas(kept_only=False, run_ids=[hyb_run])
         tmpl = st.templates("chat_template")
     assert hyb_run != local_run and rec["backend"] == "hybrid" and rec["model"] == "tiny-random"
     dec = json.loads(rec["decoding"]) if isinstance(rec["decoding"], str) else rec["decoding"]
@@ -191,7 +194,7 @@ def test_hybrid_run_equals_hf_local_run(tiny_backend, tmp_path):
     assert dec["hybrid"]["server_check"]["within_tol"] is True
     assert dec["hybrid"]["server_check"]["token_ids_source"] == "server"
     assert dec["chat_template"]["sha256"] == tiny_backend.template_record()["sha256"]  # local rendering recorded
-    assert len(tmpl) == 1  # the chat template text stored, as for hf_local
+    assert len(tmpl) == 1  # the same chat template text as the hf_local run's (same id)
     assert rec["model_source"].startswith(f"hybrid: server {fake.url} model served-tiny; local random (LlamaConfig")
     assert sorted(json.loads(rec["capabilities"])) == ["cos", "ent", "prob"]
     # replies: identical ids, texts, finish reasons; log-probs from the local pass
@@ -205,7 +208,7 @@ def test_hybrid_run_equals_hf_local_run(tiny_backend, tmp_path):
     # deltas: all six axes available in both and equal
     cols = ["prompt_id", "variant_id", "axis"]
     m = local_deltas.merge(hyb_deltas, on=cols, suffixes=("_l", "_h"))
-    assert len(m) == len(local_deltas) == len(hyb_deltas) == 4 * 3 * 6
+    assert len(m) == len(local_deltas) == len(hyb_deltas) == 2 * 3 * 6
     assert m["available_l"].all() and m["available_h"].all()
     for axis, g in m.groupby("axis"):
         err = float(np.max(np.abs(g["delta_l"] - g["delta_h"])))
