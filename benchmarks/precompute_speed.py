@@ -1,6 +1,6 @@
 """Precompute speed: the naive per-variant loop vs sago's runner, same model, same prompts, one process.
 
-Usage: ``python benchmarks/precompute_speed.py [--dtype float32] [--batch-size 56] [--runner-only]``
+Usage: ``python benchmarks/precompute_speed.py [--dtype float32] [--batch-size 56] [--runner-only] [--device cuda]``
 
 Workload: smollm2-135m-instruct, 8 prompts (the first 2 of truthfulqa, nq_open, alpaca and
 simpleqa_verified) × the demo variant grid (``precompute/configs/demo.toml``: 5 social-register
@@ -64,6 +64,8 @@ MODEL = "smollm2-135m-instruct"
 DATASETS = ("truthfulqa", "nq_open", "alpaca", "simpleqa_verified")
 #: Largest |Δ_sago − Δ_naive| accepted per axis (raw, unnormalized units) where both responses match.
 TOL = {"cos": 1e-4, "bleu": 1e-9, "bert": 1e-5, "prob": 5e-3, "ent": 5e-3, "mr": 0.0}
+#: Where the models run (``--device``; cpu unless given).
+DEVICE = "cpu"
 
 
 # --------------------------------------------------------------------------- measurement
@@ -92,9 +94,11 @@ class ForwardMeter:
         ids = kwargs.get("input_ids", args[0] if args else None)
         self._cur = "decode" if ids is not None and ids.shape[-1] == 1 else "prefill"
         self._f0 = self.flops
+        _sync()
         self._t0 = time.perf_counter()
 
     def _post(self, module, args, output) -> None:
+        _sync()  # CUDA kernels run asynchronously: time them to completion
         dt = time.perf_counter() - self._t0
         self.seconds += dt
         self.calls += 1
@@ -120,17 +124,27 @@ class ForwardMeter:
             h.remove()
 
 
+def _sync() -> None:
+    if DEVICE.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
 def matmul_ceiling(dtype: torch.dtype, sizes=(1024, 2048, 3072), reps: int = 5) -> float:
-    """Best GFLOP/s of ``torch.mm`` on square matrices in ``dtype`` (same threads as the runs)."""
+    """Best GFLOP/s of ``torch.mm`` on square matrices in ``dtype`` on ``DEVICE`` (same threads as
+    the runs; on CUDA larger sizes too, timed to completion)."""
     best = 0.0
     g = torch.Generator().manual_seed(0)
+    if DEVICE.startswith("cuda"):
+        sizes = (*sizes, 8192)
     for n in sizes:
-        a = torch.randn(n, n, generator=g).to(dtype)
-        b = torch.randn(n, n, generator=g).to(dtype)
+        a = torch.randn(n, n, generator=g).to(dtype).to(DEVICE)
+        b = torch.randn(n, n, generator=g).to(dtype).to(DEVICE)
         a @ b
         for _ in range(reps):
+            _sync()
             t = time.perf_counter()
             a @ b
+            _sync()
             best = max(best, 2 * n**3 / (time.perf_counter() - t) / 1e9)
     return best
 
@@ -268,11 +282,14 @@ def main() -> int:
     ap.add_argument("--chunk-prompts", type=int, default=None, help="prompts per committed chunk (default: demo.toml's)")
     ap.add_argument("--max-new", type=int, default=48)
     ap.add_argument("--runner-only", action="store_true", help="skip the naive loop (no speedup line)")
+    ap.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N (benchmarks/gpu_smoke.sh)")
     ap.add_argument("--no-prefix-cache", action="store_true",
                     help="ablation: prefill every row in full (no shared chat-template prefix cache)")
     ap.add_argument("--bf16-check", action="store_true",
                     help="also run sago in bfloat16 and report its speed and delta differences against this dtype")
     a = ap.parse_args()
+    global DEVICE
+    DEVICE = a.device
 
     if a.no_prefix_cache:
         HFLocalBackend.MIN_SHARED_PREFIX = 10**9
@@ -283,11 +300,11 @@ def main() -> int:
     cfg = dataclasses.replace(
         demo, store=str(tmp / "sago.duckdb"), datasets=DATASETS, n_prompts=2, max_new_tokens=a.max_new,
         chunk_prompts=a.chunk_prompts or demo.chunk_prompts,
-        models=(ModelConfig(key=MODEL, dtype=a.dtype, device="cpu", batch_size=bs),),
+        models=(ModelConfig(key=MODEL, dtype=a.dtype, device=DEVICE, batch_size=bs),),
     )
     tdtype = getattr(torch, a.dtype)
     set_threads()  # SAGO_THREADS, as the backend will apply it: the ceiling runs on the same threads
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, dtype {a.dtype}, "
+    print(f"torch {torch.__version__}, device {DEVICE}, threads {torch.get_num_threads()}, dtype {a.dtype}, "
           f"sago batch_size {bs}, chunk_prompts {cfg.chunk_prompts}, max_new_tokens {a.max_new}, "
           f"shared-prefix cache {'off' if a.no_prefix_cache else 'on'}")
     ceil0 = matmul_ceiling(tdtype)
@@ -308,7 +325,7 @@ def main() -> int:
     naive_s = None
     if not a.runner_only:
         t = time.perf_counter()
-        be = HFLocalBackend(MODEL, dtype=a.dtype, device="cpu", batch_size=1)
+        be = HFLocalBackend(MODEL, dtype=a.dtype, device=DEVICE, batch_size=1)
         load = time.perf_counter() - t
         nm = ForwardMeter(be.model)
         plan = make_plan(cfg)

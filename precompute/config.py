@@ -33,7 +33,9 @@ class ModelConfig:
     model, or a Hugging Face Hub id (``org/name``; needs the weights in the local HF cache or
     hub access with ``HF_HUB_OFFLINE=0``). API backends: the provider's model name."""
     backend: str = "hf_local"
-    """Backend name: ``hf_local``, ``openai``, ``openai_compatible``, ``anthropic`` or ``gemini``."""
+    """Backend name: ``hf_local``, ``openai``, ``openai_compatible``, ``anthropic``, ``gemini`` or
+    ``hybrid`` (replies from a vLLM/OpenAI-compatible server at ``base_url``, white-box statistics
+    from the local copy ``key``; takes the hf_local fields and ``HYBRID_SERVER_FIELDS``)."""
     dtype: str = "float32"
     """``float32``, ``bfloat16`` or ``float16`` (hf_local only; ``float16`` needs a GPU). Whether
     the pair (dtype, device) works here is decided by ``sago_engine.models.check_device``."""
@@ -78,6 +80,15 @@ class ModelConfig:
     extended thinking ``budget_tokens`` (≥ 1024, on top of max_new_tokens). Unset: the model's default."""
     reasoning_effort: str | None = None
     """openai / openai_compatible ``reasoning_effort`` (e.g. ``"none"``, ``"minimal"``, ``"low"``)."""
+    # ---- hybrid only (sago_engine.backends.hybrid.HybridBackend) ----
+    server_model: str | None = None
+    """The model name the server serves (vLLM ``--served-model-name``); unset: ``key``."""
+    logprob_tol: float | None = None
+    """Tolerance (nats, > 0) on max |server − local| token log-prob per reply; replies beyond it
+    are counted and warned about. Unset: 0.05."""
+    server_extra_body: dict[str, Any] | None = None
+    """Extra request fields; unset: vLLM's (token ids, neutral repetition_penalty/top_k/min_p);
+    ``{}`` for a server that rejects unknown fields (ids are then re-tokenized)."""
     # ---- every backend ----
     base_repeats: int | None = None
     """How often the base prompt is asked (≥ 1); repeats beyond the first give the noise floor.
@@ -90,8 +101,9 @@ class ModelConfig:
 
     @property
     def is_api(self) -> bool:
-        """True for the API backends (everything but ``hf_local``)."""
-        return self.backend != "hf_local"
+        """True for the API backends (everything but ``hf_local`` and ``hybrid``, whose record,
+        dtype and chat template are the local copy's)."""
+        return self.backend not in ("hf_local", "hybrid")
 
 
 #: ModelConfig fields that only API backends take.
@@ -100,6 +112,9 @@ API_FIELDS: tuple[str, ...] = ("base_url", "api_key_env", "api_version", "top_lo
                                "price_cached_in_per_mtok", "omit_params", "thinking_budget", "reasoning_effort")
 #: ModelConfig fields that only hf_local takes.
 LOCAL_FIELDS: tuple[str, ...] = ("dtype", "device", "batch_size", "chat_template_kwargs")
+#: ModelConfig fields that only ``hybrid`` takes, and the API fields it takes for its server.
+HYBRID_FIELDS: tuple[str, ...] = ("server_model", "logprob_tol", "server_extra_body")
+HYBRID_SERVER_FIELDS: tuple[str, ...] = ("base_url", "api_key_env", "max_concurrency", "timeout_s", "max_retries")
 
 def _number(m: dict, key: str, lo: float, *, strict: bool = False) -> None:
     v = m.get(key)
@@ -123,6 +138,11 @@ def _check_model(m: dict, base: Path) -> ModelConfig:
     key = m["key"]
     if not isinstance(key, str) or not key.strip():
         raise ConfigError(f"models.key must be a non-empty string, got {key!r}")
+    if backend == "hybrid":
+        return _check_hybrid(m, base)
+    bad = [k for k in HYBRID_FIELDS if k in m]
+    if bad:
+        raise ConfigError(f"model {key!r}: {', '.join(bad)} only apply to the hybrid backend, not {backend}")
     if backend == "hf_local":
         bad = [k for k in API_FIELDS if k in m]
         if bad:
@@ -195,6 +215,30 @@ def _check_model(m: dict, base: Path) -> ModelConfig:
     return ModelConfig(**m)
 
 
+def _check_hybrid(m: dict, base: Path) -> ModelConfig:
+    """Validate a ``backend = "hybrid"`` table: its local part as an hf_local model, its server
+    part as an openai_compatible one (``base_url`` required), plus ``HYBRID_FIELDS``."""
+    key = m["key"]
+    allowed = ("key", "backend", "base_repeats", *LOCAL_FIELDS, *HYBRID_SERVER_FIELDS, *HYBRID_FIELDS)
+    bad = [k for k in m if k not in allowed]
+    if bad:
+        raise ConfigError(f"model {key!r}: {', '.join(bad)} do not apply to the hybrid backend (it takes "
+                          f"{', '.join(a for a in allowed if a not in ('key', 'backend'))})")
+    if "base_url" not in m:
+        raise ConfigError(f"model {key!r}: the hybrid backend needs base_url (the server, e.g. "
+                          f"\"http://localhost:8000/v1\" for vLLM)")
+    sm = m.get("server_model", key)
+    if not isinstance(sm, str) or not sm.strip():
+        raise ConfigError(f"model {key!r}: server_model must be a non-empty string, got {sm!r}")
+    _number(m, "logprob_tol", 0, strict=True)
+    if "server_extra_body" in m and not isinstance(m["server_extra_body"], dict):
+        raise ConfigError(f"model {key!r}: server_extra_body must be a table, got {m['server_extra_body']!r}")
+    _check_model({k: m[k] for k in ("key", *LOCAL_FIELDS) if k in m}, base)  # the local copy
+    _check_model({"key": sm, "backend": "openai_compatible", **{k: m[k] for k in HYBRID_SERVER_FIELDS if k in m}},
+                 base)  # the server
+    return ModelConfig(**m)
+
+
 def missing_api_keys(models, environ=None) -> list[str]:
     """Environment variables the API models need but that are unset, one entry per variable.
 
@@ -206,8 +250,9 @@ def missing_api_keys(models, environ=None) -> list[str]:
 
     need: dict[str, list[str]] = {}
     for m in models:
-        if m.is_api:
-            for var in missing_key_vars(m.backend, m.api_key_env, m.base_url, environ):
+        if m.is_api or m.backend == "hybrid":  # hybrid: its server's key, as openai_compatible
+            be = "openai_compatible" if m.backend == "hybrid" else m.backend
+            for var in missing_key_vars(be, m.api_key_env, m.base_url, environ):
                 need.setdefault(var, []).append(m.key)
     return [f"{var} ({', '.join(keys)})" for var, keys in need.items()]
 
@@ -329,6 +374,8 @@ def llm_section(raw: dict, name: str, default_max_new_tokens: int, base: Path) -
     backend = sec.get("backend", "hf_local")
     if not isinstance(backend, str) or backend not in BACKENDS:
         raise _unknown(f"[{name}] backend", backend, sorted(BACKENDS))
+    if backend == "hybrid":
+        raise ConfigError(f"[{name}] needs text only: use backend = \"openai_compatible\" for a model on a server")
     model = sec.get("model")
     if not isinstance(model, str) or not model.strip():
         raise ConfigError(f"[{name}] needs model = \"...\" (a model key"

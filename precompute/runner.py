@@ -206,7 +206,7 @@ def judge_key(cfg: RunConfig) -> dict | None:
 #: ModelConfig fields of API backends that can change an answer (so they are part of the run id);
 #: concurrency, timeouts, retries and prices cannot, so changing them resumes the same run.
 RUN_ID_API_FIELDS: tuple[str, ...] = ("base_url", "api_version", "top_logprobs", "omit_params", "thinking_budget",
-                                       "reasoning_effort")
+                                       "reasoning_effort", "server_model", "server_extra_body")
 #: A run whose replies are more than this share errors ends "failed", never "complete" (issue #13).
 MAX_ERROR_SHARE = 0.5
 #: Above this share of replies with no visible text (token budget spent), the run warns.
@@ -216,14 +216,16 @@ WARN_NO_OUTPUT_SHARE = 0.03
 def run_id_for(cfg: RunConfig, m: ModelConfig, plan: Plan) -> str:
     """Deterministic run key: model, backend, dtype, decoding, seed, R_X and the plan signature.
 
-    The answer-changing API settings (``RUN_ID_API_FIELDS``) and hf_local's
+    The answer-changing API settings (``RUN_ID_API_FIELDS``; for hybrid not ``base_url``: shards
+    may use different servers of the same weights, checked by the log-prob check) and hf_local's
     ``chat_template_kwargs`` join the hash only when set, and
     ``judge_key`` only when a ``[judge]`` is set, so the run ids of plain hf_local runs (and of
     existing stores) are unchanged.
     """
     parts = [m.key, m.backend, m.dtype, {"greedy": True, "max_new_tokens": cfg.max_new_tokens},
              cfg.seed, cfg.normalizers, cfg.filter, plan.signature]
-    api = {k: getattr(m, k) for k in RUN_ID_API_FIELDS if getattr(m, k) is not None}
+    api = {k: getattr(m, k) for k in RUN_ID_API_FIELDS if getattr(m, k) is not None
+           and not (k == "base_url" and m.backend == "hybrid")}  # hybrid: any server of the same weights
     if api:
         parts.append(api)
     if getattr(m, "chat_template_kwargs", None) is not None:  # explicit template variables change the prompt
@@ -258,6 +260,12 @@ def backend_spec(cfg: RunConfig, m: ModelConfig) -> dict:
     """The ``get_backend`` spec of a model: local settings for hf_local; for API backends the
     model name, the settings given in the config (unset ones keep the backend's defaults) and
     the run seed. Never a key: API backends read theirs from the environment."""
+    if m.backend == "hybrid":  # issue #17: the local copy's settings and its server's
+        from precompute.config import HYBRID_FIELDS, HYBRID_SERVER_FIELDS, LOCAL_FIELDS
+
+        return {"backend": m.backend, "model": m.key, "seed": cfg.seed,
+                **{k: getattr(m, k) for k in (*LOCAL_FIELDS, *HYBRID_SERVER_FIELDS, *HYBRID_FIELDS)
+                   if getattr(m, k) is not None}}
     if not m.is_api:
         spec = {"backend": m.backend, "model": m.key, "dtype": m.dtype, "device": m.device,
                 "batch_size": m.batch_size}
@@ -425,6 +433,9 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
         if on_chunk:
             on_chunk(summary["generated"], total)
     bar.close()
+    check = getattr(backend, "logprob_check", None)  # hybrid (issue #17): server vs local log-probs, warned per chunk
+    if callable(check):
+        summary["logprob_check"] = check()
     backend.close()
     if judge is not None:
         judge.close()

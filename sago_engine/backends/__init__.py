@@ -2,4 +2,7 @@
 
 from .base import BACKENDS, Backend, DecodingConfig, get_backend, register_backend
 
+# server replies + local teacher-forced statistics (issue #17 item 3); imported only when used
+register_backend("hybrid", ".hybrid:HybridBackend")
+
 __all__ = ["BACKENDS", "Backend", "DecodingConfig", "get_backend", "register_backend"]

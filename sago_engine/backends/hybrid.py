@@ -1,0 +1,495 @@
+"""Hybrid backend: replies from an OpenAI-compatible server (vLLM), white-box statistics from a local copy.
+
+Generation at scale runs on a server (vLLM: tensor parallel on one node, Ray across nodes); the
+white-box axes need the model's activations and full predictive distribution, which no server
+returns. ``HybridBackend`` splits the work (issue #17 item 3):
+
+1. The prompt is rendered locally, exactly as ``hf_local`` renders it
+   (``HFLocalBackend.format_prompt`` / ``encode_prompt``: the recorded chat template and its
+   variables), and sent to the server's **completions** endpoint (``/v1/completions``) as those
+   token ids (``prompt_format="token_ids"``, default) — not as chat messages, which the server
+   would render with its own copy of the template (possibly another revision, other defaults
+   such as a thinking switch, a second BOS). The server continues exactly the tokens the local
+   model scores. ``prompt_format="text"`` sends the rendered text instead, for servers that take
+   no token ids.
+2. The server answers greedily (temperature 0; with vLLM's ``repetition_penalty=1``, ``top_k=-1``,
+   ``min_p=0`` so no folder default changes a greedy choice) and returns its per-token log-probs
+   and, with vLLM's ``return_tokens_as_token_ids``, the generated token ids (``"token_id:N"``
+   strings). A server that returns no ids gets its text re-tokenized with the local tokenizer;
+   the reply's ``meta["token_ids_source"]`` says which (``"server"`` / ``"re-tokenized"``). A reply
+   that stopped (finish "stop") without an EOS token among its ids gets the EOS id appended
+   (``meta["eos_appended"]``), since ``hf_local`` counts the EOS token in Δ-Prob / Δ-Ent.
+3. The local ``transformers`` copy of the same weights runs one batched teacher-forced forward
+   pass over prompt + returned tokens (no local decoding): the hidden state of the last prompt
+   token at the embedding output and after every layer (Δ-Cos), exact log-probs of the returned
+   tokens and full-vocabulary entropies (Δ-Prob, Δ-Ent), in float32 (``hf_local.token_stats``).
+   SAGO (arXiv 2610.01428) §Axes defines Δ-Prob / Δ-Ent under teacher forcing.
+4. Per reply, the largest |server log-prob − local log-prob| over the returned tokens is kept in
+   ``meta["logprob_max_abs_diff"]``; a reply beyond ``logprob_tol`` (default 0.05 nats: fp32
+   locally against a bf16 server) is counted and warned about — wrong weights or another
+   revision on one side. ``logprob_check()`` gives the counts; a probe at start-up (one fixed
+   prompt) puts the same check in ``info()`` and so in the run record, before any work.
+
+Stored ``token_ids`` are the scored ids; the stored reply is their decode (special tokens skipped,
+no clean-up), as for ``hf_local``. So a hybrid run's responses and deltas equal a pure ``hf_local``
+run's whenever the server returns the tokens the local model would generate (tested with a
+loopback fake server: token ids and texts identical, deltas within float noise).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from ..types import GenerationResult
+from .api_common import ApiFatalError, ApiReply, _public_url
+from .hf_local import HFLocalBackend, token_stats
+from .openai_api import OpenAICompatibleBackend
+
+__all__ = ["HybridBackend", "DEFAULT_LOGPROB_TOL", "VLLM_EXTRA_BODY", "PROBE_PROMPT", "parse_token_ids"]
+
+log = logging.getLogger("sago.hybrid")
+
+#: Default tolerance (nats) on max |server log-prob − local log-prob| per reply: float32 locally
+#: against a bfloat16 server differ by ~1e-2 on typical tokens; a different checkpoint by far more.
+DEFAULT_LOGPROB_TOL = 0.05
+
+#: Extra request fields sent to a vLLM server (``extra_body``): token ids instead of token strings,
+#: and every sampling knob vLLM would otherwise take from the model folder's
+#: ``generation_config.json`` at its neutral value (as ``hf_local.NEUTRAL_DECODING``). Servers
+#: that reject unknown fields: set ``server_extra_body = {}`` (ids are then re-tokenized).
+VLLM_EXTRA_BODY: dict[str, Any] = {"return_tokens_as_token_ids": True, "repetition_penalty": 1.0, "top_k": -1,
+                                   "min_p": 0.0}
+
+#: The start-up probe's prompt (one reply, ``PROBE_TOKENS`` tokens at most).
+PROBE_PROMPT = "Name the capital of France in one word."
+PROBE_TOKENS = 8
+
+_TOKEN_ID = re.compile(r"token_id:(\d+)")
+
+
+def parse_token_ids(tokens: Sequence[str] | None) -> list[int] | None:
+    """Token ids from vLLM's ``return_tokens_as_token_ids`` strings (``"token_id:123"``).
+
+    Returns:
+        The ids, or None when ``tokens`` is None or any entry is not of that form (a server that
+        returned token strings: the caller re-tokenizes). ``[]`` for an empty list.
+    """
+    if tokens is None:
+        return None
+    out = []
+    for t in tokens:
+        m = _TOKEN_ID.fullmatch(str(t))
+        if m is None:
+            return None
+        out.append(int(m.group(1)))
+    return out
+
+
+@dataclass
+class _CompletionReply(ApiReply):
+    """An ``ApiReply`` plus the generated token ids the server returned (None: none given)."""
+
+    token_ids: list[int] | None = None
+
+
+class _CompletionServer(OpenAICompatibleBackend):
+    """The server side: ``client.completions.create`` over the locally rendered prompt.
+
+    Keeps ``openai_compatible``'s name, key rules (the key only from ``api_key_env``; none at a
+    local URL), retries, concurrency and redaction. ``prompts`` passed to ``generate`` are keys of
+    ``self.rendered`` (set by ``HybridBackend`` before each call): raw prompt → token ids / text.
+    """
+
+    def __init__(self, model: str, *, prompt_format: str, extra_body: dict[str, Any], **kw: Any) -> None:
+        super().__init__(model, top_logprobs=0, **kw)
+        self.prompt_format = prompt_format
+        self.extra_body = dict(extra_body)
+        self.rendered: dict[str, tuple[list[int], str]] = {}
+
+    def request_params(self, max_new_tokens: int) -> dict[str, Any]:
+        d = super().request_params(max_new_tokens)
+        d.update(endpoint="completions", prompt_format=self.prompt_format, logprobs=1, top_p=1.0,
+                 extra_body=dict(sorted(self.extra_body.items())))
+        return d
+
+    def _request(self, prompt: str, max_new_tokens: int) -> ApiReply:
+        ids, text = self.rendered[prompt]
+        kw: dict[str, Any] = {"model": self.model_id, "prompt": list(ids) if self.prompt_format == "token_ids" else text,
+                              "max_tokens": max_new_tokens, "temperature": 0.0, "top_p": 1.0, "seed": self.seed,
+                              "logprobs": 1}
+        if self.extra_body:
+            kw["extra_body"] = dict(self.extra_body)
+        r = self._client.completions.create(**kw)
+        if not r.choices:
+            raise ValueError("the server returned no choices")
+        ch = r.choices[0]
+        lp = ch.logprobs
+        tokens = list(lp.tokens) if lp is not None and lp.tokens is not None else None
+        lps = None
+        if lp is not None and lp.token_logprobs is not None:
+            lps = [float("nan") if x is None else float(x) for x in lp.token_logprobs]
+        u = r.usage
+        return _CompletionReply(text=ch.text or "", finish_raw=ch.finish_reason, model=r.model,
+                                prompt_tokens=getattr(u, "prompt_tokens", None),
+                                completion_tokens=getattr(u, "completion_tokens", None),
+                                token_logprobs=lps, token_ids=parse_token_ids(tokens))
+
+    def _result(self, reply: ApiReply, latency: float, cached: bool, attempts: int) -> GenerationResult:
+        res = super()._result(reply, latency, cached, attempts)
+        if reply.token_logprobs is not None and res.token_logprobs is None:  # kept even for an empty text
+            res.token_logprobs = np.asarray(reply.token_logprobs, dtype=np.float64)
+        res.token_ids = getattr(reply, "token_ids", None)
+        return res
+
+
+class HybridBackend:
+    """Replies from an OpenAI-compatible server, Δ-Cos / Δ-Prob / Δ-Ent from a local teacher-forced pass.
+
+    See the module docstring for the protocol. ``capabilities`` = {"cos", "prob", "ent"}, all
+    exact (no top-k bound). Registered as ``"hybrid"``; config: ``backend = "hybrid"`` with
+    ``key`` the local model (zoo key, ``tiny-random``, folder or hub id) and ``base_url`` the
+    server (README "Hybrid backend (vLLM)").
+    """
+
+    name = "hybrid"
+    capabilities = frozenset({"cos", "prob", "ent"})
+
+    def __init__(
+        self,
+        model: str,
+        base_url: str,
+        server_model: str | None = None,
+        dtype: str = "float32",
+        device: str = "auto",
+        batch_size: int = 8,
+        chat_template_kwargs: dict[str, Any] | None = None,
+        api_key_env: str | None = None,
+        max_concurrency: int = 4,
+        timeout_s: float = 60.0,
+        max_retries: int = 5,
+        logprob_tol: float = DEFAULT_LOGPROB_TOL,
+        server_extra_body: dict[str, Any] | None = None,
+        prompt_format: str = "token_ids",
+        seed: int = 0,
+        weights_seed: int = 0,
+        check_server: bool = True,
+        sleep=time.sleep,
+    ) -> None:
+        """Load the local copy, connect to the server and (``check_server``) probe it once.
+
+        Args:
+            model: the local model: zoo key, ``"tiny-random"``, model folder or hub id (as
+                ``HFLocalBackend``); also the served name unless ``server_model`` is given.
+            base_url: the server's API root, e.g. ``"http://localhost:8000/v1"``.
+            server_model: the model name the server serves (vLLM ``--served-model-name``).
+            dtype, device, batch_size, chat_template_kwargs: the local copy's settings
+                (``HFLocalBackend``); ``batch_size`` = rows per teacher-forced forward pass.
+            api_key_env, max_concurrency, timeout_s, max_retries: the server side
+                (``api_common.ApiBackend``: key from that variable only; none at a local URL).
+            logprob_tol: tolerance in nats (> 0) on max |server − local| log-prob per reply.
+            server_extra_body: extra request fields (None: ``VLLM_EXTRA_BODY``; ``{}``: none).
+            prompt_format: ``"token_ids"`` (the rendered prompt's ids) or ``"text"``.
+            seed: request seed (recorded; greedy needs none).
+            weights_seed: weight seed of ``"tiny-random"`` only.
+            check_server: send ``PROBE_PROMPT`` once now and record the check in ``info()``
+                (a probe the server does not answer raises ``ApiFatalError``: nothing is run).
+            sleep: backoff sleep function (tests).
+        Raises:
+            ValueError: bad settings (message names them), no key for a remote server;
+            ModelUnavailableError: local weights missing; ApiFatalError: the probe failed
+            (server unreachable after retries, unknown model, refused request).
+        """
+        if prompt_format not in ("token_ids", "text"):
+            raise ValueError(f"prompt_format must be 'token_ids' or 'text', got {prompt_format!r}")
+        if not (isinstance(logprob_tol, (int, float)) and not isinstance(logprob_tol, bool) and logprob_tol > 0):
+            raise ValueError(f"logprob_tol must be a number > 0 (nats), got {logprob_tol!r}")
+        self.server = _CompletionServer(server_model or model, base_url=base_url, api_key_env=api_key_env,
+                                        max_concurrency=max_concurrency, timeout_s=timeout_s,
+                                        max_retries=max_retries, seed=seed, sleep=sleep,
+                                        prompt_format=prompt_format,
+                                        extra_body=VLLM_EXTRA_BODY if server_extra_body is None else server_extra_body)
+        try:
+            self.local = HFLocalBackend(model, dtype=dtype, device=device, batch_size=batch_size, seed=weights_seed,
+                                        chat_template_kwargs=chat_template_kwargs)
+        except BaseException:
+            self.server.close()
+            raise
+        self.model_id = model
+        self.logprob_tol = float(logprob_tol)
+        self.prompt_format = prompt_format
+        self.template = self.local.template
+        self.tokenizer = self.local.tokenizer
+        self._eos = set(self.local.eos_ids)
+        fwd = inspect.signature(self.local.model.forward).parameters
+        self._keep_arg = "logits_to_keep" if "logits_to_keep" in fwd else (
+            "num_logits_to_keep" if "num_logits_to_keep" in fwd else None)
+        self._lock = threading.Lock()
+        self._check = self._zero_check()
+        self._closed = False
+        self.server_check: dict[str, Any] | None = None
+        if check_server:
+            try:
+                self.server_check = self._probe()
+            except BaseException:
+                self.close()
+                raise
+
+    # ------------------------------------------------------------------ record
+
+    def _zero_check(self) -> dict[str, Any]:
+        return {"replies": 0, "checked": 0, "beyond_tol": 0, "max_abs_diff": None, "re_tokenized": 0,
+                "tol": self.logprob_tol}
+
+    def logprob_check(self) -> dict[str, Any]:
+        """Server-vs-local log-prob agreement over every reply since the backend was built.
+
+        Returns:
+            ``{"replies": successful replies, "checked": replies compared (the server sent one
+            log-prob per scored token), "beyond_tol": replies with max |server − local| >
+            tol, "max_abs_diff": the largest difference seen (nats; None before any check),
+            "re_tokenized": replies whose ids were re-derived from the text, "tol": nats}``.
+            The start-up probe is not counted.
+        """
+        with self._lock:
+            return dict(self._check)
+
+    def info(self) -> dict[str, Any]:
+        """Run-record facts of both endpoints.
+
+        Returns:
+            The local copy's ``HFLocalBackend.info()`` (weights hash, dtype, device, chat
+            template, decoding…) with ``backend`` "hybrid", ``source`` naming both ends, and
+            ``decoding["hybrid"]``: ``server`` (base_url without credentials, served model,
+            api_key_env name, endpoint, prompt_format, request fields, sdk version),
+            ``local`` (what the local pass computes), ``logprob_tol`` (nats), ``token_ids``
+            (where ids come from) and ``server_check`` (the start-up probe: model string the
+            server returned, max |Δ log-prob|, within tolerance; None when not probed).
+        """
+        li = self.local.info()
+        srv = self.server
+        dec = dict(li.get("decoding") or {})
+        dec["hybrid"] = {
+            "server": {"base_url": _public_url(srv.base_url), "model": srv.model_id, "api_key_env": srv.api_key_var,
+                       "endpoint": "completions", "prompt_format": self.prompt_format,
+                       "request": {"temperature": 0.0, "top_p": 1.0, "logprobs": 1, "seed": srv.seed,
+                                   "extra_body": dict(sorted(srv.extra_body.items()))},
+                       "sdk": srv.sdk, "sdk_version": srv.sdk_version(), "max_concurrency": srv.max_concurrency,
+                       "timeout_s": srv.timeout_s, "max_retries": srv.policy.max_retries},
+            "local": "one teacher-forced forward pass over prompt + returned ids: hidden state of the last prompt "
+                     "token (embeddings + every layer), float32 log-probs and full-vocabulary entropies",
+            "logprob_tol": self.logprob_tol,
+            "token_ids": "server (return_tokens_as_token_ids) where returned, else the reply text re-tokenized "
+                         "locally (+ EOS on a stop): per reply in meta token_ids_source",
+            "server_check": self.server_check,
+        }
+        return {**li, "backend": self.name, "model_id": self.model_id, "capabilities": sorted(self.capabilities),
+                "source": f"hybrid: server {_public_url(srv.base_url)} model {srv.model_id}; local {li.get('source')}",
+                "decoding": dec}
+
+    def template_record(self) -> dict[str, Any] | str:
+        """The local copy's ``HFLocalBackend.template_record()`` (the server gets its rendering)."""
+        return self.local.template_record()
+
+    def teacher_force(self, prompts: list[str], responses: list[list[int] | str]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """``HFLocalBackend.teacher_force`` of the local copy (for ``sago_engine.replay``)."""
+        return self.local.teacher_force(prompts, responses)
+
+    def take_usage(self) -> dict[str, Any]:
+        """The server's ``ApiBackend.take_usage()`` (requests, retries, errors, tokens, models) plus
+        ``logprob_check()`` under ``"logprob_check"``."""
+        return {**self.server.take_usage(), "logprob_check": self.logprob_check()}
+
+    def totals(self) -> dict[str, Any]:
+        """The server's counters since the backend was built."""
+        return self.server.totals()
+
+    # ------------------------------------------------------------------ generation
+
+    def generate(self, prompts: list[str], max_new_tokens: int = 48,
+                 repeats: Sequence[int] | None = None) -> list[GenerationResult]:
+        """Server replies, scored by the local copy; in input order.
+
+        Args:
+            prompts: raw user prompts (rendered locally, see the module docstring).
+            max_new_tokens: generation cap per reply (≥ 1; the EOS token counts, as in hf_local).
+            repeats: accepted for the runner's noise floor and ignored (nothing is cached, so a
+                repeat is always asked afresh).
+        Returns:
+            One ``GenerationResult`` per prompt: ``token_ids`` the scored ids (up to and including
+            the first EOS); ``text`` their decode (special tokens skipped, no clean-up);
+            ``n_tokens = len(token_ids)``; ``token_logprobs`` / ``token_entropies`` float64 (T,)
+            from the local pass (nats); ``hidden_last`` float32 (L+1, H); ``finish_reason`` "stop"
+            (ends with EOS, or the server stopped) or "length"; ``latency_s`` the server's
+            latency plus this reply's share of the local pass; ``meta``: the server's (model
+            returned, tokens, attempts, finish_raw…) plus ``token_ids_source``,
+            ``eos_appended``, ``server_n_tokens``, ``logprob_max_abs_diff`` (nats or None) and ``logprob_mismatch``.
+            A prompt the server failed on (or that encodes to nothing) is a result with ``error``
+            set and ``meta["retryable"]`` as ``ApiBackend.generate`` sets it.
+        Raises:
+            ApiFatalError / ApiConfigError: as ``ApiBackend.generate`` (bad key, unknown model,
+                a refused parameter); RuntimeError: closed; ValueError: ``max_new_tokens < 1``.
+        """
+        if self._closed:
+            raise RuntimeError("backend is closed")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        out: list[GenerationResult | None] = [None] * len(prompts)
+        rendered: dict[str, tuple[list[int], str]] = {}
+        valid: list[int] = []
+        for i, p in enumerate(prompts):
+            try:
+                if p not in rendered:
+                    ids = self.local.encode_prompt(p)
+                    if not ids:
+                        raise ValueError("prompt encodes to zero tokens")
+                    rendered[p] = (ids, self.local.format_prompt(p))
+                valid.append(i)
+            except Exception as exc:  # one bad prompt becomes a row
+                out[i] = GenerationResult(text="", n_tokens=0, finish_reason="error",
+                                          error=f"{type(exc).__name__}: {exc}")
+        self.server.rendered = rendered
+        served = self.server.generate([prompts[i] for i in valid], max_new_tokens) if valid else []
+        todo: list[tuple[int, list[int], GenerationResult, str]] = []
+        for i, r in zip(valid, served):
+            if r.error is not None:
+                out[i] = r
+                continue
+            ids, source, appended = self._scored_ids(r)
+            todo.append((i, ids, r, (source, appended)))
+        n_beyond = 0
+        for batch in self.local._batches([len(rendered[prompts[i]][0]) + len(ids) for i, ids, _, _ in todo]):
+            rows = [todo[b] for b in batch]
+            t0 = time.perf_counter()
+            scored = self._score([(rendered[prompts[i]][0], ids) for i, ids, _, _ in rows])
+            per = (time.perf_counter() - t0) / len(rows)
+            for (i, ids, r, how), (lp, ent, hid) in zip(rows, scored):
+                out[i] = self._result(ids, r, how, lp, ent, hid, per)
+                n_beyond += bool(out[i].meta["logprob_mismatch"])
+        if n_beyond:
+            log.warning("hybrid %s: %d of %d replies have server log-probs more than %.3g nats from the local "
+                        "model's (max %.3g): the server and the local copy may not hold the same weights/revision",
+                        self.model_id, n_beyond, len(todo), self.logprob_tol, self.logprob_check()["max_abs_diff"])
+        return out  # type: ignore[return-value]
+
+    def _scored_ids(self, r: GenerationResult) -> tuple[list[int], str, bool]:
+        """The ids to score, their source and whether EOS was appended: the server's ids, else the
+        text re-tokenized; the EOS token appended when the server stopped (finish "stop") without
+        returning one (vLLM returns it; a server may not), as hf_local counts it; cut after the
+        first EOS, as hf_local keeps them."""
+        if r.token_ids is not None:
+            ids, source = [int(t) for t in r.token_ids], "server"
+        else:
+            ids, source = list(self.local.tokenizer(r.text, add_special_tokens=False)["input_ids"]), "re-tokenized"
+        appended = r.finish_reason == "stop" and not any(t in self._eos for t in ids)
+        if appended:
+            eos = self.local.tokenizer.eos_token_id
+            ids.append(eos if eos in self._eos else self.local.eos_ids[0])
+        for t, tok in enumerate(ids):
+            if tok in self._eos:
+                return ids[: t + 1], source, appended
+        return ids, source, appended
+
+    def _result(self, ids: list[int], r: GenerationResult, how: tuple[str, bool], lp: np.ndarray, ent: np.ndarray,
+                hid: np.ndarray, local_s: float) -> GenerationResult:
+        source, appended = how
+        diff = None
+        srv = r.token_logprobs
+        # the server's log-probs cover the scored tokens, or all but an EOS appended here
+        if srv is not None and len(srv) and len(srv) in (len(ids), len(ids) - appended):
+            d = np.abs(np.asarray(srv, dtype=np.float64) - lp[: len(srv)])
+            d = d[np.isfinite(d)]
+            diff = float(d.max()) if len(d) else None
+        mismatch = diff is not None and diff > self.logprob_tol
+        with self._lock:
+            c = self._check
+            c["replies"] += 1
+            c["re_tokenized"] += source != "server"
+            if diff is not None:
+                c["checked"] += 1
+                c["beyond_tol"] += mismatch
+                c["max_abs_diff"] = diff if c["max_abs_diff"] is None else max(c["max_abs_diff"], diff)
+        finish = "stop" if (ids and ids[-1] in self._eos) else r.finish_reason  # else the server's: length / stop
+        meta = {**(r.meta or {}), "token_ids_source": source, "eos_appended": appended,
+                "server_n_tokens": None if srv is None else len(srv),
+                "logprob_max_abs_diff": diff, "logprob_mismatch": mismatch}
+        text = self.local.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+        return GenerationResult(text=text, n_tokens=len(ids), token_logprobs=lp, token_entropies=ent,
+                                hidden_last=hid, finish_reason=finish, latency_s=float(r.latency_s) + local_s,
+                                token_ids=list(ids), meta=meta)
+
+    @torch.inference_mode()
+    def _score(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """One teacher-forced forward pass over ``prompt + response`` rows (left padded).
+
+        Returns per row ``(logprobs, entropies, hidden_last)``: float64 (T,), float64 (T,)
+        (``hf_local.token_stats``: float32 log_softmax over the vocabulary) and float32 (L+1, H),
+        the hidden state of the last prompt token at the embedding output and after every layer.
+        Only the last max(T)+1 positions' logits are computed where the model allows it.
+        """
+        local = self.local
+        ids, mask = local._pad_left([p + r for p, r in pairs])
+        pos = (mask.cumsum(-1) - 1).clamp_min(0)
+        t_max = max(len(r) for _, r in pairs)
+        kw: dict[str, Any] = {}
+        if self._keep_arg:
+            kw[self._keep_arg] = t_max + 1
+        out = local.model(input_ids=ids, attention_mask=mask, position_ids=pos, output_hidden_states=True, **kw)
+        logits = out.logits  # (B, K, V), K = t_max + 1 (or S without logits_to_keep)
+        S, K = ids.shape[1], logits.shape[1]
+        res = []
+        for b, (_, r) in enumerate(pairs):
+            n = len(r)
+            last_prompt = S - n - 1  # left padding: every row ends at S - 1
+            hid = torch.stack([h[b, last_prompt] for h in out.hidden_states]).float().cpu().numpy()
+            if n == 0:
+                res.append((np.zeros(0), np.zeros(0), hid))
+                continue
+            # the token at position S-n+k is predicted by the logits at position S-n+k-1
+            lg = logits[b, K - n - 1 : K - 1]
+            lp, ent = token_stats(lg, ids[b, S - n : S])
+            res.append((lp.double().cpu().numpy(), ent.double().cpu().numpy(), hid))
+        return res
+
+    def _probe(self) -> dict[str, Any]:
+        """Ask the server ``PROBE_PROMPT`` once and compare its log-probs with the local copy's."""
+        before = self.logprob_check()
+        try:
+            r = self.generate([PROBE_PROMPT], PROBE_TOKENS)[0]
+        finally:
+            with self._lock:
+                self._check = before
+            self.server.take_usage()  # the probe is not the run's usage
+        if r.error is not None:  # a server that cannot answer one prompt will not answer the run's
+            raise ApiFatalError(
+                f"hybrid {self.model_id}: the server at {_public_url(self.server.base_url)} (model "
+                f"{self.server.model_id!r}) did not answer the start-up probe: {r.error[:300]}. Check base_url and "
+                f"server_model; a server that rejects vLLM's request fields needs server_extra_body = {{}}")
+        diff = r.meta["logprob_max_abs_diff"]
+        ok = None if diff is None else diff <= self.logprob_tol
+        if ok is False:
+            log.warning("hybrid %s: server and local log-probs differ by %.3g nats (> %.3g) on the probe: "
+                        "different weights or revision?", self.model_id, diff, self.logprob_tol)
+        return {"prompt": PROBE_PROMPT, "model_returned": r.meta.get("model"), "n_tokens": r.n_tokens,
+                "token_ids_source": r.meta["token_ids_source"], "max_abs_diff": diff, "within_tol": ok}
+
+    def close(self) -> None:
+        """Close the server client and drop the local model. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self.server.close()
+        finally:
+            self.local.close()
+
+    def __repr__(self) -> str:
+        return f"HybridBackend({self.model_id!r}, server={_public_url(self.server.base_url)!r})"
