@@ -681,6 +681,11 @@ class ApiBackend:
         for p in self.omit_params:
             if p in ("temperature", "seed") and p in d:
                 d[p] = None
+        return self._with_settings(d)
+
+    def _with_settings(self, d: dict[str, Any]) -> dict[str, Any]:
+        """``d`` plus the omitted parameters and thinking settings, each only when set (so cache
+        keys and records of configs without them are unchanged)."""
         if self.omit_params:
             d["omit_params"] = list(self.omit_params)
         if self.thinking_budget is not None:
@@ -746,13 +751,7 @@ class ApiBackend:
                      note="temperature not sent (the model rejects it): the provider's default applies")
         if "seed" in self.omit_params:
             d["seed"] = None
-        if self.omit_params:
-            d["omit_params"] = list(self.omit_params)
-        if self.thinking_budget is not None:
-            d["thinking_budget"] = self.thinking_budget
-        if self.reasoning_effort is not None:
-            d["reasoning_effort"] = self.reasoning_effort
-        return d
+        return self._with_settings(d)
 
     def take_usage(self) -> dict[str, Any]:
         """Counters since the previous call (then reset), plus ``cost_usd`` at the configured prices.
