@@ -37,6 +37,11 @@ class Access:
         """Whether a visitor may type any store path or model folder (local mode only)."""
         return not self.shared
 
+    def probe_store(self, default: Path) -> Path:
+        """Where "Save to store" writes: ``default`` in local mode; in share mode (with ``--live``)
+        ``share_dir/probes.duckdb``, so a shared server never writes outside its folder."""
+        return default if self.share_dir is None else self.share_dir / "probes.duckdb"
+
     @property
     def writes(self) -> bool:
         """Whether "Save to store" is offered: local mode, or share mode with ``--live``."""

@@ -219,7 +219,7 @@ exports.chart(fig, key="live_radar", caption="This prompt's per-axis instability
              "variants (lower = more stable; axes are never added). " + store_note, data=prof)
 
 # ---------------------------------------------------------------- save
-target = live.default_user_store()
+target = frame.access().probe_store(live.default_user_store())
 if not frame.access().writes:
     st.stop()
 if st.button("Save to store", key="live_save", icon=":material/save:",

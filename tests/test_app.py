@@ -117,3 +117,12 @@ def test_local_mode_offers_live_and_the_path_box(tmp_path):
     at = _run(make_store(tmp_path / "s.duckdb"))
     assert "Live" in [p.proto.label for p in at.get("page_link")]
     assert [t for t in at.text_input if t.key == "app_store_custom"]
+
+
+def test_share_mode_saves_probes_inside_the_shared_folder(tmp_path):
+    """In share mode (with --live) "Save to store" writes DIR/probes.duckdb, never a path outside DIR."""
+    from dashboard.access import Access
+
+    default = tmp_path / "home" / "probes.duckdb"
+    assert Access().probe_store(default) == default
+    assert Access(share_dir=tmp_path / "meet", live=True).probe_store(default) == tmp_path / "meet" / "probes.duckdb"
