@@ -131,6 +131,8 @@ def test_first_paint_never_shows_the_folder_page_list(tmp_path):
                 assert seen == [], f"{path}: Streamlit's folder list was shown: {seen}"
                 links = _links(page)
                 assert "Profiles" in links and "Live" in links and not any("common" in t for t in links)
+                # app.py's sidebar (store picker, presentation toggle) arrives: st.navigation routed the page
+                page.get_by_text("Presentation mode").first.wait_for(timeout=60_000)
                 assert page.get_by_text("Presentation mode").count() == 1, f"{path} was not routed through app.py"
                 if name == "live":
                     page.get_by_text("Live: probe one prompt").first.wait_for(timeout=60_000)
