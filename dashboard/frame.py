@@ -51,12 +51,10 @@ def require_frame() -> None:
     On a freshly started server Streamlit runs a ``pages/`` file on its own for the first
     request of e.g. ``/pareto`` (no sidebar, no store picker, no access checks). Calling the
     public ``st.navigation`` ends that legacy mode for the process; the rerun then goes
-    through app.py with the same page. A session that has been through the frame once (its
-    access checks and password gate passed) is not rerouted again: a rerun would drop the
-    trigger of the button that started this run.
+    through app.py with the same page.
     """
-    if st.session_state.get(_ROUTED, False):  # this session already went through the frame
-        return  # (a rerun here would drop a clicked button's trigger)
+    if st.session_state.pop(_ROUTED, False):
+        return
     st.navigation(nav_pages(access()), position="hidden")
     st.rerun()
 

@@ -117,7 +117,11 @@ except live.LiveError as e:
     problem = str(e)
 
 b1, b2, _ = st.columns([1, 1, 4])
-run = b1.button("Run probe", key="live_run", type="primary", icon=":material/play_arrow:")
+# clicks set a session flag in a callback (not the button's return value), so a click survives the
+# frame's reroute of a page run outside app.py (dashboard.frame.require_frame)
+b1.button("Run probe", key="live_run", type="primary", icon=":material/play_arrow:",
+          on_click=lambda: ss.__setitem__("live_run_requested", True))
+run = bool(ss.pop("live_run_requested", False))
 b2.button("Cancel", key="live_cancel", on_click=lambda: ss.__setitem__("live_stop", True), icon=":material/stop:")
 
 if problem:
@@ -222,8 +226,10 @@ exports.chart(fig, key="live_radar", caption="This prompt's per-axis instability
 target = frame.access().probe_store(live.default_user_store())
 if not frame.access().writes:
     st.stop()
-if st.button("Save to store", key="live_save", icon=":material/save:",
-             help=f"Adds this probe as a run (dataset 'live') to {target}; never to the shipped demo store."):
+st.button("Save to store", key="live_save", icon=":material/save:",
+          help=f"Adds this probe as a run (dataset 'live') to {target}; never to the shipped demo store.",
+          on_click=lambda: ss.__setitem__("live_save_requested", True))
+if ss.pop("live_save_requested", False):
     try:
         path, run_id = live.save_probe(res, target, ss["live_result"][2])
         st.success(f"Saved as run {run_id} in {path}. Open that file in the sidebar's store picker "
