@@ -72,6 +72,7 @@ def test_every_page_renders_in_a_real_browser(tmp_path):
             assert page.get_by_text("Cannot open the store").count() == 0
             assert page.get_by_text("Page not found").count() == 0, f"/{path} is not a page"
             # the sidebar of app.py (store picker, presentation toggle) is there: st.navigation routed the page
+            page.get_by_text("Presentation mode").first.wait_for(timeout=60_000)
             assert page.get_by_text("Presentation mode").count() == 1, f"/{path} was not routed through app.py"
             page.screenshot(path=str(shots / f"page_{path or 'profiles'}.png"), full_page=True)
 
