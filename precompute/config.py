@@ -330,6 +330,11 @@ class RunConfig:
     rewriter: dict[str, Any] | None = None
     """``[rewriter]``: LLM rewriter for structural variants (``llm_section`` shape), None = the
     offline rules. Its generator id enters the variant ids (hence the run id)."""
+    axis_options: tuple[str, ...] = ()
+    """``run.axis_options``: option axes stored besides the six (``types.OPTION_AXES`` names;
+    docs/METHOD.md "Axis options"). ``load_config`` defaults to all of them; ``[]`` = none.
+    The ``cos@…`` ones need activations, so API-only runs store none of them. Not part of the
+    run id (the six axes' numbers do not depend on it); recorded in the run's ``config``."""
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
     """The TOML as read (stored with the run)."""
 
@@ -454,7 +459,7 @@ def load_config(path: str | Path, base_dir: str | Path | None = None, check_keys
     _int(run, "max_new_tokens", 48, lo=1)
     _int(run, "chunk_prompts", 4, lo=1)
     _int(data, "n_prompts", 16, lo=1)
-    for sec, allowed in ((run, {"store", "seed", "max_new_tokens", "chunk_prompts"}),
+    for sec, allowed in ((run, {"store", "seed", "max_new_tokens", "chunk_prompts", "axis_options"}),
                          (data, {"dir", "datasets", "n_prompts"}),
                          (var, {"families", "per_family", "subtypes", "strengths", "positions"})):
         for k in sec:
@@ -523,6 +528,14 @@ def load_config(path: str | Path, base_dir: str | Path | None = None, check_keys
     n_prompts = int(data.get("n_prompts", 16))
     if n_prompts < 1:
         raise ConfigError("data.n_prompts must be ≥ 1")
+    from sago_engine.types import OPTION_AXES
+
+    opts = run.get("axis_options", list(OPTION_AXES))
+    if not (isinstance(opts, list) and all(isinstance(o, str) for o in opts)):
+        raise ConfigError(f"run.axis_options must be a list of option axis names, got {opts!r}")
+    for o in opts:
+        if o not in OPTION_AXES:
+            raise _unknown("axis option", o, list(OPTION_AXES))
     store = run.get("store")
     if not store:
         raise ConfigError("run.store is required (path of the DuckDB file to write)")
@@ -542,6 +555,7 @@ def load_config(path: str | Path, base_dir: str | Path | None = None, check_keys
         chunk_prompts=int(run.get("chunk_prompts", 4)),
         judge=judge,
         rewriter=rewriter,
+        axis_options=tuple(o for o in OPTION_AXES if o in opts),
         raw=raw,
     )
     if check_keys:

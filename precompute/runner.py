@@ -18,12 +18,13 @@ from tqdm import tqdm
 
 from precompute.config import ModelConfig, RunConfig, llm_backend_spec
 from sago_engine.datasets import Prompt, load_dataset
-from sago_engine.pipeline import Unit, compute_rows, judge_rows
+from sago_engine.pipeline import Unit, compute_rows, judge_rows, option_axes_for
 from sago_engine.runrecord import VERSION_PACKAGES, fingerprint, library_versions, local_decoding_record  # noqa: F401 (re-exported)
 from sago_engine.seeds import stable_hash
 from sago_engine.store import Store, StoreError, open_store
-from sago_engine.storerows import prompt_rows, run_record, unit_rows, variant_rows
+from sago_engine.storerows import axis_options_record, prompt_rows, run_record, unit_rows, variant_rows
 from sago_engine.types import Variant
+from sago_engine.variants.semantic_filter import bert_rescale_baseline
 
 log = logging.getLogger("sago.precompute")
 
@@ -357,11 +358,14 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     k_rep = m.repeats
     if k_rep > 1:  # noise floor: the base prompt is asked k times (recorded; old runs keep their record)
         decoding["base_repeats"] = k_rep
+    opt_axes = option_axes_for(cfg.axis_options, frozenset(backend.capabilities))
+    bert_b = bert_rescale_baseline(plan.filter_info) if "bert@rescaled" in opt_axes else None
     record = run_record(run_id=run_id, model=m.key, backend=m.backend, info=info,
                         dtype=None if m.is_api else m.dtype, device=str(info.get("device", m.device)), decoding=decoding,
                         seed=cfg.seed, normalizers=cfg.normalizers, semantic_filter=plan.filter_info,
                         capabilities=backend.capabilities, versions=versions,
-                        config=_config_record(cfg, plan, judge), started_at=now, status="running")
+                        config=_config_record(cfg, plan, judge), started_at=now, status="running",
+                        axis_options=axis_options_record(opt_axes, bert_b))
     store.upsert_run(record)
     total = sum(k_rep + len(plan.to_generate(p.prompt_id)) for c in chunks for p in c)
     base_prompts = {p.prompt_id: p.text for p in plan.prompts}
@@ -400,7 +404,7 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
             chunk = [p for p in chunk if p.prompt_id not in retry]
         overrides, verdicts = judge_rows(run_id, units, base_prompts, judge) if judge is not None else ({}, None)
         responses, deltas = compute_rows(run_id, units, cfg.normalizers, frozenset(backend.capabilities),
-                                         mr_overrides=overrides or None)
+                                         mr_overrides=overrides or None, options=opt_axes, bert_baseline=bert_b)
         repeats, floor = floor_rows(run_id, [rep_units[u.prompt_id] for u in units], cfg.normalizers,
                                     frozenset(backend.capabilities))
         keyed = [(response_id(run_id, u.prompt_id, vid), r) for u in units

@@ -13,12 +13,15 @@ import numpy as np
 import pandas as pd
 
 from sago_engine.axes import (
+    COS_OPTION_SPECS,
     bert_windows_note,
     cosine_per_layer,
     delta_bert_pairs,
+    delta_bert_rescaled,
     delta_bleu,
     delta_bleu_signatures,
     delta_cos_from_layers,
+    delta_cos_layers,
     delta_ent,
     delta_mr,
     delta_prob,
@@ -26,7 +29,7 @@ from sago_engine.axes import (
 )
 from sago_engine.scoring import normalize
 from sago_engine.seeds import stable_hash
-from sago_engine.types import AXES, GenerationResult, Variant
+from sago_engine.types import AXES, OPTION_AXES, GenerationResult, Variant, base_axis, normalizer_for, option_of
 
 
 @dataclass
@@ -92,14 +95,44 @@ def _unavailable_reason(axis: str, capabilities: frozenset[str], base: Generatio
     return None
 
 
+#: ``GenerationResult`` field holding the hidden states of each Δ-Cos position.
+_COS_FIELDS = {"last": "hidden_last", "user_last": "hidden_user_last", "user_mean": "hidden_user_mean"}
+
+
+def option_axes_for(options: Sequence[str], capabilities: frozenset[str]) -> tuple[str, ...]:
+    """The option axes a run stores, in ``OPTION_AXES`` order: ``options`` without the ``cos@…``
+    ones when the backend has no activations (API-only runs store no Δ-Cos option at all).
+
+    Raises:
+        ValueError: a name that is not in ``OPTION_AXES``.
+    """
+    bad = [o for o in options if o not in OPTION_AXES]
+    if bad:
+        raise ValueError(f"unknown axis option(s) {bad}; valid: {', '.join(OPTION_AXES)}")
+    return tuple(o for o in OPTION_AXES if o in set(options) and (base_axis(o) != "cos" or "cos" in capabilities))
+
+
+def _option_reason(axis: str, base: GenerationResult, res: GenerationResult) -> str | None:
+    """Why a Δ-Cos option cannot be measured beyond its base axis's reasons: its position's states are missing."""
+    if base_axis(axis) != "cos" or option_of(axis) is None:
+        return None
+    field = _COS_FIELDS[COS_OPTION_SPECS[option_of(axis)][0]]
+    if getattr(res, field) is None or getattr(base, field) is None:
+        return ("user text not located in the rendered prompt" if field != "hidden_last"
+                else "no hidden states returned")
+    return None
+
+
 def compute_rows(
     run_id: str,
     units: Sequence[Unit],
     normalizers: Mapping[str, float],
     capabilities: frozenset[str],
     mr_overrides: Mapping[str, tuple[float, str]] | None = None,
+    options: Sequence[str] = (),
+    bert_baseline: float | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Compute the six axes for every (prompt, variant) of ``units`` and build store rows.
+    """Compute the six axes (and the requested axis options) for every (prompt, variant) of ``units``.
 
     BERTScore for all pairs of all units runs in one batched call.
 
@@ -111,14 +144,25 @@ def compute_rows(
         mr_overrides: variant_id -> (ΔMR, detector label) decided elsewhere (the LLM judge,
             ``sago_engine.judge.judged_delta_mr``); replaces the offline detector's ΔMR and its
             ``detector`` label for those variants. None (default) = offline detectors only.
+        options: option axes to store besides the six (names of ``types.OPTION_AXES``, e.g.
+            ``"cos@user_mean"``, ``"bert@rescaled"``; docs/METHOD.md "Axis options"); the
+            ``cos@…`` ones are left out when ``capabilities`` lacks "cos" (``option_axes_for``).
+            Each is computed from the same hidden states / F1s as its base axis and normalised
+            with its base axis's R_X. Default: none.
+        bert_baseline: b of ``bert@rescaled`` (the encoder's unrelated-text baseline); required
+            when that option is asked for.
     Returns:
         (responses, deltas): DataFrames with the columns of the store's ``responses`` and
-        ``deltas`` tables. ``deltas`` has len(AXES) rows per variant; an unavailable axis has
+        ``deltas`` tables. ``deltas`` has len(AXES) rows per variant plus one per stored option
+        axis (the six plain axes' rows do not depend on ``options``); an unavailable axis has
         NULL ``delta``/``delta_norm``, ``available=False`` and a ``reason`` — never 0.
         ``detector`` says what produced an available value: Δ-MR's detector, Δ-BLEU's sacrebleu
         signature (tokenizer chosen by script), Δ-BERT's window note for replies over 510 word
         pieces (NULL otherwise and for the other axes).
     """
+    opt_axes = option_axes_for(options, capabilities)
+    if "bert@rescaled" in opt_axes and bert_baseline is None:
+        raise ValueError("bert@rescaled needs bert_baseline (the encoder's unrelated-text baseline)")
     cands, refs = [], []
     for u in units:
         for r in u.results:
@@ -148,22 +192,34 @@ def compute_rows(
             "ent": delta_ent(_values(u.results, "mean_entropy"), _or_nan(base.mean_entropy)),
             "mr": delta_mr([r.text for r in u.results], list(u.variants), base.text),
         }
+        for ax in opt_axes:
+            opt = option_of(ax)
+            if ax == "bert@rescaled":
+                raw[ax] = delta_bert_rescaled(raw["bert"], float(bert_baseline))  # type: ignore[arg-type]
+                continue
+            pos, layers = COS_OPTION_SPECS[opt]  # type: ignore[index]
+            f = _COS_FIELDS[pos]
+            raw[ax] = [float(delta_cos_layers(cosine_per_layer(getattr(r, f), getattr(base, f)), layers))
+                       if getattr(r, f) is not None and getattr(base, f) is not None else nan for r in u.results]
         k += n
         texts = [r.text for r in u.results]
         labels = {"bleu": delta_bleu_signatures(texts, base.text),
                   "bert": [bert_windows_note(t, base.text) for t in texts]}
+        if "bert@rescaled" in opt_axes:
+            labels["bert@rescaled"] = [f"rescaled MiniLM: (F1 - b)/(1 - b), b = {float(bert_baseline):.6g}"
+                                       + (f"; {w}" if w else "") for w in labels["bert"]]
         overrides = mr_overrides or {}
         for j, v in enumerate(u.variants):
             if v.variant_id in overrides:
                 raw["mr"][j] = overrides[v.variant_id][0]
         for j, (v, r) in enumerate(zip(u.variants, u.results)):
             resp_rows.append(_response_row(run_id, u.prompt_id, v.variant_id, r, cos_layers[j]))
-            for axis in AXES:
-                reason = _unavailable_reason(axis, capabilities, base, r)
+            for axis in (*AXES, *opt_axes):
+                reason = _unavailable_reason(base_axis(axis), capabilities, base, r) or _option_reason(axis, base, r)
                 d = float(raw[axis][j])
                 if reason is None and np.isfinite(d):
                     delta_rows.append((run_id, u.dataset, u.prompt_id, v.variant_id, axis, d,
-                                       float(normalize(d, normalizers[axis])), True, None,
+                                       float(normalize(d, normalizer_for(axis, normalizers))), True, None,
                                        _detector(v, overrides) if axis == "mr" else labels.get(axis, [None] * n)[j]))
                 else:
                     delta_rows.append((run_id, u.dataset, u.prompt_id, v.variant_id, axis, None, None, False,

@@ -32,13 +32,16 @@ def run_record(*, run_id: str, model: str, backend: str, info: Mapping[str, Any]
                device: str | None, decoding: dict, seed: int, normalizers: Mapping[str, float],
                semantic_filter: dict, capabilities: Iterable[str], config: Any, started_at: dt.datetime,
                status: str, finished_at: dt.datetime | None = None,
-               versions: dict[str, str] | None = None) -> dict[str, Any]:
+               versions: dict[str, str] | None = None,
+               axis_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The ``runs`` row of a run (JSON fields as Python objects; ``Store.upsert_run`` serialises them).
 
     Args:
         info: the backend's ``info()`` (source, weights_sha256 or gguf_sha256, device).
         device: the device to record; None = ``info["device"]`` (empty string when absent).
         versions: library versions; None = ``runrecord.library_versions()``.
+        axis_options: which option axes the run computed and how (``axis_options_record``);
+            stored as ``config["axis_options"]`` (``config`` must then be a dict). None: not recorded.
     Returns:
         A dict with every ``runs`` column, ``encoder`` from ``bertscore.encoder_info()`` and
         ``fingerprint`` from ``runrecord.fingerprint``.
@@ -46,6 +49,8 @@ def run_record(*, run_id: str, model: str, backend: str, info: Mapping[str, Any]
     from sago_engine.bertscore import encoder_info
     from sago_engine.runrecord import fingerprint, library_versions
 
+    if axis_options is not None:
+        config = {**config, "axis_options": dict(axis_options)}
     record = {
         "run_id": run_id, "model": model, "backend": backend, "model_source": str(info.get("source", "")),
         "weights_sha256": info.get("weights_sha256") or info.get("gguf_sha256"), "dtype": dtype,
@@ -58,6 +63,21 @@ def run_record(*, run_id: str, model: str, backend: str, info: Mapping[str, Any]
         record["finished_at"] = finished_at
     record["fingerprint"] = fingerprint(record)
     return record
+
+
+def axis_options_record(axes: Sequence[str], bert_baseline: float | None) -> dict[str, Any]:
+    """The run record's ``config["axis_options"]``: the option axes a run computed and how.
+
+    Returns ``{"axes": [...], "r_x": "each option axis uses its base axis's R_X", "cos": {option:
+    [position, layer set]}, "bert_rescaled_baseline": b or None}`` (docs/METHOD.md "Axis options").
+    """
+    from sago_engine.axes import COS_OPTION_SPECS
+    from sago_engine.types import option_of
+
+    axes = list(axes)
+    return {"axes": axes, "r_x": "each option axis uses its base axis's R_X (runs.normalizers)",
+            "cos": {option_of(a): list(COS_OPTION_SPECS[option_of(a)]) for a in axes if a.startswith("cos@")},
+            "bert_rescaled_baseline": bert_baseline if "bert@rescaled" in axes else None}
 
 
 def prompt_rows(prompts: Iterable[Any]) -> pd.DataFrame:

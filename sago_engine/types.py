@@ -41,6 +41,84 @@ DEFAULT_NORMALIZERS: dict[str, float] = {
 #: Axes that need white-box access to the model (hidden states / token distributions).
 WHITE_BOX_AXES: frozenset[str] = frozenset({"cos", "prob", "ent"})
 
+# ---------------------------------------------------------------------------------------------
+# Axis options: SAGO's open choices, each stored as its own axis ``<base>@<option>`` (issue #16).
+# The six plain names above keep exactly the paper's definitions; an option axis is the same
+# measurement under one recorded alternative choice, computed from the same forward pass /
+# the same BERTScore F1s (docs/METHOD.md, "Axis options").
+
+#: Separator between a base axis and its option in a stored axis name.
+OPTION_SEP = "@"
+
+#: Δ-Cos options: position ``last`` (the plain axis: last input token) / ``user_last`` (last
+#: token of the user's text) / ``user_mean`` (mean over the user's text tokens), crossed with the
+#: layer set: all hidden-state outputs incl. the embedding layer (no suffix, as the plain axis)
+#: or transformer blocks only (suffix ``_blocks``). ``cos`` itself is (last, all layers).
+COS_OPTIONS: tuple[str, ...] = ("user_last", "user_mean", "last_blocks", "user_last_blocks", "user_mean_blocks")
+#: Δ-BERT options: ``rescaled`` = the same MiniLM F1s on bert-score's baseline-rescaled scale.
+BERT_OPTIONS: tuple[str, ...] = ("rescaled",)
+#: Every option axis sago can compute, in display order.
+OPTION_AXES: tuple[str, ...] = (tuple(f"cos{OPTION_SEP}{o}" for o in COS_OPTIONS)
+                                + tuple(f"bert{OPTION_SEP}{o}" for o in BERT_OPTIONS))
+
+_OPTION_LABELS: dict[str, str] = {
+    "user_last": "last user token",
+    "user_mean": "mean over user tokens",
+    "last_blocks": "last token, blocks only",
+    "user_last_blocks": "last user token, blocks only",
+    "user_mean_blocks": "mean over user tokens, blocks only",
+    "rescaled": "rescaled MiniLM",
+}
+
+
+def base_axis(name: str) -> str:
+    """The plain axis an axis name belongs to: ``"cos@user_last"`` → ``"cos"``, ``"bleu"`` → ``"bleu"``.
+
+    Raises:
+        ValueError: the base is not one of ``AXES`` (e.g. ``"foo@x"``, ``""``).
+    """
+    base = str(name).split(OPTION_SEP, 1)[0]
+    if base not in AXES:
+        raise ValueError(f"unknown axis {name!r}: the base must be one of {', '.join(AXES)}")
+    return base
+
+
+def option_of(name: str) -> str | None:
+    """The option part of an axis name (``"cos@user_mean"`` → ``"user_mean"``), None for a plain axis."""
+    parts = str(name).split(OPTION_SEP, 1)
+    return parts[1] if len(parts) == 2 else None
+
+
+def is_option_axis(name: str) -> bool:
+    """True for a stored option axis ``<base>@<option>``, False for the six plain axes."""
+    return option_of(name) is not None
+
+
+def axis_label(name: str) -> str:
+    """Display label of any axis name: the paper's label for plain axes (``"Δ-Cos"``), the base
+    label with the option for option axes (``"Δ-Cos @ last user token"``, ``"Δ-BERT @ rescaled
+    MiniLM"``); an unknown option is shown by its name. Raises ValueError for an unknown base."""
+    base = base_axis(name)
+    opt = option_of(name)
+    if opt is None:
+        return AXIS_LABELS[base]
+    return f"{AXIS_LABELS[base]} @ {_OPTION_LABELS.get(opt, opt)}"
+
+
+def axis_sort_key(name: str) -> tuple[int, int, str]:
+    """Sort key: paper's axis order, the plain axis before its options, options in ``OPTION_AXES`` order."""
+    base = base_axis(name)
+    if not is_option_axis(name):
+        return (AXES.index(base), -1, name)
+    return (AXES.index(base), OPTION_AXES.index(name) if name in OPTION_AXES else len(OPTION_AXES), name)
+
+
+def normalizer_for(name: str, normalizers: dict[str, float] | Any) -> float:
+    """R_X of any axis name: every option axis uses its base axis's R_X (R_cos for every ``cos@…``,
+    R_bert for ``bert@rescaled``; docs/METHOD.md "Axis options"). Raises KeyError if the base
+    axis has no entry in ``normalizers``, ValueError for an unknown base."""
+    return float(normalizers[base_axis(name)])
+
 
 @dataclass(frozen=True, order=True)
 class VariantSpec:
@@ -97,7 +175,10 @@ class GenerationResult:
     number of response tokens (including the end-of-sequence token when the model emitted
     one); ``hidden_last`` is float32 (L+1, H): the hidden state of the last non-padding input
     token at the embedding output and after every layer, or ``None`` where the backend cannot
-    expose activations. Log-probs are natural-log, entropies in nats.
+    expose activations. Log-probs are natural-log, entropies in nats. ``hidden_user_last`` /
+    ``hidden_user_mean`` are float32 (L+1, H) like ``hidden_last``, at the last token of the
+    user's text and averaged over the user's text tokens (the ``cos@user_*`` options; None
+    where the backend exposes no activations or could not locate the user's text).
     """
 
     text: str
@@ -105,6 +186,8 @@ class GenerationResult:
     token_logprobs: np.ndarray | None = None
     token_entropies: np.ndarray | None = None
     hidden_last: np.ndarray | None = None
+    hidden_user_last: np.ndarray | None = None
+    hidden_user_mean: np.ndarray | None = None
     finish_reason: str = "stop"
     latency_s: float = 0.0
     error: str | None = None

@@ -6,7 +6,14 @@ Direction for every axis: a Δ further from 0 means less stable. |Δ| below ``NO
 (float noise of that axis's computation, ``sago_engine.axes.noise``) is returned as exactly 0.
 """
 
-from sago_engine.axes.activation import cosine_per_layer, delta_cos, delta_cos_from_layers
+from sago_engine.axes.activation import (
+    COS_OPTION_SPECS,
+    cosine_per_layer,
+    delta_cos,
+    delta_cos_from_layers,
+    delta_cos_layers,
+    delta_cos_option,
+)
 from sago_engine.axes.confidence import delta_ent, delta_prob
 from sago_engine.axes.generation import (
     bert_windows_note,
@@ -15,6 +22,7 @@ from sago_engine.axes.generation import (
     bleu_tokenizer,
     delta_bert,
     delta_bert_pairs,
+    delta_bert_rescaled,
     delta_bleu,
     delta_bleu_signatures,
 )
@@ -22,6 +30,10 @@ from sago_engine.axes.mirroring import delta_mr, mirrors, detector_kind
 from sago_engine.axes.noise import NOISE_TOL, snap_noise
 
 __all__ = [
+    "COS_OPTION_SPECS",
+    "delta_bert_rescaled",
+    "delta_cos_layers",
+    "delta_cos_option",
     "NOISE_TOL",
     "bert_windows_note",
     "bleu",

@@ -1,4 +1,13 @@
-"""Δ-Cos: activation drift of the last input token, averaged over layers (SAGO §Axes)."""
+"""Δ-Cos: activation drift of the last input token, averaged over layers (SAGO §Axes).
+
+Also the Δ-Cos options (docs/METHOD.md "Axis options"), each stored as its own axis
+``cos@<option>`` and computed from the same prefill: position ``user_last`` (last token of the
+user's text) or ``user_mean`` (mean hidden state over the user's text tokens) instead of the
+last input token, and the layer set "blocks" (transformer blocks only: layers 1..L, without the
+embedding output, layer 0) instead of all L+1 hidden-state outputs. Naming: ``cos@user_last``,
+``cos@user_mean`` (all layers), ``cos@last_blocks``, ``cos@user_last_blocks``,
+``cos@user_mean_blocks``. R_X of every option = R_cos.
+"""
 
 from __future__ import annotations
 
@@ -57,3 +66,47 @@ def delta_cos_from_layers(cos_layers: np.ndarray) -> np.ndarray:
     |ΔCos| below ``NOISE_TOL["cos"]`` (1e-6, float noise) is returned as exactly 0.
     """
     return snap_noise(np.mean(np.asarray(cos_layers, dtype=np.float64) - 1.0, axis=-1), "cos")
+
+
+#: Δ-Cos option → (position, layer set): position "last" | "user_last" | "user_mean" (the
+#: ``GenerationResult`` field ``hidden_last`` | ``hidden_user_last`` | ``hidden_user_mean``),
+#: layers "all" (embedding output + every layer, as the paper) | "blocks" (layers 1..L only).
+COS_OPTION_SPECS: dict[str, tuple[str, str]] = {
+    "user_last": ("user_last", "all"),
+    "user_mean": ("user_mean", "all"),
+    "last_blocks": ("last", "blocks"),
+    "user_last_blocks": ("user_last", "blocks"),
+    "user_mean_blocks": ("user_mean", "blocks"),
+}
+
+
+def delta_cos_layers(cos_layers: np.ndarray, layers: str = "all") -> np.ndarray:
+    """ΔCos from per-layer cosines (…, L+1) over a layer set: ``"all"`` = ``delta_cos_from_layers``;
+    ``"blocks"`` = mean of (cos − 1) over layers 1..L (the transformer blocks; the embedding
+    output, index 0, left out). Returns (…) float64 in [−2, 0], |Δ| below ``NOISE_TOL["cos"]``
+    exactly 0. Raises ValueError for another layer set or "blocks" with no block (L+1 < 2).
+    """
+    c = np.asarray(cos_layers, dtype=np.float64)
+    if layers == "all":
+        return delta_cos_from_layers(c)
+    if layers != "blocks":
+        raise ValueError(f"layer set must be 'all' or 'blocks', got {layers!r}")
+    if c.shape[-1] < 2:
+        raise ValueError("'blocks' needs at least one layer after the embedding output")
+    return delta_cos_from_layers(c[..., 1:])
+
+
+def delta_cos_option(option: str, h_variant: np.ndarray, h_base: np.ndarray) -> float:
+    """ΔCos under one option for one (variant, base) pair of hidden states at that option's position.
+
+    Args:
+        option: a key of ``COS_OPTION_SPECS`` (e.g. ``"user_mean"``).
+        h_variant, h_base: (L+1, H) states at the option's position (e.g. ``hidden_user_mean``).
+    Returns:
+        mean over the option's layer set of (cos(h_l(x^(v)), h_l(x)) − 1), in [−2, 0]; R_X = R_cos.
+    Raises:
+        KeyError: unknown option; ValueError: shapes differ.
+    Source: SAGO (arXiv 2610.01428) §Axes (Δ-Cos), with the position / layer set of the option.
+    """
+    _, layers = COS_OPTION_SPECS[option]
+    return float(delta_cos_layers(cosine_per_layer(h_variant, h_base), layers))

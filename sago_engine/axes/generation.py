@@ -136,3 +136,27 @@ def delta_bert(responses: Sequence[str], base_response: str) -> np.ndarray:
     ``NOISE_TOL["bert"]`` (1e-6) is exactly 0.
     """
     return delta_bert_pairs(responses, [base_response] * len(responses))
+
+
+def delta_bert_rescaled(delta_bert_raw: np.ndarray, baseline: float) -> np.ndarray:
+    """ΔBERT on bert-score's baseline-rescaled scale of the same encoder (the ``bert@rescaled`` option).
+
+    Rescaled F1 = (F1 − b)/(1 − b) with b the encoder's unrelated-text baseline, so
+    ΔBERT_rescaled = rescaled(F1) − rescaled(1) = (F1 − 1)/(1 − b) = ΔBERT/(1 − b): the same
+    F1s, stretched so that an unrelated reply sits at −1. Stored with R_X = R_bert (1), so
+    Δ̃ = clip(ΔBERT_rescaled, −1, 1): a reply no closer to its base reply than unrelated text is
+    −1 (clipped), 0 stays exactly 0.
+
+    Args:
+        delta_bert_raw: (n,) plain ΔBERT (F1 − 1 ≤ 0) from ``delta_bert_pairs``.
+        baseline: b in [0, 1) — for MiniLM the semantic filter's ``encoder_baseline()``
+            (mean F1 over seeded unrelated prompt pairs, 0.1206).
+    Returns:
+        (n,) float64 ≤ 0, about [−1/(1 − b), 0] (below −1 for replies under the baseline).
+    Raises:
+        ValueError: baseline outside [0, 1).
+    Source: bert-score baseline rescaling (Zhang et al. 2020, "rescale_with_baseline").
+    """
+    if not 0.0 <= float(baseline) < 1.0:
+        raise ValueError(f"baseline must be in [0, 1), got {baseline}")
+    return np.asarray(delta_bert_raw, dtype=np.float64) / (1.0 - float(baseline))

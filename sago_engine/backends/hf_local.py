@@ -134,7 +134,10 @@ class HFLocalBackend:
     the response, per-token log-probs and entropies of every generated token up to and
     including the first EOS (from the step logits, float32), and the hidden state of the last
     input token at the embedding output and after every layer (SAGO (arXiv 2610.01428) §Axes:
-    Δ-Cos, Δ-Prob, Δ-Ent).
+    Δ-Cos, Δ-Prob, Δ-Ent), plus, from the same prefill, the hidden states at the last token of
+    the user's text and their mean over its tokens (the ``cos@user_*`` options; the user's
+    text is located in the rendered template by the tokenizer's offset mapping,
+    ``prompt_layout``).
 
     Chat models (``info["chat"]``) get the tokenizer's chat template with one user message and
     ``add_generation_prompt=True``; base models (gemma-3-270m) get the plain prompt text as a
@@ -296,6 +299,60 @@ class HFLocalBackend:
         text = self.format_prompt(prompt)
         return self.tokenizer(text, add_special_tokens=not self.chat)["input_ids"]
 
+    def _user_prefix(self) -> str | None:
+        """The rendered text before the user's message (the template rendered around a sentinel
+        message, cut at the sentinel); ``""`` for base models; None when the sentinel does not
+        survive the template verbatim."""
+        if not self.chat:
+            return ""
+        if not hasattr(self, "_user_prefix_cache"):
+            sentinel = "\u2063SAGO-USER-TEXT\u2063"
+            rendered = self.format_prompt(sentinel)
+            self._user_prefix_cache = rendered.split(sentinel, 1)[0] if sentinel in rendered else None
+        return self._user_prefix_cache
+
+    def user_char_span(self, prompt: str) -> tuple[int, int] | None:
+        """Character span [start, end) of the user's text inside ``format_prompt(prompt)``.
+
+        Base models (no template): the whole prompt, ``(0, len(prompt))``. Chat models: the
+        rendered text before the user's message is the template rendered around a sentinel
+        message; the user's text must follow it verbatim (or stripped of outer whitespace, for
+        templates that trim the message). Returns None if it does not (a template that rewrites
+        the message) or the text is empty.
+        """
+        text = self.format_prompt(prompt)
+        pre = self._user_prefix()
+        if pre is None or not text.startswith(pre):
+            return None
+        for cand in (prompt, prompt.strip()):
+            if cand and text.startswith(cand, len(pre)):
+                return len(pre), len(pre) + len(cand)
+        return None
+
+    def prompt_layout(self, prompt: str) -> tuple[list[int], tuple[int, int] | None]:
+        """Token ids of the formatted prompt (``encode_prompt``) and the token span [a, b) of the
+        user's text among them.
+
+        The span comes from the tokenizer's offset mapping: every token whose character span
+        overlaps ``user_char_span`` (special tokens, which cover no characters, never do). For a
+        base model the user's text is the whole input, so ``b`` is ``len(ids)`` (the last token)
+        and only a BOS token is left out. Returns ``(ids, None)`` where the user's text cannot be
+        located (``user_char_span`` None, a tokenizer without offsets, no overlapping token).
+        Source: transformers fast tokenizers, ``return_offsets_mapping``.
+        """
+        text = self.format_prompt(prompt)
+        chars = self.user_char_span(prompt)
+        try:
+            enc = self.tokenizer(text, add_special_tokens=not self.chat, return_offsets_mapping=True)
+        except (NotImplementedError, ValueError, TypeError):  # slow tokenizer: no offsets
+            return self.tokenizer(text, add_special_tokens=not self.chat)["input_ids"], None
+        ids = list(enc["input_ids"])
+        if chars is None:
+            return ids, None
+        cs, ce = chars
+        hit = [i for i, (a, b) in enumerate(enc["offset_mapping"]) if b > a and a < ce and b > cs]
+        return ids, ((hit[0], hit[-1] + 1) if hit else None)
+
     def _pad_left(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         n = max(len(s) for s in seqs)
         ids = torch.full((len(seqs), n), self.pad_id, dtype=torch.long)
@@ -338,7 +395,10 @@ class HFLocalBackend:
             including the first EOS, no padding); ``n_tokens = len(token_ids)``; ``token_logprobs`` and
             ``token_entropies`` float64 (n_tokens,), natural log / nats, from the step logits
             (unprocessed, float32 log_softmax); ``hidden_last`` float32 (L+1, H) from the
-            prefill step at the last input position; ``finish_reason`` "stop" (EOS emitted) or
+            prefill step at the last input position; ``hidden_user_last`` / ``hidden_user_mean``
+            float32 (L+1, H) from the same prefill at the last token of the user's text / averaged
+            over its tokens (``prompt_layout``; None where it cannot be located; Δ-Cos options,
+            docs/METHOD.md); ``finish_reason`` "stop" (EOS emitted) or
             "length"; ``latency_s`` = the batch's wall time divided by its size. If a batch
             fails it is retried one prompt at a time; a prompt that still fails becomes a
             result with ``error`` set and ``text=""``.
@@ -351,25 +411,29 @@ class HFLocalBackend:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         out: list[GenerationResult | None] = [None] * len(prompts)
         encoded: list[list[int] | None] = []
+        spans: list[tuple[int, int] | None] = []
         for i, p in enumerate(prompts):
             try:
-                ids = self.encode_prompt(p)
+                ids, span = self.prompt_layout(p)
                 if not ids:
                     raise ValueError("prompt encodes to zero tokens")
                 encoded.append(ids)
+                spans.append(span)
             except Exception as exc:  # one bad prompt becomes a row
                 encoded.append(None)
+                spans.append(None)
                 out[i] = GenerationResult(text="", n_tokens=0, error=f"{type(exc).__name__}: {exc}")
         valid = [i for i, e in enumerate(encoded) if e is not None]
         for batch in self._batches([len(encoded[i]) for i in valid]):  # type: ignore[arg-type]
             idx = [valid[b] for b in batch]
             try:
-                res = self._generate_batch([encoded[i] for i in idx], max_new_tokens)  # type: ignore[misc]
+                res = self._generate_batch([encoded[i] for i in idx], max_new_tokens,  # type: ignore[misc]
+                                           [spans[i] for i in idx])
             except Exception:
                 res = []
                 for i in idx:
                     try:
-                        res.extend(self._generate_batch([encoded[i]], max_new_tokens))  # type: ignore[list-item]
+                        res.extend(self._generate_batch([encoded[i]], max_new_tokens, [spans[i]]))  # type: ignore[list-item]
                     except Exception as exc:
                         res.append(
                             GenerationResult(text="", n_tokens=0, error=f"{type(exc).__name__}: {exc}")
@@ -378,16 +442,52 @@ class HFLocalBackend:
                 out[i] = r
         return out  # type: ignore[return-value]
 
+    @staticmethod
+    def user_states(layers: Sequence[torch.Tensor], prefix_layers: Sequence[torch.Tensor] | None, row: int,
+                    seq_len: int, span: tuple[int, int] | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Hidden states at the user's text of one row: (last user token, mean over user tokens).
+
+        Args:
+            layers: L+1 tensors (B, S, H) of a pass whose last position is the row's last token
+                (left padding); token j of the row's sequence is at column ``S - seq_len + j``.
+            prefix_layers: L+1 tensors (1, P, H) of a separately prefilled shared prefix (its
+                token j < P at column j), or None.
+            row: the row; seq_len: its sequence length (prefix included); span: [a, b) token
+                span of the user's text in the sequence (``prompt_layout``), or None.
+        Returns:
+            Two float32 arrays (L+1, H) (the mean taken in float32), or (None, None) without a span.
+        """
+        if span is None or span[1] <= span[0]:
+            return None, None
+        P = 0 if prefix_layers is None else prefix_layers[0].shape[1]
+        S = layers[0].shape[1]
+        toks = range(span[0], span[1])
+        pre = [j for j in toks if j < P]
+        own = [S - seq_len + j for j in toks if j >= P]
+        parts = []
+        for li, h in enumerate(layers):
+            chunk = []
+            if pre:
+                chunk.append(prefix_layers[li][0, pre].float())  # type: ignore[index]
+            if own:
+                chunk.append(h[row, own].float())
+            parts.append(torch.cat(chunk, dim=0))
+        st = torch.stack(parts)  # (L+1, k, H), tokens in order
+        return st[:, -1].cpu().numpy().copy(), st.mean(dim=1).cpu().numpy()
+
     @torch.inference_mode()
-    def _generate_batch(self, seqs: list[list[int]], max_new_tokens: int) -> list[GenerationResult]:
+    def _generate_batch(self, seqs: list[list[int]], max_new_tokens: int,
+                        spans: Sequence[tuple[int, int] | None] | None = None) -> list[GenerationResult]:
         t0 = time.perf_counter()
         n_shared = self.shared_prefix(seqs)
         extra: dict[str, Any] = {}
+        prefix_hidden = None
         if n_shared:
             # prefill the shared prefix once, repeat its KV cache over the batch; rows are
             # [prefix | left padding | own tokens], positions follow the attention mask.
             prefix = torch.tensor([seqs[0][:n_shared]], dtype=torch.long, device=self.device)
-            out = self.model(input_ids=prefix, use_cache=True)
+            out = self.model(input_ids=prefix, use_cache=True, output_hidden_states=True)
+            prefix_hidden = out.hidden_states  # user tokens can lie in the shared prefix
             cache = out["cache"] if "cache" in out else out["past_key_values"]
             cache.batch_repeat_interleave(len(seqs))
             own, own_mask = self._pad_left([s[n_shared:] for s in seqs])
@@ -410,6 +510,9 @@ class HFLocalBackend:
         # the last real token of every row (left padding).
         hidden = torch.stack([h[:, -1, :] for h in gen.hidden_states[0]], dim=1).float()  # (B, L+1, H)
         hidden_np = hidden.cpu().numpy()
+        spans = list(spans) if spans is not None else [None] * len(seqs)
+        user = [self.user_states(gen.hidden_states[0], prefix_hidden, b, len(s), sp)
+                for b, (s, sp) in enumerate(zip(seqs, spans))]
         new_l = new.cpu().tolist()
         lp_np = lp.double().cpu().numpy()
         ent_np = ent.double().cpu().numpy()
@@ -433,6 +536,8 @@ class HFLocalBackend:
                     token_logprobs=lp_np[b, :n].copy(),
                     token_entropies=ent_np[b, :n].copy(),
                     hidden_last=hidden_np[b].copy(),
+                    hidden_user_last=user[b][0],
+                    hidden_user_mean=user[b][1],
                     finish_reason=finish,
                     latency_s=per,
                     token_ids=kept,

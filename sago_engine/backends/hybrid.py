@@ -21,7 +21,8 @@ returns. ``HybridBackend`` splits the work (issue #17 item 3):
    (``meta["eos_appended"]``), since ``hf_local`` counts the EOS token in Δ-Prob / Δ-Ent.
 3. The local ``transformers`` copy of the same weights runs one batched teacher-forced forward
    pass over prompt + returned tokens (no local decoding): the hidden state of the last prompt
-   token at the embedding output and after every layer (Δ-Cos), exact log-probs of the returned
+   token at the embedding output and after every layer (Δ-Cos; also at the last token of the
+   user's text and averaged over its tokens, the Δ-Cos options), exact log-probs of the returned
    tokens and full-vocabulary entropies (Δ-Prob, Δ-Ent), in float32 (``hf_local.token_stats``).
    SAGO (arXiv 2610.01428) §Axes defines Δ-Prob / Δ-Ent under teacher forcing.
 4. Per reply, the largest |server log-prob − local log-prob| over the returned tokens is kept in
@@ -344,14 +345,16 @@ class HybridBackend:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         out: list[GenerationResult | None] = [None] * len(prompts)
         rendered: dict[str, tuple[list[int], str]] = {}
+        spans: dict[str, tuple[int, int] | None] = {}  # the user's text among the prompt tokens
         valid: list[int] = []
         for i, p in enumerate(prompts):
             try:
                 if p not in rendered:
-                    ids = self.local.encode_prompt(p)
+                    ids, span = self.local.prompt_layout(p)
                     if not ids:
                         raise ValueError("prompt encodes to zero tokens")
                     rendered[p] = (ids, self.local.format_prompt(p))
+                    spans[p] = span
                 valid.append(i)
             except Exception as exc:  # one bad prompt becomes a row
                 out[i] = GenerationResult(text="", n_tokens=0, finish_reason="error",
@@ -369,10 +372,11 @@ class HybridBackend:
         for batch in self.local._batches([len(rendered[prompts[i]][0]) + len(ids) for i, ids, _, _ in todo]):
             rows = [todo[b] for b in batch]
             t0 = time.perf_counter()
-            scored = self._score([(rendered[prompts[i]][0], ids) for i, ids, _, _ in rows])
+            scored = self._score([(rendered[prompts[i]][0], ids) for i, ids, _, _ in rows],
+                                 [spans[prompts[i]] for i, _, _, _ in rows])
             per = (time.perf_counter() - t0) / len(rows)
-            for (i, ids, r, how), (lp, ent, hid) in zip(rows, scored):
-                out[i] = self._result(ids, r, how, lp, ent, hid, per)
+            for (i, ids, r, how), (lp, ent, hid, user) in zip(rows, scored):
+                out[i] = self._result(ids, r, how, lp, ent, hid, per, user)
                 n_beyond += bool(out[i].meta["logprob_mismatch"])
         if n_beyond:
             log.warning("hybrid %s: %d of %d replies have server log-probs more than %.3g nats from the local "
@@ -399,7 +403,8 @@ class HybridBackend:
         return ids, source, appended
 
     def _result(self, ids: list[int], r: GenerationResult, how: tuple[str, bool], lp: np.ndarray, ent: np.ndarray,
-                hid: np.ndarray, local_s: float) -> GenerationResult:
+                hid: np.ndarray, local_s: float,
+                user: tuple[np.ndarray | None, np.ndarray | None] = (None, None)) -> GenerationResult:
         source, appended = how
         diff = None
         srv = r.token_logprobs
@@ -423,16 +428,22 @@ class HybridBackend:
                 "logprob_max_abs_diff": diff, "logprob_mismatch": mismatch}
         text = self.local.tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=False)
         return GenerationResult(text=text, n_tokens=len(ids), token_logprobs=lp, token_entropies=ent,
-                                hidden_last=hid, finish_reason=finish, latency_s=float(r.latency_s) + local_s,
+                                hidden_last=hid, hidden_user_last=user[0], hidden_user_mean=user[1],
+                                finish_reason=finish, latency_s=float(r.latency_s) + local_s,
                                 token_ids=list(ids), meta=meta)
 
     @torch.inference_mode()
-    def _score(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def _score(self, pairs: list[tuple[list[int], list[int]]],
+               spans: Sequence[tuple[int, int] | None] | None = None) -> list[tuple]:
         """One teacher-forced forward pass over ``prompt + response`` rows (left padded).
 
-        Returns per row ``(logprobs, entropies, hidden_last)``: float64 (T,), float64 (T,)
-        (``hf_local.token_stats``: float32 log_softmax over the vocabulary) and float32 (L+1, H),
-        the hidden state of the last prompt token at the embedding output and after every layer.
+        ``spans``: per row the token span [a, b) of the user's text among the prompt tokens
+        (``HFLocalBackend.prompt_layout``), or None.
+        Returns per row ``(logprobs, entropies, hidden_last, (hidden_user_last, hidden_user_mean))``:
+        float64 (T,), float64 (T,) (``hf_local.token_stats``: float32 log_softmax over the
+        vocabulary), float32 (L+1, H), the hidden state of the last prompt token at the
+        embedding output and after every layer, and the states at the user's text
+        (``HFLocalBackend.user_states``; (None, None) without a span) — the Δ-Cos options.
         Only the last max(T)+1 positions' logits are computed where the model allows it.
         """
         local = self.local
@@ -446,17 +457,21 @@ class HybridBackend:
         logits = out.logits  # (B, K, V), K = t_max + 1 (or S without logits_to_keep)
         S, K = ids.shape[1], logits.shape[1]
         res = []
-        for b, (_, r) in enumerate(pairs):
+        spans = list(spans) if spans is not None else [None] * len(pairs)
+        for b, (p, r) in enumerate(pairs):
             n = len(r)
             last_prompt = S - n - 1  # left padding: every row ends at S - 1
             hid = torch.stack([h[b, last_prompt] for h in out.hidden_states]).float().cpu().numpy()
+            # the prompt's token j sits at column S - n - len(p) + j, as in a prompt-only pass of
+            # length len(p) over the first S - n columns
+            user = HFLocalBackend.user_states([h[:, : S - n] for h in out.hidden_states], None, b, len(p), spans[b])
             if n == 0:
-                res.append((np.zeros(0), np.zeros(0), hid))
+                res.append((np.zeros(0), np.zeros(0), hid, user))
                 continue
             # the token at position S-n+k is predicted by the logits at position S-n+k-1
             lg = logits[b, K - n - 1 : K - 1]
             lp, ent = token_stats(lg, ids[b, S - n : S])
-            res.append((lp.double().cpu().numpy(), ent.double().cpu().numpy(), hid))
+            res.append((lp.double().cpu().numpy(), ent.double().cpu().numpy(), hid, user))
         return res
 
     def _probe(self) -> dict[str, Any]:

@@ -187,6 +187,21 @@ def effective_threshold(cfg: FilterConfig = FilterConfig()) -> dict[str, Any]:
     return info
 
 
+def bert_rescale_baseline(filter_info: dict[str, Any] | None = None) -> float:
+    """b of the ``bert@rescaled`` axis option: the same unrelated-text baseline of the encoder
+    that maps the paper's 0.85 filter threshold onto MiniLM's scale.
+
+    Args:
+        filter_info: an ``effective_threshold`` record (the run's semantic filter); its
+            ``b_enc`` is used when set (so a run's filter and its rescaled Δ-BERT share one b).
+    Returns:
+        b in [0, 1): ``filter_info["b_enc"]``, else ``encoder_baseline()`` (0.1206 for MiniLM).
+    Source: bert-score baseline rescaling (Zhang et al. 2020).
+    """
+    b = (filter_info or {}).get("b_enc")
+    return float(b) if b is not None else encoder_baseline()
+
+
 def apply_filter(
     variants: Sequence[Variant], base_texts: dict[str, str], cfg: FilterConfig = FilterConfig()
 ) -> list[FilterVerdict]:
