@@ -9,7 +9,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from sago_engine.types import AXES, AXIS_LABELS
+from sago_engine.types import axes_shown, axis_label
 
 
 def delta_heatmap(heat: pd.DataFrame, columns: int = 2) -> alt.FacetChart:
@@ -21,7 +21,7 @@ def delta_heatmap(heat: pd.DataFrame, columns: int = 2) -> alt.FacetChart:
         columns: panels per row (at most the number of models).
     """
     plot = heat[["model", "label", "order", "axis_label", "delta_norm", "delta", "value", "why"]].copy()
-    axis_order = [AXIS_LABELS[a] for a in AXES]
+    axis_order = [axis_label(a) for a in axes_shown(heat["axis"])]
     base = alt.Chart(plot).encode(
         x=alt.X("axis_label:N", sort=axis_order, title="axis"),
         y=alt.Y("label:N", sort=alt.EncodingSortField("order"), title="variant (F · u · s · p)",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sago_engine.types import AXES, AXIS_LABELS
+from sago_engine.types import axis_label, axis_sort_key
 
 BASE_LABEL = "base prompt"
 #: What a missing value says on the Prompts page (never ``nan`` / ``None``).
@@ -82,9 +82,9 @@ def heatmap_frame(detail: dict[str, pd.DataFrame]) -> pd.DataFrame:
         return pd.DataFrame(columns=cols)
     v = v.assign(order=np.arange(len(v)))[["variant_id", "label", "order"]]
     out = d.merge(v, on="variant_id", how="inner")
-    out["axis_label"] = out["axis"].map(AXIS_LABELS)
+    out["axis_label"] = out["axis"].map(axis_label)
     out["delta_norm"] = out["delta_norm"].where(out["available"].astype(bool))
-    out["_a"] = out["axis"].map({a: i for i, a in enumerate(AXES)})
+    out["_a"] = out["axis"].map(axis_sort_key)
     out = out.sort_values(["model", "order", "_a"]).reset_index(drop=True)
     ok = out["available"].astype(bool)
     out["value"] = [_cell_text(x) if a else "n/a" for a, x in zip(ok, out["delta_norm"])]

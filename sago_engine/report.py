@@ -8,14 +8,17 @@ from sago_engine import stats as stats_mod
 from sago_engine.scoring import MAIN_EPSILON, format_cell, significance
 from sago_engine.stats import (  # noqa: F401  (re-exported: pages reach them through report)
     REVERSAL_THRESHOLD, data_driven_normalizers, n_for_halfwidth, sample_size_std, sample_size_summary)
-from sago_engine.types import AXES, AXIS_LABELS
+from sago_engine.types import AXES, axes_shown, axis_label, axis_sort_key
 
 
 def wide_cells(long: pd.DataFrame, index: list[str]) -> pd.DataFrame:
-    """Pivot to one column per axis (paper's labels, paper's order), cells "mean±std marker"; missing → "n/a"."""
+    """Pivot to one column per axis (paper's labels, paper's order), cells "mean±std marker"; missing → "n/a".
+
+    Columns: the six plain axes, then any option axes in ``long`` (``types.axes_shown``).
+    """
     w = long.pivot_table(index=index, columns="axis", values="cell", aggfunc="first")
-    w = w.reindex(columns=list(AXES)).astype(object).fillna("n/a")
-    w.columns = [AXIS_LABELS[a] for a in w.columns]
+    w = w.reindex(columns=axes_shown(long["axis"])).astype(object).fillna("n/a")
+    w.columns = [axis_label(a) for a in w.columns]
     return w.reset_index()
 
 
@@ -50,9 +53,8 @@ def score_tables(scores: pd.DataFrame, eps: float = MAIN_EPSILON, correction: st
 
 
 def axis_order(df: pd.DataFrame, col: str = "axis") -> pd.DataFrame:
-    """Sort rows by the paper's axis order (Δ-Cos … Δ-MR)."""
-    order = {a: i for i, a in enumerate(AXES)}
-    return df.assign(_o=df[col].map(order)).sort_values([c for c in ("model", "dataset") if c in df] + ["_o"]).drop(columns="_o")
+    """Sort rows by the paper's axis order (Δ-Cos … Δ-MR; an option axis right after its base axis)."""
+    return df.assign(_o=df[col].map(axis_sort_key)).sort_values([c for c in ("model", "dataset") if c in df] + ["_o"]).drop(columns="_o")
 
 
 def bootstrap_ci(scores: pd.DataFrame, by: tuple[str, ...] = ("model", "axis"), n_resamples: int = 1000,
@@ -91,10 +93,10 @@ def radar_data(scores: pd.DataFrame, dataset: str | None = None, n_resamples: in
         for a in AXES:
             if (m, a) in idx.index:
                 r = idx.loc[(m, a)]
-                rows.append({"model": m, "axis": a, "axis_label": AXIS_LABELS[a], "sgs": r["sgs"], "lo": r["lo"],
+                rows.append({"model": m, "axis": a, "axis_label": axis_label(a), "sgs": r["sgs"], "lo": r["lo"],
                              "hi": r["hi"], "n_prompts": int(r["n_prompts"]), "available": True})
             else:
-                rows.append({"model": m, "axis": a, "axis_label": AXIS_LABELS[a], "sgs": float("nan"),
+                rows.append({"model": m, "axis": a, "axis_label": axis_label(a), "sgs": float("nan"),
                              "lo": float("nan"), "hi": float("nan"), "n_prompts": 0, "available": False})
     return pd.DataFrame(rows, columns=["model", "axis", "axis_label", "sgs", "lo", "hi", "n_prompts", "available"])
 
@@ -164,7 +166,7 @@ def reversals(per_dataset: pd.DataFrame) -> pd.DataFrame:
                 a_better = sorted(both.index[both[a] < both[b]])
                 b_better = sorted(both.index[both[b] < both[a]])
                 if a_better and b_better:
-                    rows.append({"axis": axis, "axis_label": AXIS_LABELS.get(axis, axis), "model_a": a, "model_b": b,
+                    rows.append({"axis": axis, "axis_label": axis_label(axis), "model_a": a, "model_b": b,
                                  "a_better_on": ", ".join(a_better), "b_better_on": ", ".join(b_better),
                                  "n_flips": len(a_better) * len(b_better)})
     out = pd.DataFrame(rows, columns=["axis", "axis_label", "model_a", "model_b", "a_better_on", "b_better_on", "n_flips"])
@@ -187,7 +189,7 @@ def dataset_ratio(per_dataset: pd.DataFrame) -> pd.DataFrame:
             ratio = float("inf") if hi["sgs"] > 0 else float("nan")
         else:
             ratio = float(hi["sgs"] / lo["sgs"])
-        rows.append({"model": m, "axis": a, "axis_label": AXIS_LABELS.get(a, a), "max_dataset": hi["dataset"],
+        rows.append({"model": m, "axis": a, "axis_label": axis_label(a), "max_dataset": hi["dataset"],
                      "max_sgs": float(hi["sgs"]), "min_dataset": lo["dataset"], "min_sgs": float(lo["sgs"]),
                      "ratio": ratio, "n_datasets": int(len(grp))})
     out = pd.DataFrame(rows, columns=["model", "axis", "axis_label", "max_dataset", "max_sgs", "min_dataset",
@@ -213,11 +215,11 @@ def rejection_counts(sig: pd.DataFrame, alphas: tuple[float, ...] = ALPHAS) -> p
     one column ``p<α`` per α, n_models (models with a test on that axis), eps.
     """
     rows = []
-    for a in AXES:
+    for a in axes_shown(sig["axis"]):
         g = sig[sig["axis"] == a]
         if g.empty:
             continue
-        row = {"axis": a, "axis_label": AXIS_LABELS[a]}
+        row = {"axis": a, "axis_label": axis_label(a)}
         for al in alphas:
             row[f"p<{al:g}"] = int((g["p"] < al).sum())
         row["n_models"] = int(g["p"].notna().sum())
@@ -239,7 +241,7 @@ def threshold_table(scores: pd.DataFrame, epsilons=(0.01, 0.05, 0.10), alphas: t
         col = rc[["axis_label"]].copy()
         col[f"ε={e:g}"] = ["/".join(str(r[f"p<{al:g}"]) for al in alphas) for _, r in rc.iterrows()]
         out = col if out is None else out.merge(col, on="axis_label", how="outer", sort=False)
-    order = {AXIS_LABELS[a]: i for i, a in enumerate(AXES)}
+    order = {axis_label(a): i for i, a in enumerate(axes_shown(scores["axis"]))}
     return out.sort_values("axis_label", key=lambda c: c.map(order)).reset_index(drop=True)
 
 
@@ -253,7 +255,7 @@ def significance_heatmap(sig: pd.DataFrame, cap: float = 10.0) -> pd.DataFrame:
         nl = np.where(p > 0, -np.log10(np.where(p > 0, p, 1.0)), cap)
     nl = np.where(np.isnan(p), np.nan, np.minimum(nl, cap))
     row = sig["model"] + (" · " + sig["dataset"] if "dataset" in sig else "")
-    return sig.assign(axis_label=sig["axis"].map(AXIS_LABELS), row=row,
+    return sig.assign(axis_label=sig["axis"].map(axis_label), row=row,
                       label=[f"{m:.3f}{k}" for m, k in zip(sig["sgs"], sig["marker"])], neglog10p=nl)
 
 
@@ -307,7 +309,7 @@ def pvalue_table(sig: pd.DataFrame) -> pd.DataFrame:
     """Long table of raw and adjusted p per test of a ``sgs_ci_table`` (axis labels, paper's order)."""
     cols = [c for c in ("model", "dataset") if c in sig] + ["axis_label", "sgs", "lo", "hi", "n_prompts", "p",
                                                             "p_adj", "marker", "status", "correction", "eps"]
-    out = axis_order(sig.assign(axis_label=sig["axis"].map(AXIS_LABELS)))
+    out = axis_order(sig.assign(axis_label=sig["axis"].map(axis_label)))
     return out[cols].rename(columns={"p": "p_raw"}).reset_index(drop=True)
 
 
@@ -315,11 +317,10 @@ def reversal_table(scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0,
                    threshold: float = REVERSAL_THRESHOLD) -> pd.DataFrame:
     """``stats.reversal_probabilities`` with axis labels, in the paper's axis order, likeliest first per axis."""
     r = stats_mod.reversal_probabilities(scores, n_resamples=n_resamples, seed=seed, threshold=threshold)
-    r.insert(1, "axis_label", r["axis"].map(AXIS_LABELS))
+    r.insert(1, "axis_label", r["axis"].map(axis_label))
     if r.empty:
         return r
-    order = {a: i for i, a in enumerate(AXES)}
-    return r.assign(_o=r["axis"].map(order)).sort_values(["_o", "p_reversal"], ascending=[True, False]).drop(
+    return r.assign(_o=r["axis"].map(axis_sort_key)).sort_values(["_o", "p_reversal"], ascending=[True, False]).drop(
         columns="_o").reset_index(drop=True)
 
 
@@ -338,7 +339,7 @@ def normalizer_comparison(paper_scores: pd.DataFrame, data_scores: pd.DataFrame,
                                                   suffixes=("_paper", "_data"), how="outer")
     m = m.merge(normalizers[["axis", "r_paper", "r_data", "source"]], on="axis", how="left")
     m["ratio"] = m["sgs_data"] / m["sgs_paper"].where(m["sgs_paper"] > 0)
-    m["axis_label"] = m["axis"].map(AXIS_LABELS)
+    m["axis_label"] = m["axis"].map(axis_label)
     m = axis_order(m)
     return m[["model", "axis_label", "r_paper", "r_data", "source", "sgs_paper", "sgs_data", "ratio", "cell_paper",
               "cell_data"]].reset_index(drop=True)

@@ -113,6 +113,14 @@ def axis_sort_key(name: str) -> tuple[int, int, str]:
     return (AXES.index(base), OPTION_AXES.index(name) if name in OPTION_AXES else len(OPTION_AXES), name)
 
 
+def axes_shown(names: Any) -> list[str]:
+    """The columns/rows a table over axes shows: the six plain axes (always, paper's order), then
+    the option axes among ``names`` (any iterable of axis names), sorted by ``axis_sort_key``.
+    With only plain names this is exactly ``list(AXES)``."""
+    opts = sorted({str(n) for n in names if is_option_axis(str(n))}, key=axis_sort_key)
+    return [*AXES, *opts]
+
+
 def normalizer_for(name: str, normalizers: dict[str, float] | Any) -> float:
     """R_X of any axis name: every option axis uses its base axis's R_X (R_cos for every ``cos@…``,
     R_bert for ``bert@rescaled``; docs/METHOD.md "Axis options"). Raises KeyError if the base

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from precompute.__main__ import main as cli_main
 from precompute.config import ConfigError, load_config
 from precompute.runner import run
 from sago_engine.store import open_store
-from sago_engine.types import AXES
+from sago_engine.types import AXES, OPTION_AXES
 from tests.factories import tiny_toml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,11 +59,16 @@ def test_end_to_end_then_idempotent_rerun(tmp_path):
         counts = st.counts()
         assert counts["prompts"] == 4 and counts["variants"] == 20 and counts["units"] == 4
         assert counts["responses"] == 4 * 6
-        assert counts["deltas"] == 20 * len(AXES)
+        # the six axes plus every option axis (white-box run: all are computed by default)
+        assert counts["deltas"] == 20 * (len(AXES) + len(OPTION_AXES))
         d = st.deltas(kept_only=False)
-        assert set(d["axis"]) == set(AXES)
+        assert set(d["axis"]) == set(AXES)  # plain reads show the six only
         assert d["available"].all()  # hf_local measures all six axes
         assert d["delta_norm"].between(-1, 1).all()
+        o = st.deltas(kept_only=False, axes=OPTION_AXES)
+        assert set(o["axis"]) == set(OPTION_AXES) and o["available"].all() and o["delta_norm"].between(-1, 1).all()
+        rec = json.loads(st.runs().loc[0, "config"])["axis_options"]
+        assert rec["axes"] == list(OPTION_AXES) and 0 < rec["bert_rescaled_baseline"] < 1
         runs = st.runs()
         assert len(runs) == 1 and runs.loc[0, "status"] == "complete"
         for col in ("seed", "normalizers", "versions", "encoder", "fingerprint", "semantic_filter", "dtype"):

@@ -14,7 +14,7 @@ import duckdb
 import pandas as pd
 
 from sago_engine.store.schema import KEYS, TABLES, USAGE_EXTRA_COUNTERS, has_table
-from sago_engine.store.where import fetch_df, filter_where
+from sago_engine.store.where import axis_names, fetch_df, filter_where
 
 if TYPE_CHECKING:  # only for annotations; filters.py has no store dependency
     from sago_engine.filters import Filters
@@ -107,8 +107,12 @@ class Browse:
             params.append(prompt_id)
         return self.con.execute(q + " ORDER BY family, subtype, strength, position", params).df()
 
-    def deltas(self, *, kept_only: bool = True, run_ids: Iterable[str] | None = None) -> pd.DataFrame:
+    def deltas(self, *, kept_only: bool = True, run_ids: Iterable[str] | None = None,
+               axes: Sequence[str] | None = None) -> pd.DataFrame:
         """Every delta joined with its model, dataset and variant tuple (F, u, s, p).
+
+        ``axes``: None = the six plain axes, else exactly these names (option axes
+        ``<base>@<option>`` only when named; ``where.axis_names``).
 
         Columns: run_id, model, dataset, prompt_id, variant_id, family, subtype, strength,
         position, axis, delta, delta_norm (NULL where unavailable), available, reason, detector,
@@ -120,9 +124,9 @@ class Browse:
                    d.axis, d.delta, d.delta_norm, d.available, d.reason, d.detector,
                    v.kept, v.semantic_score
             FROM deltas d JOIN variants v USING (variant_id) JOIN runs r USING (run_id)
-            WHERE TRUE
+            WHERE list_contains(?::VARCHAR[], d.axis)
         """
-        params: list[Any] = []
+        params: list[Any] = [axis_names(axes)]
         if kept_only:
             q += " AND v.kept"
         if run_ids is not None:
@@ -171,7 +175,8 @@ class Browse:
         sql += " GROUP BY p.dataset, p.prompt_id, p.text ORDER BY p.dataset, p.prompt_id"
         return self.con.execute(sql, params).df()
 
-    def prompt_detail(self, f: "Filters | None" = None, *, prompt_id: str) -> dict[str, pd.DataFrame]:
+    def prompt_detail(self, f: "Filters | None" = None, *, prompt_id: str,
+                      axes: tuple[str, ...] | None = None) -> dict[str, pd.DataFrame]:
         """Everything the Prompts page shows for one prompt, restricted by ``f``.
 
         Returns a dict of DataFrames:
@@ -183,7 +188,8 @@ class Browse:
             finish_reason, error — the base response and the responses to the listed variants,
             for the filtered models;
             ``deltas``: model, run_id, variant_id, axis, delta (signed Δ), delta_norm (Δ̃),
-            available, reason, detector — per listed variant × axis (unavailable axes keep NULLs).
+            available, reason, detector — per listed variant × axis (unavailable axes keep NULLs);
+            ``axes``: None = the six plain axes, else these names.
         Empty frames when the prompt is unknown or its dataset is filtered out.
         """
         from sago_engine.filters import Filters
@@ -218,7 +224,9 @@ class Browse:
             SELECT r.model, d.run_id, d.variant_id, d.axis, d.delta, d.delta_norm, d.available, d.reason, d.detector
             FROM deltas d JOIN runs r USING (run_id)
             WHERE d.prompt_id = ? AND d.dataset = ? AND {mwhere} AND list_contains(?::VARCHAR[], d.variant_id)
-            ORDER BY r.model, d.run_id, d.variant_id, d.axis""", [prompt_id, dataset, *mparams, vids]).df()
+                  AND list_contains(?::VARCHAR[], d.axis)
+            ORDER BY r.model, d.run_id, d.variant_id, d.axis""", [prompt_id, dataset, *mparams, vids,
+                                                                   axis_names(axes)]).df()
         return {"prompt": prompt.reset_index(drop=True), "variants": variants, "responses": responses,
                 "deltas": deltas}
 

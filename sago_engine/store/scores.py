@@ -43,15 +43,16 @@ class ScoreQueries:
             return {}
         return {t: int(self.con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]) for t in suffstats.STATS_TABLES}
 
-    def prompt_stats(self, f: "Filters | None" = None) -> pd.DataFrame:
+    def prompt_stats(self, f: "Filters | None" = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
         """Sufficient statistics of Δ̃ per (run, prompt, axis) over kept variants with an available Δ̃.
 
-        ``f`` applies (all fields). Columns: run_id, model, dataset, prompt_id, axis, n (number of
+        ``f`` applies (all fields); ``axes``: None = the six plain axes, else exactly these names
+        (plain or option axes ``<base>@<option>``; ``where.axis_names``). Columns: run_id, model, dataset, prompt_id, axis, n (number of
         Δ̃, ≥ 1), sum_norm (ΣΔ̃), sum_sq (ΣΔ̃²), sum_abs (Σ|Δ̃|); sorted by model, dataset, prompt, axis.
         An axis a model cannot measure has no rows.
         """
         fine = f is not None and f.variant_restricted()
-        where, params = filter_where(f, d="s", v="s")
+        where, params = filter_where(f, d="s", v="s", a="s", axes=axes)
         if fine:  # a (F, u, s, p) selection: sum the matching cells of each prompt
             sql = f"""
                 SELECT s.run_id, r.model, s.dataset, s.prompt_id, s.axis, {_SUMS}
@@ -65,25 +66,28 @@ class ScoreQueries:
                 WHERE s.kept AND s.available AND s.n > 0 AND {where}"""
         return fetch_df(self.con, sql + " ORDER BY r.model, s.dataset, s.prompt_id, s.axis", params)
 
-    def prompt_scores(self, f: "Filters | None" = None) -> pd.DataFrame:
+    def prompt_scores(self, f: "Filters | None" = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
         """Per-prompt RMS s_X(i) = sqrt(mean_v Δ̃²) over kept, available variants matching ``f``.
+
+        ``axes``: None = the six plain axes; name option axes (``("cos@user_mean", …)``) to read them.
 
         SAGO (arXiv 2610.01428) §Notation: ``scoring.rms`` of ``prompt_stats(f)`` (the store never
         sends raw deltas for this). Columns: run_id, model, dataset, prompt_id, axis, s (in [0, 1]),
         n_variants. An axis a model cannot measure has no rows (shown as n/a, never 0).
         """
-        return scoring.scores_from_stats(self.prompt_stats(f), keep=tuple(_PROMPT_COLS))
+        return scoring.scores_from_stats(self.prompt_stats(f, axes=axes), keep=tuple(_PROMPT_COLS))
 
-    def view(self, name: str) -> pd.DataFrame:
+    def view(self, name: str, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
         """The score tables of schema 1/2's SQL views, now computed by ``sago_engine.scoring``.
 
         ``prompt_scores`` (= ``prompt_scores()``), ``sgs_dataset`` (run_id, model, dataset, axis,
         sgs, std, n_prompts) or ``sgs_total`` (run_id, model, axis, sgs, std, n_prompts; every
         prompt of every dataset weighs the same). Sorted by every column. Raises ValueError otherwise.
+        ``axes`` as ``prompt_scores`` (None = the six plain axes).
         """
         if name not in ("prompt_scores", "sgs_dataset", "sgs_total"):
             raise ValueError(f"unknown view {name!r}")
-        ps = self.prompt_scores()
+        ps = self.prompt_scores(axes=axes)
         if name == "prompt_scores":
             out = ps
         else:
@@ -91,14 +95,15 @@ class ScoreQueries:
             out = scoring.sgs(ps, by=by)
         return out.sort_values(list(out.columns)).reset_index(drop=True)
 
-    def cell_prompt_scores(self, f: "Filters | None" = None) -> pd.DataFrame:
+    def cell_prompt_scores(self, f: "Filters | None" = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
         """Per-prompt RMS of Δ̃ within each variant cell (F, u, s, p), for the sample-size view.
 
         SAGO (arXiv 2610.01428) appendix D. Kept variants, available axes, ``f`` applies.
         Columns: model, axis, dataset, prompt_id, family, subtype, strength, position,
-        s (``scoring.rms`` over the prompt's variants in that cell), n_variants.
+        s (``scoring.rms`` over the prompt's variants in that cell), n_variants. ``axes``: None =
+        the six plain axes, else these names.
         """
-        where, params = filter_where(f, d="s", v="s")
+        where, params = filter_where(f, d="s", v="s", a="s", axes=axes)
         keys = ["model", "axis", "dataset", "prompt_id", "family", "subtype", "strength", "position"]
         sql = f"""
             SELECT r.model, s.axis, s.dataset, s.prompt_id, s.family, s.subtype, s.strength, s.position, {_SUMS}
@@ -107,13 +112,14 @@ class ScoreQueries:
             GROUP BY ALL ORDER BY {", ".join(keys)}"""
         return scoring.scores_from_stats(fetch_df(self.con, sql, params), keep=tuple(keys))
 
-    def axis_availability(self, f: "Filters | None" = None) -> pd.DataFrame:
+    def axis_availability(self, f: "Filters | None" = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
         """Per model and axis: how many delta rows are available / unavailable, and why.
 
         Columns: model, axis, n_available, n_unavailable, available (True iff any row is
         available), reasons (distinct reasons of unavailable rows, sorted, "; "-joined, or NULL).
+        ``axes``: None = the six plain axes, else these names.
         """
-        where, params = filter_where(f, d="s", v="s")
+        where, params = filter_where(f, d="s", v="s", a="s", axes=axes)
         src = self._src("fine" if f is not None and f.variant_restricted() else "prompt")
         sql = f"""
             WITH a AS (
@@ -150,7 +156,8 @@ class ScoreQueries:
             "positions": sorted({c[3] for c in cells}),
         }
 
-    def ablation_frame(self, f: "Filters | None" = None) -> dict[str, pd.DataFrame]:
+    def ablation_frame(self, f: "Filters | None" = None, *,
+                       axes: tuple[str, ...] | None = None) -> dict[str, pd.DataFrame]:
         """Sufficient statistics of Δ̃ for the ablations, from ``cell_stats`` (never the raw deltas).
 
         SAGO (arXiv 2610.01428) §Ablations. Kept variants and available axes only; ``f`` applies.
@@ -166,8 +173,9 @@ class ScoreQueries:
             length variants of that ratio — the per-prompt instability of the length factor
             (from ``length_stats`` when no variant field is filtered and each model has one run,
             else per prompt from ``delta_stats``; the same numbers).
+            ``axes``: None = the six plain axes, else these names.
         """
-        where, params = filter_where(f, d="s", v="s")
+        where, params = filter_where(f, d="s", v="s", a="s", axes=axes)
         keys = ["model", "axis", "family", "subtype", "strength", "position", "tone", "target_ratio"]
         src = self._src("cell")
         cells = fetch_df(self.con, f"""
@@ -180,7 +188,7 @@ class ScoreQueries:
             "SELECT count(*) = count(DISTINCT model) FROM runs").fetchall()[0][0]
         if (self.stats_materialised and one_run_per_model
                 and (f is None or not f.variant_restricted())):  # precomputed per (run, dataset, axis, ratio)
-            lwhere, lparams = filter_where(f, d="l")
+            lwhere, lparams = filter_where(f, d="l", a="l", axes=axes)
             length = fetch_df(self.con, f"""
                 SELECT r.model, l.axis, l.target_ratio, sum(l.n_prompts)::BIGINT AS n_prompts,
                        sum(l.sum_s) AS sum_s, sum(l.sum_s2) AS sum_s2
@@ -196,9 +204,11 @@ class ScoreQueries:
                 "length": length.sort_values(["model", "axis", "target_ratio"]).reset_index(drop=True)}
 
     # ------------------------------------------------------------------ raw Δ (no sum answers these)
-    def delta_abs_quantiles(self, f: "Filters | None" = None, *, q: float = 0.95) -> pd.DataFrame:
-        """Per axis over the store (kept, available, ``f``): n, q, q_abs = quantile_cont(|Δ|, q), max_abs."""
-        where, params = filter_where(f)
+    def delta_abs_quantiles(self, f: "Filters | None" = None, *, q: float = 0.95,
+                            axes: tuple[str, ...] | None = None) -> pd.DataFrame:
+        """Per axis over the store (kept, available, ``f``): n, q, q_abs = quantile_cont(|Δ|, q), max_abs.
+        ``axes``: None = the six plain axes, else these names."""
+        where, params = filter_where(f, a="d", axes=axes)
         sql = f"""
             SELECT d.axis, count(*)::BIGINT AS n, ?::DOUBLE AS q,
                    quantile_cont(abs(d.delta), ?::DOUBLE) AS q_abs, max(abs(d.delta)) AS max_abs
@@ -208,16 +218,18 @@ class ScoreQueries:
         """
         return self.con.execute(sql, [float(q), float(q), *params]).df()
 
-    def prompt_scores_rescaled(self, f: "Filters | None" = None, *, normalizers: tuple = ()) -> pd.DataFrame:
+    def prompt_scores_rescaled(self, f: "Filters | None" = None, *, normalizers: tuple = (),
+                               axes: tuple[str, ...] | None = None) -> pd.DataFrame:
         """``prompt_scores`` recomputed from raw Δ under other R_X: s = ``scoring.rms`` of clip(Δ/R, −1, 1).
 
         ``normalizers``: ((axis, R), …) pairs (a tuple, so it can key a cache); axes not listed
         are left out. Same columns as ``prompt_scores``. SQL sums n and Σ clip(Δ/R)² per prompt.
+        ``axes``: None = the six plain axes, else these names (an option axis needs its own pair).
         """
         pairs = [(str(a), float(r)) for a, r in normalizers if float(r) > 0]
         if not pairs:
-            return self.prompt_scores(f).iloc[0:0]
-        where, params = filter_where(f)
+            return self.prompt_scores(f, axes=axes).iloc[0:0]
+        where, params = filter_where(f, a="d", axes=axes)
         sql = f"""
             WITH rx AS (SELECT unnest(?::VARCHAR[]) AS axis, unnest(?::DOUBLE[]) AS rr)
             SELECT d.run_id, r.model, d.dataset, d.prompt_id, d.axis, count(*)::BIGINT AS n,
@@ -253,14 +265,15 @@ class ScoreQueries:
         """
         return self.con.execute(sql, params).df()
 
-    def delta_matrix(self, f: "Filters | None" = None) -> pd.DataFrame:
+    def delta_matrix(self, f: "Filters | None" = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
         """The per-prompt delta matrix of the current filter (for CSV / Parquet export).
 
         One row per (run, prompt, variant, axis) of kept variants: model, dataset, prompt_id,
         variant_id, family, subtype, strength, position, axis, delta (signed, raw units),
         delta_norm (Δ̃), available, reason. Unavailable axes keep NULL deltas with their reason.
+        ``axes``: None = the six plain axes, else these names (option axes ``<base>@<option>``).
         """
-        where, params = filter_where(f)
+        where, params = filter_where(f, a="d", axes=axes)
         sql = f"""
             SELECT r.model, d.run_id, d.dataset, d.prompt_id, d.variant_id,
                    v.family, v.subtype, v.strength, v.position,
