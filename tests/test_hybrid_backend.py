@@ -138,6 +138,7 @@ def test_hybrid_run_equals_hf_local_run(tiny_backend, tmp_path):
     from precompute.config import load_config
     from precompute.runner import run
     from sago_engine.store import open_store
+    from sago_engine.types import OPTION_AXES
 
     data = ROOT / "data" / "datasets"
     (tmp_path / "local.toml").write_text(TOML.format(store=tmp_path / "local.duckdb", data=data, extra=""))
@@ -214,6 +215,17 @@ def test_hybrid_run_equals_hf_local_run(tiny_backend, tmp_path):
         err = float(np.max(np.abs(g["delta_l"] - g["delta_h"])))
         assert err <= (WHITE_BOX_TOL if axis in ("cos", "prob", "ent") else TEXT_TOL), (axis, err)
     assert (m["detector_l"].fillna("") == m["detector_h"].fillna("")).all()
+    # the option axes (user-text positions from the teacher-forced pass, bert@rescaled) agree too
+    with open_store(tmp_path / "local.duckdb") as st:
+        lo = st.deltas(kept_only=False, run_ids=[local_run], axes=OPTION_AXES)
+        ho = st.deltas(kept_only=False, run_ids=[hyb_run], axes=OPTION_AXES)
+    mo = lo.merge(ho, on=cols, suffixes=("_l", "_h"))
+    assert len(mo) == len(lo) == len(ho) == 2 * 3 * len(OPTION_AXES)
+    assert mo["available_l"].all() and mo["available_h"].all()
+    for axis, g in mo.groupby("axis"):
+        err = float(np.max(np.abs(g["delta_l"] - g["delta_h"])))
+        assert err <= (WHITE_BOX_TOL if axis.startswith("cos@") else TEXT_TOL), (axis, err)
+    assert (mo.loc[mo["axis"] == "cos@user_mean", "delta_l"] < 0).any()  # not trivially 0
 
 
 def test_mismatch_counted_and_warned(tiny_backend, caplog):
