@@ -43,15 +43,20 @@ class ScoreQueries:
             return {}
         return {t: int(self.con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]) for t in suffstats.STATS_TABLES}
 
-    def prompt_stats(self, f: "Filters | None" = None) -> pd.DataFrame:
+    def prompt_stats(self, f: "Filters | None" = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
         """Sufficient statistics of Δ̃ per (run, prompt, axis) over kept variants with an available Δ̃.
 
-        ``f`` applies (all fields). Columns: run_id, model, dataset, prompt_id, axis, n (number of
-        Δ̃, ≥ 1), sum_norm (ΣΔ̃), sum_sq (ΣΔ̃²), sum_abs (Σ|Δ̃|); sorted by model, dataset, prompt, axis.
-        An axis a model cannot measure has no rows.
+        ``f`` applies (all fields); ``axes`` (a tuple of ``deltas.axis`` names, option axes such as
+        ``cos@user_last`` included) keeps only those axes, None = every stored axis. Columns:
+        run_id, model, dataset, prompt_id, axis, n (number of Δ̃, ≥ 1), sum_norm (ΣΔ̃), sum_sq
+        (ΣΔ̃²), sum_abs (Σ|Δ̃|); sorted by model, dataset, prompt, axis. An axis a model cannot
+        measure has no rows.
         """
         fine = f is not None and f.variant_restricted()
         where, params = filter_where(f, d="s", v="s")
+        if axes is not None:
+            where += " AND list_contains(?::VARCHAR[], s.axis)"
+            params = [*params, [str(a) for a in axes]]
         if fine:  # a (F, u, s, p) selection: sum the matching cells of each prompt
             sql = f"""
                 SELECT s.run_id, r.model, s.dataset, s.prompt_id, s.axis, {_SUMS}
@@ -65,14 +70,21 @@ class ScoreQueries:
                 WHERE s.kept AND s.available AND s.n > 0 AND {where}"""
         return fetch_df(self.con, sql + " ORDER BY r.model, s.dataset, s.prompt_id, s.axis", params)
 
-    def prompt_scores(self, f: "Filters | None" = None) -> pd.DataFrame:
+    def prompt_scores(self, f: "Filters | None" = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
         """Per-prompt RMS s_X(i) = sqrt(mean_v Δ̃²) over kept, available variants matching ``f``.
 
-        SAGO (arXiv 2610.01428) §Notation: ``scoring.rms`` of ``prompt_stats(f)`` (the store never
-        sends raw deltas for this). Columns: run_id, model, dataset, prompt_id, axis, s (in [0, 1]),
-        n_variants. An axis a model cannot measure has no rows (shown as n/a, never 0).
+        SAGO (arXiv 2610.01428) §Notation: ``scoring.rms`` of ``prompt_stats(f, axes=axes)`` (the
+        store never sends raw deltas for this). Columns: run_id, model, dataset, prompt_id, axis,
+        s (in [0, 1]), n_variants. An axis a model cannot measure has no rows (shown as n/a, never 0).
         """
-        return scoring.scores_from_stats(self.prompt_stats(f), keep=tuple(_PROMPT_COLS))
+        return scoring.scores_from_stats(self.prompt_stats(f, axes=axes), keep=tuple(_PROMPT_COLS))
+
+    def axis_names(self) -> list[str]:
+        """Every distinct ``deltas.axis`` name with at least one available Δ̃, sorted — the six axes and
+        any option axis ``<base>@<option>`` (e.g. ``cos@user_last``, ``bert@rescaled``) a run stored."""
+        src = self._src("prompt")
+        return [r[0] for r in self.con.execute(
+            f"SELECT DISTINCT axis FROM {src} WHERE available AND n > 0 ORDER BY axis").fetchall()]
 
     def view(self, name: str) -> pd.DataFrame:
         """The score tables of schema 1/2's SQL views, now computed by ``sago_engine.scoring``.
