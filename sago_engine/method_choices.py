@@ -513,3 +513,28 @@ def closest_statement(title: str, closest: pd.DataFrame, scale: pd.DataFrame) ->
     others = closest[~closest["closest"]]
     rest = "; ".join(f"'{r.option}' {r.distance:.2f}" for r in others.itertuples(index=False))
     return f"{title}: {names} come{'s' if len(best) == 1 else ''} closest — {far}" + (f" (others: {rest})." if rest else ".")
+
+
+# ====================================================================== wide tables for the page
+def option_wide(table: pd.DataFrame, options: Sequence[str]) -> pd.DataFrame:
+    """``option_sgs`` as model × axis rows with one column per option: "SGS [lo, hi] marker" (n/a when missing)."""
+    if table.empty:
+        return pd.DataFrame(columns=["model", "axis_label", *options])
+    w = table.pivot_table(index=["model", "axis_label"], columns="option", values="ci_cell", aggfunc="first")
+    w = w.reindex(columns=[o for o in options if o in w.columns]).astype(object).fillna("n/a")
+    w.columns.name = None
+    return w.reset_index()
+
+
+def claims_wide(table: pd.DataFrame, options: Sequence[str]) -> pd.DataFrame:
+    """``claims`` as claim rows × option columns: "holds" / "fails" / "n/a", each followed by its detail."""
+    if table.empty:
+        return pd.DataFrame(columns=["claim", *options])
+    word = {True: "holds", False: "fails"}
+    t = table.assign(cell=[f"{word.get(h, 'n/a') if h is not None else 'n/a'} — {d}"
+                           for h, d in zip(table["holds"], table["detail"])])
+    w = t.pivot_table(index="claim", columns="option", values="cell", aggfunc="first")
+    w = w.reindex(index=[c for c in (CLAIM_A, CLAIM_B, CLAIM_C) if c in w.index],
+                  columns=[o for o in options if o in w.columns])
+    w.columns.name = None
+    return w.reset_index()
