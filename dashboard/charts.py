@@ -52,7 +52,8 @@ def option_intervals(table: pd.DataFrame, options: list[str], height: int = 60) 
     base = alt.Chart().encode(
         y=alt.Y("model:N", title=None, axis=alt.Axis(labelLimit=320)),
         yOffset=alt.YOffset("option:N", sort=options),
-        color=alt.Color("option:N", sort=options, title="option", legend=alt.Legend(orient="bottom")),
+        color=alt.Color("option:N", sort=options, title="option", scale=alt.Scale(scheme="tableau10"),
+                        legend=alt.Legend(orient="bottom")),
         tooltip=["model", "option", "axis_label", alt.Tooltip("sgs:Q", format=".4f"),
                  alt.Tooltip("lo:Q", format=".4f", title="95% CI low"), alt.Tooltip("hi:Q", format=".4f",
                                                                                  title="95% CI high"),

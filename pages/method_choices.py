@@ -110,7 +110,9 @@ if not acc.writes:
 else:
     mine = st.radio("Your label: does the reply show the variant's register?", ["YES", "NO"], horizontal=True,
                     key="methods_label_value", index=None)
-    if st.button("Save label", key="methods_label_save", disabled=mine is None):
+    st.button("Save label", key="methods_label_save", disabled=mine is None,
+              on_click=lambda: st.session_state.__setitem__("methods_label_requested", True))
+    if st.session_state.pop("methods_label_requested", False):  # set in on_click: survives the frame's reroute
         try:
             write_label(label_file, store_file, row["run_id"], row["variant_id"], row["response_of"],
                         1 if mine == "YES" else 0)
