@@ -42,6 +42,14 @@ class Access:
         ``share_dir/probes.duckdb``, so a shared server never writes outside its folder."""
         return default if self.share_dir is None else self.share_dir / "probes.duckdb"
 
+    def label_store(self, store: Path) -> Path:
+        """Where the Method choices page writes hand labels of judge calls: a sidecar beside ``store``
+        (``sago_engine.store.labels.sidecar_path``); in share mode always inside ``share_dir``, so a
+        shared server never writes outside its folder. The store itself is never written."""
+        from sago_engine.store.labels import sidecar_path
+
+        return sidecar_path(store, None if self.share_dir is None else self.share_dir)
+
     @property
     def writes(self) -> bool:
         """Whether "Save to store" is offered: local mode, or share mode with ``--live``."""

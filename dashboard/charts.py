@@ -38,3 +38,28 @@ def delta_heatmap(heat: pd.DataFrame, columns: int = 2) -> alt.FacetChart:
     n_models = max(1, plot["model"].nunique())
     return alt.layer(rect, text, data=plot).properties(width=alt.Step(44), height=alt.Step(20)).facet(
         facet=alt.Facet("model:N", title=None), columns=min(n_models, columns))
+
+
+def option_intervals(table: pd.DataFrame, options: list[str], height: int = 60) -> alt.FacetChart:
+    """The Method choices page's chart: SGS per model under each option with its bootstrap CI, one panel per axis.
+
+    Args:
+        table: ``sago_engine.method_choices.option_sgs`` (option, model, axis_label, sgs, lo, hi, marker, p).
+        options: the options in legend order (the reference first).
+        height: pixels per model row within a panel.
+    """
+    plot = table[["option", "model", "axis_label", "sgs", "lo", "hi", "marker", "p", "n_prompts"]].copy()
+    base = alt.Chart().encode(
+        y=alt.Y("model:N", title=None, axis=alt.Axis(labelLimit=320)),
+        yOffset=alt.YOffset("option:N", sort=options),
+        color=alt.Color("option:N", sort=options, title="option", scale=alt.Scale(scheme="tableau10"),
+                        legend=alt.Legend(orient="bottom")),
+        tooltip=["model", "option", "axis_label", alt.Tooltip("sgs:Q", format=".4f"),
+                 alt.Tooltip("lo:Q", format=".4f", title="95% CI low"), alt.Tooltip("hi:Q", format=".4f",
+                                                                                 title="95% CI high"),
+                 alt.Tooltip("p:Q", format=".2e", title="p (H0: E[s] ≤ ε)"), "marker", "n_prompts"])
+    rule = base.mark_rule(strokeWidth=2).encode(x=alt.X("lo:Q", title="SGS (95% CI)"), x2="hi:Q")
+    point = base.mark_circle(size=90).encode(x="sgs:Q")
+    n_models = max(1, plot["model"].nunique())
+    return alt.layer(rule, point, data=plot).properties(height=height * n_models, width=420).facet(
+        row=alt.Row("axis_label:N", title=None, sort=[AXIS_LABELS[a] for a in AXES]))

@@ -81,6 +81,28 @@ def query(method: Callable, filters: Filters | None = None, **kwargs: Any) -> An
         _store_error(path, e)
 
 
+@st.cache_data(show_spinner=False, max_entries=32)
+def _cached_with_store(path: str, mtime: float, fn: str, fkey: tuple | None, kwargs: tuple) -> Any:
+    """``<fn>(store, filters, **kwargs)`` on the store opened read-only (``fn`` as "module:qualname")."""
+    from sago_engine.filters import Filters
+    from sago_engine.store import open_store
+
+    del mtime  # cache key only
+    with open_store(path, read_only=True) as store:
+        return _resolve(fn)(store, None if fkey is None else Filters(**dict(fkey)), **dict(kwargs))
+
+
+def with_store(fn: Callable, filters: Filters | None = None, **kwargs: Any) -> Any:
+    """Run a ``sago_engine`` function that reads several ``Store`` queries itself, ``fn(store, filters, **kwargs)``,
+    cached like ``query`` (e.g. ``with_store(method_choices.collect_choices, f)``). Keyword values must be hashable."""
+    path = store_path()
+    try:
+        return _cached_with_store(path, _mtime(path), _fn_key(fn), None if filters is None else filters.key(),
+                                  tuple(sorted(kwargs.items())))
+    except _store_errors() as e:
+        _store_error(path, e)
+
+
 @st.cache_data(show_spinner=False, max_entries=256)
 def _cached_report(path: str, mtime: float, fn: str, fkey: tuple, kwargs: tuple) -> Any:
     """``<fn>(Store.prompt_scores(filters), **kwargs)``, cached like the queries (``fn`` as "module:qualname")."""

@@ -20,7 +20,7 @@ from sago_engine.store_catalog import DEMO_STORE, find_stores
 ROOT = Path(__file__).resolve().parent.parent
 _ROUTED = "_sago_routed"
 
-#: The nine views: (script, title, icon, url path). Profiles is the default page, served at "/".
+#: The ten views: (script, title, icon, url path). Profiles is the default page, served at "/".
 VIEWS = (
     ("pages/profiles.py", "Profiles", ":material/radar:", "profiles"),
     ("pages/pareto.py", "Pareto", ":material/scatter_plot:", "pareto"),
@@ -29,6 +29,7 @@ VIEWS = (
     ("pages/sample_size.py", "Sample size", ":material/stacked_line_chart:", "sample_size"),
     ("pages/prompts.py", "Prompts", ":material/chat:", "prompts"),
     ("pages/variants.py", "Variants", ":material/tune:", "variants"),
+    ("pages/method_choices.py", "Method choices", ":material/alt_route:", "method_choices"),
     ("pages/live.py", "Live", ":material/bolt:", "live"),
     ("pages/paper_reference.py", "Paper reference", ":material/menu_book:", "paper_reference"),
 )

@@ -1,16 +1,19 @@
 """Paper reference: the numbers published in arXiv 2610.01428, labelled as reported (never local statistics)."""
 
+from pathlib import Path
+
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import controls, exports, frame
-from sago_engine import paper
+from dashboard import choices, controls, data, exports, frame
+from sago_engine import method_choices as mc, paper
+from sago_engine.filters import Filters
 from sago_engine.types import AXES, AXIS_LABELS
 
 frame.require_frame()
 
 st.title("Paper reference")
-st.caption(f"Every number on this page is {paper.PAPER_SOURCE} (Omar et al., NeurIPS 2026 TAE workshop), "
+st.caption(f"Every number on this page (but the last section) is {paper.PAPER_SOURCE} (Omar et al., NeurIPS 2026 TAE workshop), "
            "transcribed as published. Nothing here is computed from a local store; Profiles and Pareto can "
            "overlay these as separate, dashed, labelled traces.")
 
@@ -41,3 +44,13 @@ st.markdown(
     "- bigger models are not more stable; axes dissociate;\n"
     "- Llama-3.1-8B's Δ-Cos varies 3.7× across datasets (max/min), Δ-MR more than 2× — enough to reverse rankings."
 )
+
+st.subheader("This store against the paper's scale")
+st.caption(f"Computed from the store picked in the sidebar ({Path(data.store_path()).name}, all models and datasets), "
+           "not reported: for each open method choice, the option whose SGS lies closest to the range of the paper's "
+           "open models (Figure 2a), in orders of magnitude.")
+_lines = [mc.closest_statement(ch.title, s["closest"], s["scale"]) for ch, s in choices.summaries(Filters())
+          if s is not None]
+st.markdown("\n".join(f"- {ln}" for ln in _lines) if _lines else "This store has no choice with two options.")
+st.page_link("pages/method_choices.py", label="Method choices: SGS, rankings and claims under each option",
+             icon=":material/alt_route:")

@@ -345,6 +345,28 @@ def normalizer_comparison(paper_scores: pd.DataFrame, data_scores: pd.DataFrame,
               "cell_data"]].reset_index(drop=True)
 
 
+def per_token_scores(per_token: pd.DataFrame, q: float = 0.95) -> tuple[float, pd.DataFrame]:
+    """Per-prompt scores of the length-normalized Δ-Prob (nats per token) and the R they use.
+
+    Args:
+        per_token: ``Store.per_token_logprob_deltas`` (model, dataset, prompt_id, delta_per_token, …).
+        q: R = the q-quantile of |Δ per token| over these rows (data-driven; the paper fixes no
+            constant); when that is 0, the max |Δ per token|, and 1.0 when that is 0 too.
+    Returns:
+        (R, scores): scores has model, dataset, prompt_id, s (RMS of clip(Δ/R, −1, 1), in [0, 1]),
+        n_variants (``stats.rms_scores``). Empty scores and R = NaN when no row has a Δ.
+    """
+    import numpy as np
+
+    d = per_token.dropna(subset=["delta_per_token"])
+    if d.empty:
+        return float("nan"), pd.DataFrame(columns=["model", "dataset", "prompt_id", "s", "n_variants"])
+    r = float(np.quantile(np.abs(d["delta_per_token"].to_numpy(dtype=float)), q))
+    if not r > 0:
+        r = float(np.abs(d["delta_per_token"]).max()) or 1.0
+    return r, stats_mod.rms_scores(d, r, value="delta_per_token")
+
+
 def per_token_prob(per_token: pd.DataFrame, q: float = 0.95, n_resamples: int = 1000, seed: int = 0) -> dict:
     """Length-normalized Δ-Prob (nats per token) beside the paper's Δ-Prob.
 
@@ -361,10 +383,7 @@ def per_token_prob(per_token: pd.DataFrame, q: float = 0.95, n_resamples: int = 
     d = per_token.dropna(subset=["delta_per_token"])
     if d.empty:
         return {"r": float("nan"), "table": pd.DataFrame(columns=cols)}
-    r = float(np.quantile(np.abs(d["delta_per_token"].to_numpy(dtype=float)), q))
-    if not r > 0:
-        r = float(np.abs(d["delta_per_token"]).max()) or 1.0
-    ps = stats_mod.rms_scores(d, r, value="delta_per_token")
+    r, ps = per_token_scores(d, q)
     ci = stats_mod.bootstrap_sgs(ps, ("model",), n_resamples=n_resamples, seed=seed)
     mad = d.groupby("model")["delta_per_token"].apply(lambda x: float(np.mean(np.abs(x))))
     ci["axis_label"] = "Δ-Prob / token"

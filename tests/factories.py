@@ -40,14 +40,16 @@ def tiny_toml(seed: int = 7, chunk_prompts: int = 2, n_prompts: int = 2, batch_s
 
 
 def make_store(path, models=("model-a", "model-b"), datasets=("truthfulqa", "nq_open"), n_prompts=4, n_variants=3,
-               seed=0, missing_axes: dict | None = None):
-    """Write a small store with random signed deltas; ``missing_axes`` = {model: [axes]} stored as unavailable."""
+               seed=0, missing_axes: dict | None = None, run_fields: dict | None = None):
+    """Write a small store with random signed deltas; ``missing_axes`` = {model: [axes]} stored as unavailable;
+    ``run_fields`` = {model: {runs column: value}} added to that model's run record (JSON columns as text)."""
     rng = np.random.default_rng(seed)
     missing_axes = missing_axes or {}
+    run_fields = run_fields or {}
     with open_store(path, read_only=False, create=True) as st:
         runs = pd.DataFrame([{"run_id": f"run-{m}", "model": m, "backend": "synthetic", "seed": seed,
                               "normalizers": json.dumps(DEFAULT_NORMALIZERS), "status": "complete",
-                              "fingerprint": f"synthetic|{m}"} for m in models])
+                              "fingerprint": f"synthetic|{m}", **run_fields.get(m, {})} for m in models])
         prompts, variants, deltas = [], [], []
         for d in datasets:
             for i in range(n_prompts):
@@ -73,6 +75,82 @@ def make_store(path, models=("model-a", "model-b"), datasets=("truthfulqa", "nq_
         st.insert_df("deltas", pd.DataFrame(deltas, columns=["run_id", "dataset", "prompt_id", "variant_id", "axis",
                                                              "delta", "delta_norm", "available", "reason", "detector"]))
     return path
+
+
+def add_option_axes(path, options: dict | None = None, factors: dict | None = None, seed: int = 0):
+    """Add option axes ``<base>@<option>`` to a ``make_store`` store: for every stored (run, variant) of
+    ``base``, Δ̃ = clip(factor × Δ̃_base + N(0, 0.02)), Δ = Δ̃ × R_base. ``options`` = {base: (option, …)}
+    (default: Δ-Cos user_last / user_mean, Δ-BERT rescaled); ``factors`` = {"base@option": factor}
+    (default 1.5 for every option; a model-dependent factor is {"base@option": {model: factor}})."""
+    options = options or {"cos": ("user_last", "user_mean"), "bert": ("rescaled",)}
+    factors = factors or {}
+    rng = np.random.default_rng(seed)
+    with open_store(path, read_only=False) as st:
+        d = st.deltas(kept_only=False)
+        rows = []
+        for base, opts in options.items():
+            b = d[(d["axis"] == base) & d["available"]]
+            for o in opts:
+                name = f"{base}@{o}"
+                fac = factors.get(name, 1.5)
+                for r in b.itertuples(index=False):
+                    k = fac.get(r.model, 1.5) if isinstance(fac, dict) else fac
+                    x = float(np.clip(k * r.delta_norm + rng.normal(0, 0.02), -1, 1))
+                    rows.append((r.run_id, r.dataset, r.prompt_id, r.variant_id, name, x * DEFAULT_NORMALIZERS[base],
+                                 x, True, None, None))
+        st.insert_df("deltas", pd.DataFrame(rows, columns=["run_id", "dataset", "prompt_id", "variant_id", "axis",
+                                                           "delta", "delta_norm", "available", "reason", "detector"]))
+    return path
+
+
+def add_judge_verdicts(path, verdicts=None, seed: int = 0):
+    """Add base and variant replies and two ``mirroring_verdicts`` rows (response_of "variant" / "base") per
+    (run, social_register variant) of a ``make_store`` store. ``verdicts(i) -> (judge 1/0/None, heuristic 1/0)``
+    for the i-th row in (run, variant, response_of) order; default: seeded random with 75% agreement."""
+    rng = np.random.default_rng(seed)
+
+    def rnd(i):
+        h = int(rng.integers(0, 2))
+        return (h if rng.random() < 0.75 else 1 - h), h
+
+    verdicts = verdicts or rnd
+    with open_store(path, read_only=False) as st:
+        runs = st.runs()
+        var = st.variants()
+        sr = var[var["family"] == "social_register"].sort_values("variant_id")
+        resp, ver = [], []
+        i = 0
+        for run_id in sorted(runs["run_id"]):
+            for pid in sorted(var["prompt_id"].unique()):
+                resp.append({"response_id": f"{run_id}/{pid}/base", "run_id": run_id, "prompt_id": pid,
+                             "variant_id": None, "response": f"Base reply to {pid}."})
+            for v in sr.itertuples(index=False):
+                resp.append({"response_id": f"{run_id}/{v.variant_id}", "run_id": run_id, "prompt_id": v.prompt_id,
+                             "variant_id": v.variant_id, "response": f"Reply to {v.variant_id}, in kind."})
+                for of in ("base", "variant"):
+                    j, h = verdicts(i)
+                    i += 1
+                    ver.append({"run_id": run_id, "variant_id": v.variant_id, "prompt_id": v.prompt_id,
+                                "response_of": of, "judge_model": "scripted-judge", "template_id": "t1",
+                                "verdict": j, "raw": {1: "YES", 0: "NO", None: "maybe?"}[j], "error": None,
+                                "heuristic_verdict": h, "detector": "judge:scripted-judge"})
+        st.insert_df("responses", pd.DataFrame(resp))
+        st.insert_df("mirroring_verdicts", pd.DataFrame(ver).astype({"verdict": "Int64"}))
+    return path
+
+
+def make_cap_store(path, caps=(48, 128), seed: int = 0, **kwargs):
+    """A ``make_store`` store whose two runs are one model at two reply length caps (labels
+    ``smol-cap<cap>``): run records equal except ``max_new_tokens`` in decoding and config."""
+    models = tuple(f"smol-cap{c}" for c in caps)
+
+    def fields(c):
+        return {"model_source": "zoo:smol", "dtype": "float32",
+                "decoding": json.dumps({"greedy": True, "max_new_tokens": c, "batch_size": 8}),
+                "config": json.dumps({"run": {"seed": seed, "max_new_tokens": c, "store": f"cap{c}.duckdb"},
+                                      "models": [{"key": "smol", "label": f"smol-cap{c}"}]})}
+
+    return make_store(path, models=models, seed=seed, run_fields={m: fields(c) for m, c in zip(models, caps)}, **kwargs)
 
 
 class ScriptedBackend:

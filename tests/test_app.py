@@ -108,7 +108,8 @@ def test_share_mode_ignores_session_and_url_paths_out_of_the_folder(tmp_path, mo
     assert not [t for t in at.text_input if t.key == "app_store_custom"]
     assert at.selectbox(key="app_store_pick").options == ["meeting.duckdb"]
     assert [p.proto.label for p in at.get("page_link")] == [
-        "Profiles", "Pareto", "Rankings", "Significance", "Sample size", "Prompts", "Variants", "Paper reference"]
+        "Profiles", "Pareto", "Rankings", "Significance", "Sample size", "Prompts", "Variants", "Method choices",
+        "Paper reference"]
     total = at.dataframe[0].value
     assert set(total["model"]) == {"shared-a", "shared-b"}
 

@@ -77,6 +77,27 @@ def test_every_page_renders_in_a_real_browser(tmp_path):
             page.screenshot(path=str(shots / f"page_{path or 'profiles'}.png"), full_page=True)
 
 
+def test_method_choices_page_renders_on_the_demo_store():
+    """The Method choices page on the bundled demo store: charts of the choices it has, no exception, the
+    sections it lacks (option axes, cap pair, judge verdicts) explained."""
+    require_chromium()
+    from sago_engine.store_catalog import DEMO_STORE
+
+    if not DEMO_STORE.exists():
+        pytest.skip("no bundled demo store")
+    with dashboard(DEMO_STORE) as url, browser_page(1400, 2400) as page:
+        page.goto(f"{url}/method_choices", wait_until="domcontentloaded")
+        page.get_by_text("Method choices: how much do open choices move the results?").first.wait_for(timeout=90_000)
+        page.locator(CHART).first.wait_for(timeout=90_000)
+        page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=120_000)
+        assert page.locator("[data-testid='stException']").count() == 0
+        assert page.get_by_text("Cannot open the store").count() == 0
+        assert page.get_by_text("R_X: the paper's normalizers vs data-driven").count() >= 1
+        assert page.get_by_text("No judge verdicts in this store").count() == 1
+        page.get_by_text("Presentation mode").first.wait_for(timeout=60_000)
+        page.screenshot(path=str(screenshot_dir() / "page_method_choices.png"), full_page=True)
+
+
 def test_chart_exports_are_valid_files():
     require_chromium()
     import altair as alt

@@ -155,6 +155,20 @@ class Browse:
                FROM runs ORDER BY model, started_at"""
         ).df()
 
+    def run_settings(self) -> pd.DataFrame:
+        """Every run's settings as stored, to tell which runs differ in one setting only.
+
+        Columns: run_id, model, backend, model_source, weights_sha256, dtype, seed, decoding,
+        config, normalizers, semantic_filter, encoder (JSON columns as JSON text, NULL when not
+        recorded); sorted by model, run_id.
+        """
+        return self.con.execute(
+            """SELECT run_id, model, backend, model_source, weights_sha256, dtype, seed,
+                      CAST(decoding AS VARCHAR) AS decoding, CAST(config AS VARCHAR) AS config,
+                      CAST(normalizers AS VARCHAR) AS normalizers,
+                      CAST(semantic_filter AS VARCHAR) AS semantic_filter, CAST(encoder AS VARCHAR) AS encoder
+               FROM runs ORDER BY model, run_id""").df()
+
     def prompt_list(self, f: "Filters | None" = None) -> pd.DataFrame:
         """Prompts that have kept variants matching ``f``: dataset, prompt_id, text, n_variants.
 
@@ -321,6 +335,38 @@ class Browse:
             q += " AND list_contains(?::VARCHAR[], m.run_id)"
             params.append([str(x) for x in run_ids])
         df = self.con.execute(q + " ORDER BY r.model, m.run_id, m.prompt_id, m.variant_id, m.response_of", params).df()
+        return df[cols]
+
+    def mirroring_examples(self, f: "Filters | None" = None) -> pd.DataFrame:
+        """Judge and heuristic verdicts with the texts they were about, for the mirroring-judge audit.
+
+        One row per ``mirroring_verdicts`` row of the runs of ``f``'s models and prompts of its
+        datasets (the variant fields F, u, s, p apply to the judged variant). Columns: model,
+        run_id, dataset, prompt_id, variant_id, response_of ("variant" | "base"), subtype,
+        strength, judge_model, verdict (1/0/NULL), raw (the judge's answer), error,
+        heuristic_verdict (1/0), detector, base_prompt, variant_prompt, response (the judged
+        reply: the variant's reply, or the base reply when ``response_of`` is "base"). Empty (same
+        columns) on stores without the table. Sorted by model, run, prompt, variant, response_of.
+        """
+        cols = ["model", "run_id", "dataset", "prompt_id", "variant_id", "response_of", "subtype", "strength",
+                "judge_model", "verdict", "raw", "error", "heuristic_verdict", "detector", "base_prompt",
+                "variant_prompt", "response"]
+        if not self._has_table("mirroring_verdicts"):
+            return pd.DataFrame(columns=cols)
+        where, params = filter_where(f, d="p")
+        df = fetch_df(self.con, f"""
+            SELECT r.model, m.run_id, p.dataset, m.prompt_id, m.variant_id, m.response_of, v.subtype, v.strength,
+                   m.judge_model, m.verdict, m.raw, m.error, m.heuristic_verdict, m.detector,
+                   p.text AS base_prompt, v.text AS variant_prompt, x.response
+            FROM mirroring_verdicts m
+            JOIN runs r USING (run_id)
+            JOIN prompts p ON p.prompt_id = m.prompt_id
+            JOIN variants v ON v.variant_id = m.variant_id
+            LEFT JOIN responses x ON x.run_id = m.run_id AND x.prompt_id = m.prompt_id
+                 AND ((m.response_of = 'base' AND x.variant_id IS NULL)
+                      OR (m.response_of <> 'base' AND x.variant_id = m.variant_id))
+            WHERE {where}
+            ORDER BY r.model, m.run_id, m.prompt_id, m.variant_id, m.response_of""", params)
         return df[cols]
 
     def semantic_thresholds(self) -> pd.DataFrame:

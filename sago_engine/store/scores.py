@@ -77,6 +77,13 @@ class ScoreQueries:
         """
         return scoring.scores_from_stats(self.prompt_stats(f, axes=axes), keep=tuple(_PROMPT_COLS))
 
+    def axis_names(self) -> list[str]:
+        """Every distinct ``deltas.axis`` name with at least one available Δ̃, sorted — the six axes and
+        any option axis ``<base>@<option>`` (e.g. ``cos@user_last``, ``bert@rescaled``) a run stored."""
+        src = self._src("prompt")
+        return [r[0] for r in self.con.execute(
+            f"SELECT DISTINCT axis FROM {src} WHERE available AND n > 0 ORDER BY axis").fetchall()]
+
     def view(self, name: str, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
         """The score tables of schema 1/2's SQL views, now computed by ``sago_engine.scoring``.
 

@@ -1,0 +1,135 @@
+"""Method choices: SGS, markers, rankings and the paper's claims under each option the paper leaves open;
+the mirroring judge against the heuristic and against the user's own labels."""
+
+from pathlib import Path
+
+import streamlit as st
+
+from dashboard import charts, choices, controls, data, exports, frame, urlstate
+from sago_engine import judge_audit, method_choices as mc
+from sago_engine.scoring import EPSILONS, MAIN_EPSILON
+from sago_engine.store import Store
+from sago_engine.store.labels import read_labels, write_label
+
+frame.require_frame()
+
+f = controls.current_filters()
+st.title("Method choices: how much do open choices move the results?")
+st.caption("SAGO (arXiv 2610.01428) fixes the formulas but leaves some measurement choices open. sago records each "
+           "as an option and recomputes SGS (95% percentile-bootstrap CI over prompts, B = 1000, seed 0; markers: "
+           "one-sided t-test of H0: E[s] ≤ ε), the models' order between options (Kendall's τ-b: pairs of models "
+           "that keep vs swap order; robust with few models and ties) and which of the paper's claims still hold.")
+urlstate.restore("eps", "methods_eps", "float", choices=EPSILONS, default=MAIN_EPSILON)
+eps = st.select_slider("ε (threshold of the markers and claims)", list(EPSILONS), key="methods_eps",
+                       format_func=lambda v: f"{v:g}")
+urlstate.publish()
+
+summ = choices.summaries(f, eps=float(eps))
+
+st.subheader("Which options come closest to the paper's published scale?")
+lines = [mc.closest_statement(ch.title, s["closest"], s["scale"]) for ch, s in summ if s is not None]
+st.markdown("\n".join(f"- {ln}" for ln in lines) if lines else "No choice with two options in this store.")
+st.caption("Distance: per axis, how many orders of magnitude the median SGS over this store's models lies outside "
+           "the range of the paper's eight open models (Figure 2a; 0 = inside), averaged over the axes the choice "
+           "changes. The models differ from the paper's, so this compares scales, not models.")
+
+for i, (ch, s) in enumerate(summ):
+    st.header(ch.title)
+    if s is None:
+        st.info(ch.missing or "Fewer than two options have scores for the current filter.")
+        continue
+    st.markdown("\n".join(f"- **{k}**: {v}" for k, v in ch.notes.items()))
+    options = [o for o in ch.options if o in set(s["sgs"]["option"])]
+    exports.altair_chart(charts.option_intervals(s["sgs"], options), f"methods_chart_{i}",
+                         "Each dot is a model's SGS under one option, the bar its 95% bootstrap CI. Dots that move "
+                         "apart between options show how much the choice matters for that model.", data=s["sgs"])
+    exports.table(mc.option_wide(s["sgs"], options), f"methods_sgs_{i}", f"sago_method_{ch.key}_sgs.csv")
+    st.caption(f"SGS [95% CI] and marker at ε = {eps:g} per option.")
+    st.markdown(f"**Rank agreement with '{ch.reference}'**")
+    exports.table(s["ranks"], f"methods_ranks_{i}", f"sago_method_{ch.key}_ranks.csv")
+    st.caption("n_discordant: pairs of models whose order flips. τ-b = 1: same order, −1: reversed; NaN with the "
+               "reason when it cannot be computed.")
+    st.markdown("**The paper's claims under each option**")
+    exports.table(mc.claims_wide(s["claims"], options), f"methods_claims_{i}", f"sago_method_{ch.key}_claims.csv")
+    st.caption("(a) and (b) use raw one-sided p over every axis of the option; (c) uses the Rankings page's bootstrap "
+               "(P(reversal) ≥ 0.95) on the axes this choice changes.")
+    with st.expander("Distance to the paper's scale, per axis"):
+        exports.table(s["scale"], f"methods_scale_{i}", f"sago_method_{ch.key}_scale.csv")
+
+# ---------------------------------------------------------------- mirroring judge audit
+st.header("Δ-MR: mirroring judge vs heuristic")
+examples = data.query(Store.mirroring_examples, f)
+if examples.empty:
+    st.info("No judge verdicts in this store. Δ-MR of social-register variants is decided by an LLM judge only when "
+            "the run's config has a [judge] section (README, 'LLM judge and rewriter'); the offline heuristic's "
+            "verdict is stored beside each judge answer.")
+    data.provenance("methods")
+    st.stop()
+
+agr = data.scored_frame(judge_audit.judge_vs_heuristic, examples)
+c1, c2, c3 = st.columns(3)
+c1.metric("Cohen's κ (judge vs heuristic)", "n/a" if agr["kappa"] != agr["kappa"] else f"{agr['kappa']:.3f}")
+c2.metric("Agreement", "n/a" if agr["n"] == 0 else f"{agr['agree']:.1%}")
+c3.metric("Judge calls with a usable verdict", f"{agr['n']} / {agr['n_calls']}")
+if agr["reason"]:
+    st.caption(f"κ is not defined: {agr['reason']}.")
+st.dataframe(agr["confusion"], key="methods_confusion")
+st.caption("Counts of judge (rows) vs heuristic (columns) verdicts: YES = the reply mirrors the variant's register. "
+           "κ and the table: scikit-learn (cohen_kappa_score, confusion_matrix).")
+exports.table(agr["per_model"], "methods_judge_models", "sago_judge_agreement_per_model.csv")
+st.subheader("Where they disagree")
+exports.table(judge_audit.disagreements(examples), "methods_disagreements", "sago_judge_disagreements.csv")
+
+st.subheader("Check the judge yourself")
+sample = judge_audit.audit_sample(examples)
+store_file = Path(data.store_path())
+acc = frame.access()
+label_file = acc.label_store(store_file)
+labels = read_labels(label_file, store_file)
+done = set(zip(labels["run_id"], labels["variant_id"], labels["response_of"]))
+keys = list(zip(sample["run_id"], sample["variant_id"], sample["response_of"]))
+st.caption(f"The paper hand-checked 10% of its judge calls. This seeded sample holds {len(sample)} of the {agr['n']} "
+           f"usable calls (ordered by a hash of each call, the same on every machine); {sum(k in done for k in keys)} "
+           f"labelled so far. Labels go to {label_file.name} beside the store, never into the store.")
+first_open = next((j for j, k in enumerate(keys) if k not in done), 0)
+pick = st.selectbox("Example", list(range(len(sample))), index=first_open, key="methods_label_pick",
+                    format_func=lambda j: f"#{j + 1} · {sample['model'].iloc[j]} · {sample['variant_id'].iloc[j]} "
+                                          f"({sample['response_of'].iloc[j]} reply)"
+                                          + (" · labelled" if keys[j] in done else ""))
+row = sample.iloc[int(pick)]
+st.text(f"Variant prompt ({row['subtype']}, strength {row['strength']:g}):")
+st.code(str(row["variant_prompt"]), language=None, wrap_lines=True)
+st.text(f"Judged reply ({row['response_of']}):")
+st.code(str(row["response"]), language=None, wrap_lines=True)
+st.text(f"Judge's raw answer: {row['raw']!s}   ·   judge verdict: {'YES' if row['verdict'] == 1 else 'NO'}   ·   "
+        f"heuristic verdict: {'YES' if row['heuristic_verdict'] == 1 else 'NO'}")
+if not acc.writes:
+    st.info("Labelling is off on this shared server: it was started without --live, so it writes nothing (a "
+            "visitor's label would be a write into the shared folder). Run the dashboard locally, or share with "
+            "--live, to record labels.")
+else:
+    mine = st.radio("Your label: does the reply show the variant's register?", ["YES", "NO"], horizontal=True,
+                    key="methods_label_value", index=None)
+    st.button("Save label", key="methods_label_save", disabled=mine is None,
+              on_click=lambda: st.session_state.__setitem__("methods_label_requested", True))
+    if st.session_state.pop("methods_label_requested", False):  # set in on_click: survives the frame's reroute
+        try:
+            write_label(label_file, store_file, row["run_id"], row["variant_id"], row["response_of"],
+                        1 if mine == "YES" else 0)
+            st.success(f"Saved to {label_file}.")
+            labels = read_labels(label_file, store_file)
+        except Exception as e:  # noqa: BLE001 - a folder without write access, a locked file
+            st.error(f"Could not save the label: {type(e).__name__}: {e}")
+
+if len(labels):
+    la = judge_audit.label_agreement(examples, labels)
+    st.subheader(f"Your {la['n_labelled']} label(s) against the judge and the heuristic")
+    k1, k2 = st.columns(2)
+    for col, name, r in ((k1, "judge", la["vs_judge"]), (k2, "heuristic", la["vs_heuristic"])):
+        with col:
+            st.metric(f"κ (you vs {name})", "n/a" if r["kappa"] != r["kappa"] else f"{r['kappa']:.3f}")
+            st.caption(f"{r['n']} items, agreement {r['agree']:.0%}" if r["n"] else "no items")
+            if r["reason"]:
+                st.caption(f"κ is not defined: {r['reason']}.")
+            st.dataframe(r["confusion"], key=f"methods_label_conf_{name}")
+data.provenance("methods")

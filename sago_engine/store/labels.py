@@ -1,0 +1,85 @@
+"""Hand labels of mirroring-judge calls, kept in a sidecar DuckDB file next to a store (never in the store).
+
+SAGO (arXiv 2610.01428) hand-checked 10% of its judge calls. The Method choices page lets a user
+record their own label for a sampled judge call; the label goes to ``<store stem>.judge-labels.db``
+beside the store (or, on a shared server, in its shared folder: ``dashboard.access.Access.label_store``),
+so a read-only or shipped store is never written. The extension is not ``.duckdb`` on purpose: the
+store picker lists ``*.duckdb`` files, and a label file is not a sago store.
+
+One table, ``judge_labels``, keyed like ``mirroring_verdicts`` (run_id, variant_id, response_of);
+labelling the same call again replaces the label.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+#: File name suffix of the sidecar (``run.duckdb`` → ``run.judge-labels.db``).
+LABELS_SUFFIX = ".judge-labels.db"
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS judge_labels (
+    store_name VARCHAR NOT NULL,
+    run_id VARCHAR NOT NULL,
+    variant_id VARCHAR NOT NULL,
+    response_of VARCHAR NOT NULL,
+    label INTEGER NOT NULL,
+    labelled_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (store_name, run_id, variant_id, response_of)
+);
+"""
+_COLS = ["run_id", "variant_id", "response_of", "label", "labelled_at"]
+
+
+def sidecar_path(store: str | Path, folder: str | Path | None = None) -> Path:
+    """The label file of ``store``: ``<folder or the store's folder>/<store stem>.judge-labels.db``."""
+    p = Path(store)
+    return (Path(folder) if folder is not None else p.parent) / f"{p.stem}{LABELS_SUFFIX}"
+
+
+def write_label(sidecar: str | Path, store: str | Path, run_id: str, variant_id: str, response_of: str,
+                label: int) -> None:
+    """Record (or replace) the user's label of one judge call in the sidecar, creating it when new.
+
+    Args:
+        sidecar: the label file (``sidecar_path``); its folder must exist.
+        store: the store the judged call belongs to (its file name keys the rows, so one sidecar
+            could serve stores of the same name only if they are the same store).
+        run_id, variant_id, response_of: the key of the ``mirroring_verdicts`` row.
+        label: 1 = the reply mirrors the variant's register, 0 = it does not.
+    Raises:
+        ValueError: ``label`` is not 0 or 1, or ``sidecar`` is the store itself.
+    """
+    if int(label) not in (0, 1):
+        raise ValueError(f"label must be 0 or 1, got {label!r}")
+    if Path(sidecar).resolve() == Path(store).resolve():
+        raise ValueError("labels are never written into the store itself")
+    now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+    con = duckdb.connect(str(sidecar))
+    try:
+        con.execute(_DDL)
+        con.execute("INSERT OR REPLACE INTO judge_labels VALUES (?, ?, ?, ?, ?, ?)",
+                    [Path(store).name, str(run_id), str(variant_id), str(response_of), int(label), now])
+    finally:
+        con.close()
+
+
+def read_labels(sidecar: str | Path, store: str | Path) -> pd.DataFrame:
+    """The labels recorded for ``store`` in ``sidecar``: run_id, variant_id, response_of, label (0/1),
+    labelled_at. Empty (same columns) when the file or table does not exist."""
+    p = Path(sidecar)
+    if not p.exists():
+        return pd.DataFrame(columns=_COLS)
+    con = duckdb.connect(str(p), read_only=True)
+    try:
+        has = con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = 'judge_labels'").fetchall()
+        if not has:
+            return pd.DataFrame(columns=_COLS)
+        return con.execute(f"SELECT {', '.join(_COLS)} FROM judge_labels WHERE store_name = ? "
+                           "ORDER BY run_id, variant_id, response_of", [Path(store).name]).df()
+    finally:
+        con.close()
