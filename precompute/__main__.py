@@ -53,7 +53,7 @@ def print_plan(cfg, runner, shard) -> None:
         rid = runner.run_id_for(cfg, m, plan)
         done = store.done_units(rid) if store else set()
         part = f" (shard {shard[0]}/{shard[1]}: {len(ids)} prompts)" if shard else ""
-        print(f"  {m.key}: run {rid}, {len(set(ids) - done)} prompts pending{part}")
+        print(f"  {m.name}: run {rid}, {len(set(ids) - done)} prompts pending{part}")
     if store:
         store.close()
 
@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--config", required=True, help="TOML run config, e.g. precompute/configs/demo.toml")
     ap.add_argument("--store", help="override run.store (path of the DuckDB file to write)")
-    ap.add_argument("--model", action="append", help="run only this model key (repeatable); default: all in the config")
+    ap.add_argument("--model", action="append",
+                    help="run only this model key or label (repeatable); default: all in the config")
     ap.add_argument("--n-prompts", type=_positive, help="override data.n_prompts (prompts per dataset)")
     ap.add_argument("--shard", type=_shard, metavar="K/N",
                     help="run only part K of N (prompt chunks i with i mod N = K-1); default store "
@@ -128,9 +129,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.n_prompts is not None:
         cfg = replace(cfg, n_prompts=args.n_prompts)
     if args.model:
-        bad = [k for k in args.model if k not in [m.key for m in cfg.models]]
+        valid = list(dict.fromkeys([n for m in cfg.models for n in (m.key, m.name)]))
+        bad = [k for k in args.model if k not in valid]
         if bad:
-            print(f"error: --model {bad} not in the config; valid: {[m.key for m in cfg.models]}", file=sys.stderr)
+            print(f"error: --model {bad} not in the config; valid: {valid}", file=sys.stderr)
             return 2
     if not args.plan:
         try:  # every missing key of the models to run, before any work

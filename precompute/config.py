@@ -93,6 +93,19 @@ class ModelConfig:
     base_repeats: int | None = None
     """How often the base prompt is asked (≥ 1); repeats beyond the first give the noise floor.
     Unset: 2 for API backends (not deterministic at T = 0), 1 for hf_local (greedy)."""
+    label: str | None = None
+    """Display name of the run: the ``runs.model`` the pages group by. Unset: ``key``. Lets one
+    config hold two runs of the same model that differ in one setting (e.g. ``max_new_tokens``,
+    labels ``smollm2-135m-instruct·cap48`` / ``…·cap128``); the real key stays in the run record
+    (``config.run_model.key``). Enters the run id when set."""
+    max_new_tokens: int | None = None
+    """This model's reply cap in tokens (≥ 1). Unset: ``[run] max_new_tokens``. The effective cap
+    (``RunConfig.max_new_tokens_for``) is recorded in ``runs.decoding`` and enters the run id."""
+
+    @property
+    def name(self) -> str:
+        """The run's display name (``runs.model``): ``label`` when set, else ``key``."""
+        return self.label or self.key
 
     @property
     def repeats(self) -> int:
@@ -138,6 +151,13 @@ def _check_model(m: dict, base: Path) -> ModelConfig:
     key = m["key"]
     if not isinstance(key, str) or not key.strip():
         raise ConfigError(f"models.key must be a non-empty string, got {key!r}")
+    if "max_new_tokens" in m:
+        try:
+            _int(m, "max_new_tokens", 48, lo=1)
+        except ConfigError as e:
+            raise ConfigError(f"model {key!r}: {e}") from None
+    if "label" in m and (not isinstance(m["label"], str) or not m["label"].strip()):
+        raise ConfigError(f"model {key!r}: label must be a non-empty string, got {m['label']!r}")
     if backend == "hybrid":
         return _check_hybrid(m, base)
     bad = [k for k in HYBRID_FIELDS if k in m]
@@ -219,7 +239,8 @@ def _check_hybrid(m: dict, base: Path) -> ModelConfig:
     """Validate a ``backend = "hybrid"`` table: its local part as an hf_local model, its server
     part as an openai_compatible one (``base_url`` required), plus ``HYBRID_FIELDS``."""
     key = m["key"]
-    allowed = ("key", "backend", "base_repeats", *LOCAL_FIELDS, *HYBRID_SERVER_FIELDS, *HYBRID_FIELDS)
+    allowed = ("key", "backend", "base_repeats", "label", "max_new_tokens", *LOCAL_FIELDS, *HYBRID_SERVER_FIELDS,
+               *HYBRID_FIELDS)
     bad = [k for k in m if k not in allowed]
     if bad:
         raise ConfigError(f"model {key!r}: {', '.join(bad)} do not apply to the hybrid backend (it takes "
@@ -270,7 +291,7 @@ def llm_key_holders(*sections: tuple[str, dict | None]) -> list:
 def run_key_holders(cfg: "RunConfig", only_models=None) -> list:
     """What a run of ``cfg`` needs keys for: its models (or those in ``only_models``) and an
     API ``[judge]`` / ``[rewriter]`` (``llm_key_holders``)."""
-    return ([m for m in cfg.models if not only_models or m.key in only_models]
+    return ([m for m in cfg.models if not only_models or m.key in only_models or m.name in only_models]
             + llm_key_holders(("judge", cfg.judge), ("rewriter", cfg.rewriter)))
 
 
@@ -337,6 +358,10 @@ class RunConfig:
     run id (the six axes' numbers do not depend on it); recorded in the run's ``config``."""
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
     """The TOML as read (stored with the run)."""
+
+    def max_new_tokens_for(self, m: ModelConfig) -> int:
+        """The reply cap of model ``m`` in tokens: its own ``max_new_tokens``, else ``[run]``'s."""
+        return m.max_new_tokens if m.max_new_tokens is not None else self.max_new_tokens
 
 
 def _int(section: dict, key: str, default: int, lo: int) -> int:
@@ -516,6 +541,11 @@ def load_config(path: str | Path, base_dir: str | Path | None = None, check_keys
         models.append(_check_model(m, base))
     if not models:
         raise ConfigError(f"{path}: no [[models]] given")
+    names = [m.name for m in models]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:  # pages group runs by runs.model: two runs under one name would be pooled
+        raise ConfigError(f"{path}: several [[models]] entries are named {', '.join(map(repr, dup))}; give each "
+                          f"run of the same model a distinct label (e.g. label = \"{dup[0]}·cap128\")")
     from sago_engine.judge import JUDGE_MAX_NEW_TOKENS
     from sago_engine.variants.llm_rewriter import REWRITER_MAX_NEW_TOKENS
 

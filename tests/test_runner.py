@@ -147,3 +147,100 @@ def test_cli_help_and_bad_config(tmp_path, capsys):
     bad = _cfg(tmp_path, TINY.replace("tiny-random", "gpt-7"))
     assert cli_main(["--config", str(bad)]) == 2
     assert "unknown model 'gpt-7'" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- reply-cap ablation (issue #16 item 2)
+
+CAP_MODELS = '''
+[[models]]
+key = "tiny-random"
+batch_size = 4
+label = "tiny·cap3"
+max_new_tokens = 3
+
+[[models]]
+key = "tiny-random"
+batch_size = 4
+label = "tiny·cap9"
+max_new_tokens = 9
+'''
+
+
+def test_labelled_runs_differ_only_in_cap_and_pair_up(tmp_path):
+    """Two [[models]] entries of one model with a label and their own max_new_tokens: two runs
+    under their labels, each capped at its own length, the zoo key kept in the record, and
+    ``cap_pairs`` finds exactly that pair (and no pair in a plain run)."""
+    import json
+
+    from precompute.runner import make_plan, run_id_for
+    from sago_engine.runpairs import cap_pairs
+
+    text = TINY.split("[[models]]")[0] + CAP_MODELS
+    cfg = load_config(_cfg(tmp_path, text))
+    assert [cfg.max_new_tokens_for(m) for m in cfg.models] == [3, 9] and cfg.max_new_tokens == 6
+    plan = make_plan(cfg)
+    ids = [run_id_for(cfg, m, plan) for m in cfg.models]
+    assert len(set(ids)) == 2
+    from dataclasses import replace
+
+    # the label and the cap each move the run id; a cap equal to [run]'s gives the unlabelled run's id
+    m0 = cfg.models[0]
+    assert run_id_for(cfg, replace(m0, label="other"), plan) != ids[0]
+    assert run_id_for(cfg, replace(m0, max_new_tokens=4), plan) != ids[0]
+    assert (run_id_for(cfg, replace(m0, label=None, max_new_tokens=6), plan)
+            == run_id_for(cfg, replace(m0, label=None, max_new_tokens=None), plan))
+    f = CountingFactory()
+    summaries = run(cfg, progress=False, backend_factory=f)
+    assert [s["model"] for s in summaries] == ["tiny·cap3", "tiny·cap9"]
+    with open_store(cfg.store) as st:
+        runs = st.runs().set_index("model")
+        assert set(runs.index) == {"tiny·cap3", "tiny·cap9"}
+        for label, cap in (("tiny·cap3", 3), ("tiny·cap9", 9)):
+            r = runs.loc[label]
+            assert json.loads(r["decoding"])["max_new_tokens"] == cap
+            assert json.loads(r["config"])["run_model"] == {"key": "tiny-random", "label": label, "max_new_tokens": cap}
+            assert f"max_new:{cap}" in r["fingerprint"]
+        resp = st.con.execute("SELECT r.model, max(s.n_tokens), count(*) FROM responses s JOIN runs r USING (run_id) "
+                              "GROUP BY r.model ORDER BY r.model").fetchall()
+        assert [(m, n) for m, n, _ in resp] == [("tiny·cap3", 3), ("tiny·cap9", 9)]
+        assert resp[0][2] == resp[1][2] == 4 * 6
+        pairs = cap_pairs(st.runs())
+    assert len(pairs) == 1
+    p = pairs.iloc[0]
+    assert (p["model_key"], p["model_short"], p["model_long"], p["cap_short"], p["cap_long"]) == (
+        "tiny-random", "tiny·cap3", "tiny·cap9", 3, 9)
+    assert {p["run_short"], p["run_long"]} == set(ids)
+    # a second, plain store of the same model pairs with nothing (one run only)
+    (tmp_path / "plain").mkdir()
+    plain = load_config(_cfg(tmp_path / "plain"))
+    run(plain, progress=False)
+    with open_store(plain.store) as st:
+        assert cap_pairs(st.runs()).empty
+    # --model takes a label
+    assert cli_main(["--config", str(tmp_path / "c.toml"), "--model", "tiny·cap9", "--no-progress"]) == 0
+
+
+def test_cap_pairs_needs_every_other_setting_equal(tmp_path):
+    """A second setting that differs (here the dtype, or the seed) breaks the pair."""
+    from sago_engine.runpairs import cap_pairs
+
+    base = {"run_id": "a", "model": "m·48", "backend": "hf_local", "dtype": "float32", "seed": 1,
+            "decoding": '{"greedy": true, "max_new_tokens": 48, "batch_size": 8}',
+            "config": '{"run_model": {"key": "m", "label": "m·48", "max_new_tokens": 48}}'}
+    long = {**base, "run_id": "b", "model": "m·128",
+            "decoding": '{"greedy": true, "max_new_tokens": 128, "batch_size": 8}',
+            "config": '{"run_model": {"key": "m", "label": "m·128", "max_new_tokens": 128}}'}
+    assert cap_pairs(pd.DataFrame([base, long]))[["run_short", "run_long"]].values.tolist() == [["a", "b"]]
+    assert cap_pairs(pd.DataFrame([base, {**long, "dtype": "bfloat16"}])).empty
+    assert cap_pairs(pd.DataFrame([base, {**long, "seed": 2}])).empty
+    other_key = {**long, "config": '{"run_model": {"key": "n", "label": "m·128", "max_new_tokens": 128}}'}
+    assert cap_pairs(pd.DataFrame([base, other_key])).empty
+    assert cap_pairs(pd.DataFrame([base, {**base, "run_id": "c", "model": "m·48b"}])).empty  # same cap: no pair
+
+
+def test_duplicate_run_names_are_rejected(tmp_path):
+    text = TINY.split("[[models]]")[0] + CAP_MODELS.replace("tiny·cap9", "tiny·cap3")
+    with pytest.raises(ConfigError, match=r"named 'tiny·cap3'.*distinct label"):
+        load_config(_cfg(tmp_path, text))
+    with pytest.raises(ConfigError, match=r"max_new_tokens must be an integer ≥ 1"):
+        load_config(_cfg(tmp_path, TINY.split("[[models]]")[0] + CAP_MODELS.replace("= 9", "= 0")))
