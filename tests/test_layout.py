@@ -123,3 +123,18 @@ def test_merged_store_is_in_prompt_order(tmp_path):
         assert st.meta()["layout_version"] == str(LAYOUT_VERSION)
         assert all(_in_prompt_order(st).values())
         _assert_same(_page_numbers(st), want)
+
+
+def test_runner_final_publish_is_in_prompt_order(tmp_path):
+    """The runner appends chunk by chunk (axes in AXES order, not sorted); its final publish sorts by prompt."""
+    from precompute.config import load_config
+    from precompute.runner import run, work_path
+    from tests.test_runner import _cfg
+
+    cfg = load_config(_cfg(tmp_path))
+    run(cfg, progress=False)
+    assert not work_path(cfg.store).exists()
+    with open_store(cfg.store) as st:
+        assert st.meta()["layout_version"] == str(LAYOUT_VERSION) and st.meta()["status"] == "complete"
+        assert st.counts()["deltas"] > 0 and all(_in_prompt_order(st).values())
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["c.toml", "s.duckdb"]  # no temporary file left behind
