@@ -5,7 +5,8 @@ the sufficient-statistics tables; numpy-generated deltas, the real (F, u, s, p) 
 API-like model without white-box axes), then times the store queries each dashboard page runs
 (median of ``--repeat`` runs) and prints a table. ``--scale K`` multiplies the variants per
 prompt by K — K × the paper's grid, K × 3.96 M deltas (beyond the grid's 110 cells a cell
-repeats, as several seeds of one cell would). A cached store without the statistics tables (built by an
+repeats, as several seeds of one cell would). The store is published as the runner publishes (per-prompt
+tables in prompt order). A cached store without the statistics tables or the prompt order (built by an
 older sago) is migrated by one writable open. The LAST line is ``slowest_page_query_ms: N``
 (the slowest page's total query time). Goal: ≤ 150 ms at scale 1, ≤ 300 ms at scale 10.
 
@@ -47,11 +48,15 @@ def _tone(family: str, subtype: str, strength: float) -> str | None:
 
 
 def build_store(path: str | Path, n_models: int = 11, datasets=DATASETS, n_prompts: int = 200, n_variants: int = 50,
-                seed: int = 0, with_responses: bool = True, verbose: bool = True) -> Path:
-    """Write a synthetic store of the given size with ``Store.insert_df`` (one transaction per model)."""
+                seed: int = 0, with_responses: bool = True, verbose: bool = True, keep_as_written: bool = False) -> Path:
+    """Write a synthetic store of the given size with ``Store.insert_df`` (one transaction per model and
+    dataset) into a working file, then publish it at ``path`` as the runner's final publish does
+    (``Store.write_clustered_copy``: per-prompt tables in prompt order). ``keep_as_written`` keeps the
+    working file, rows in the order they were written, at ``as_written_path(path)`` (the baseline)."""
     path = Path(path)
-    if path.exists():
-        path.unlink()
+    work = path.with_name(f".{path.name}.building")
+    for p in (path, work, work.with_name(work.name + ".wal")):
+        p.unlink(missing_ok=True)
     rng = np.random.default_rng(seed)
     grid = full_grid()
     fam = np.array([g.family for g in grid])
@@ -92,7 +97,7 @@ def build_store(path: str | Path, n_models: int = 11, datasets=DATASETS, n_promp
     # cell effect: bigger for stronger / negative variants
     cell_eff = 0.15 + 0.05 * np.abs(stren) / np.maximum(1, np.abs(stren).max()) + 0.1 * (fam == "structural")
     cell_eff = cell_eff + 0.08 * np.array([_tone(g.family, g.subtype, g.strength) == "negative" for g in grid])
-    with open_store(path, read_only=False, create=True) as st:
+    with open_store(work, read_only=False, create=True) as st:
         runs = pd.DataFrame([{"run_id": r, "model": m, "backend": "synthetic", "seed": seed, "status": "complete",
                               "normalizers": json.dumps(DEFAULT_NORMALIZERS), "fingerprint": f"synthetic|{m}",
                               "semantic_filter": json.dumps({"threshold": 0.5, "threshold_config": 0.85,
@@ -143,7 +148,23 @@ def build_store(path: str | Path, n_models: int = 11, datasets=DATASETS, n_promp
                         st.insert_df("responses", pd.concat([base, var], ignore_index=True))
             if verbose:
                 print(f"  wrote {model}: {n_v * len(AXES):,} deltas ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+        st.checkpoint()
+        t1, c1 = time.perf_counter(), _cpu_s()
+        st.write_clustered_copy(path)
+        if verbose:
+            print(f"  published in prompt order: {time.perf_counter() - t1:.1f} s wall, {_cpu_s() - c1:.1f} s cpu",
+                  file=sys.stderr)
+    if keep_as_written:
+        os.replace(work, as_written_path(path))
+    else:
+        work.unlink()
     return path
+
+
+def as_written_path(path: str | Path) -> Path:
+    """Where ``build_store(keep_as_written=True)`` keeps the store with its rows in the order written."""
+    path = Path(path)
+    return path.with_name(path.name + ".as-written")
 
 
 def _cpu_s() -> float:
@@ -190,6 +211,30 @@ def page_queries(st, filters_cls) -> dict[str, dict[str, Callable[[], object]]]:
     return {page: {k: v for k, v in qs.items() if v is not None} for page, qs in pages.items()}
 
 
+def _baseline(path: Path, repeat: int, filters_cls) -> str:
+    """The Prompts page's queries on the store as written and on the published (prompt-ordered) store,
+    in this process, runs alternating between the two files (both see the same machine load)."""
+    base = as_written_path(path)
+    if not base.exists():
+        return f"baseline: no {base} (build it with --rebuild --baseline)"
+    with open_store(base) as b, open_store(path) as s:
+        qa, qb = page_queries(b, filters_cls)["prompts"], page_queries(s, filters_cls)["prompts"]
+        tot = {"as written": 0.0, "prompt order": 0.0}
+        parts = []
+        for name in qa:
+            qa[name](), qb[name]()  # warm-up
+            wa, wb = [], []
+            for _ in range(repeat):
+                wa.append(_median_ms(qa[name], 1)[0])
+                wb.append(_median_ms(qb[name], 1)[0])
+            ma, mb = statistics.median(wa), statistics.median(wb)
+            tot["as written"] += ma
+            tot["prompt order"] += mb
+            parts.append(f"{name} {ma:.1f} → {mb:.1f}")
+    return (f"baseline, same process (prompts page, median wall ms, as written → prompt order): {'; '.join(parts)}; "
+            f"page {tot['as written']:.0f} → {tot['prompt order']:.0f} ms = {tot['as written'] / tot['prompt order']:.1f}× faster")
+
+
 #: Queries run only on a click (deferred downloads), timed for information, not part of any page load.
 ON_CLICK = ("delta_matrix",)
 
@@ -205,6 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--on-click", action="store_true",
                     help="also time the on-click export (delta_matrix: every delta row into pandas; ~3 GB at scale 1)")
     ap.add_argument("--scale", type=int, default=1, help="K × the variants per prompt (K × 3.96 M deltas)")
+    ap.add_argument("--baseline", action="store_true",
+                    help="keep (when building) and time the store as written, before the prompt-order publish: "
+                         "the Prompts page's queries on both files in the same process (doubles the disk used)")
     args = ap.parse_args(argv)
 
     from sago_engine.filters import Filters
@@ -213,14 +261,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.rebuild or not path.exists():
         t = time.perf_counter()
         print(f"building {path} …", file=sys.stderr)
-        build_store(path, n_models=args.models, n_prompts=args.prompts, n_variants=args.variants * args.scale)
+        build_store(path, n_models=args.models, n_prompts=args.prompts, n_variants=args.variants * args.scale,
+                    keep_as_written=args.baseline)
         print(f"built in {time.perf_counter() - t:.1f} s", file=sys.stderr)
     with open_store(path, read_only=True) as st:
-        migrate = not st.stats_materialised
-    if migrate:  # a store cached by an older sago: one writable open adds the statistics tables
-        t = time.perf_counter()
+        migrate = not st.stats_materialised or "layout_version" not in st.meta()
+    if migrate:  # a store cached by an older sago: one writable open adds the statistics tables / sorts it by prompt
+        t, c = time.perf_counter(), _cpu_s()
         open_store(path, read_only=False).close()
-        print(f"statistics tables materialised in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+        print(f"migrated (statistics tables, prompt order) in {time.perf_counter() - t:.1f} s wall, "
+              f"{_cpu_s() - c:.1f} s cpu", file=sys.stderr)
     with open_store(path, read_only=True) as st:
         c = st.counts()
         print(f"store: {path} — {path.stat().st_size / 2**20:,.0f} MiB; " + ", ".join(f"{k} {v:,}" for k, v in c.items()))
@@ -237,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
             if hasattr(st, name):
                 fn = getattr(st, name)
                 extra.append((name, _median_ms(lambda: fn(Filters()), 1)))
+    baseline = _baseline(path, args.repeat, Filters) if args.baseline else None
     w = max(len(r[0]) for r in rows)
     load = os.getloadavg()[0]
     print(f"machine: {os.cpu_count()} CPUs, load average {load:.1f} (wall times grow with the load; CPU time is "
@@ -247,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{page:<{w}}  {name:<20} {ms:>9.1f} {cpu:>9.1f}")
         per_page[page] = per_page.get(page, 0.0) + ms
     print("per page (sum of its queries' median wall ms): " + "; ".join(f"{p}: {ms:.0f}" for p, ms in per_page.items()))
+    if baseline:
+        print(baseline)
     for name, (ms, cpu) in extra:
         print(f"(on click, not a page load) {name}: {ms:.0f} ms wall, {cpu:.0f} ms cpu")
     print(f"slowest_page_query_ms: {max(per_page.values()):.0f}")

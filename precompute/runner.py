@@ -491,23 +491,35 @@ def work_path(target: str | Path) -> Path:
     return target.with_name(f".{target.name}.work")
 
 
-def publish(store: Store, target: str | Path, **meta) -> None:
+def publish(store: Store, target: str | Path, *, clustered: bool = False, **meta) -> None:
     """Atomically publish a consistent snapshot of the working store at ``target``.
 
     CHECKPOINT folds the write-ahead log into the working file, which is then copied to a
     temporary file beside ``target``, fsynced and renamed over it (``os.replace`` is atomic):
     a dashboard reading ``target`` sees either the previous snapshot or this one, never a
-    half-written file, and is never locked out by the writer.
+    half-written file, and is never locked out by the writer. With ``clustered=True`` (the
+    run's final publish) the snapshot is written with the per-prompt tables in prompt order
+    (``Store.write_clustered_copy``; at the paper's scale about 20 s of CPU instead of a file
+    copy), so the Prompts page's lookups skip all but one row group; the snapshots published
+    while the run goes on are plain copies.
     """
     target = Path(target)
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
     store.set_meta(published_at=now, **meta)
     store.checkpoint()
     tmp = target.with_name(f".{target.name}.publish-{os.getpid()}")
-    shutil.copyfile(store.path, tmp)
-    with open(tmp, "rb+") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, target)
+    try:
+        tmp.unlink(missing_ok=True)
+        if clustered:
+            store.write_clustered_copy(tmp)
+        else:
+            shutil.copyfile(store.path, tmp)
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+        tmp.with_name(tmp.name + ".wal").unlink(missing_ok=True)
 
 
 def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = None,
@@ -567,7 +579,8 @@ def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = N
             if resumed or not plan.variant_rows.empty or any(s["generated"] for s in out) or not target.exists():
                 failed = sum(s.get("retry_pending", 0) for s in out)
                 broken = [s["model"] for s in out if str(s.get("status", "")).startswith("failed")]
-                publish(store, target, progress="done" if not failed else f"{failed} prompt units to retry",
+                publish(store, target, clustered=True,
+                        progress="done" if not failed else f"{failed} prompt units to retry",
                         status="failed" if broken else "complete" if not failed else "incomplete")
             # else: nothing new — the published store stays byte-for-byte as it was
     except BaseException:

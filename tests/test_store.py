@@ -21,13 +21,13 @@ def test_create_sets_schema_version_and_meta(tmp_path):
     with open_store(path, read_only=False, create=True) as st:
         assert st.schema_version() == SCHEMA_VERSION == 3
         meta = dict(st.con.execute("SELECT key, value FROM meta").fetchall())
-        assert meta == {"app": APP_ID, "schema_version": str(SCHEMA_VERSION)}
+        assert meta == {"app": APP_ID, "schema_version": str(SCHEMA_VERSION), "layout_version": "1"}
         assert st.counts() == {t: 0 for t in TABLES}
     # reopen read-only, and again with create=True (existing store is kept, not re-initialised)
     with open_store(path) as st:
         assert st.read_only and st.schema_version() == 3
     with open_store(path, read_only=False, create=True) as st:
-        assert st.con.execute("SELECT count(*) FROM meta").fetchone()[0] == 2
+        assert st.con.execute("SELECT count(*) FROM meta").fetchone()[0] == 3
 
 
 def test_create_read_only_is_refused(tmp_path):

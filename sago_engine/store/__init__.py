@@ -4,6 +4,7 @@ Modules (docs/ARCHITECTURE.md has the full map):
 
 * ``schema``    — tables, schema version, additive migrations, validity checks.
 * ``suffstats`` — the sufficient-statistics tables (n, ΣΔ̃, ΣΔ̃² per group) and their upkeep.
+* ``layout``    — the published file's physical order: per-prompt tables sorted by prompt.
 * ``writes``    — transactions, keyed bulk inserts, run records, API usage, meta.
 * ``browse``    — reads of stored rows and the Prompts / Variants pages' lists and details.
 * ``scores``    — score queries of the summary pages (statistics → ``sago_engine.scoring``).

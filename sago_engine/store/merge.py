@@ -10,6 +10,7 @@ import pandas as pd
 
 from sago_engine.store import suffstats
 from sago_engine.store.facade import open_store
+from sago_engine.store.layout import rewrite_file
 from sago_engine.store.schema import EXTRA_TABLES, TABLES
 
 #: Columns ignored when comparing two stores for identity (wall-clock facts, not results).
@@ -23,6 +24,8 @@ def merge_stores(out: str | Path, inputs: Sequence[str | Path], overwrite: bool 
     Rows are keyed deterministically, so ``INSERT OR IGNORE`` of every table of every input
     gives the same rows as one unsharded run. Run records keep the earliest start, the latest
     finish, and status ``complete`` when the merged units cover every prompt (else ``partial``).
+    The merged file is written with its per-prompt tables in prompt order (``layout.rewrite_file``),
+    as the runner's final publish writes a store.
 
     Args:
         out: the merged store to create.
@@ -82,6 +85,7 @@ def merge_stores(out: str | Path, inputs: Sequence[str | Path], overwrite: bool 
             suffstats.materialise(st.con)
         counts = st.counts()
         st.checkpoint()
+    rewrite_file(tmp)  # the merged store in prompt order (store.layout)
     os.replace(tmp, out)
     return counts
 

@@ -12,7 +12,7 @@ from typing import Callable, Union
 
 import duckdb
 
-from sago_engine.store import suffstats
+from sago_engine.store import layout, suffstats
 
 SCHEMA_VERSION = 3
 APP_ID = "sago-store"
@@ -273,9 +273,11 @@ def _check_inner(con: duckdb.DuckDBPyConnection, path: Path) -> None:
 
 
 def create(con: duckdb.DuckDBPyConnection) -> None:
-    """Create every table of this schema version in an empty database and record the version."""
+    """Create every table of this schema version in an empty database and record the version and the
+    layout rules (``layout.LAYOUT_VERSION``: an empty store is in prompt order)."""
     con.execute(CREATE_SQL)
-    con.execute("INSERT INTO meta VALUES ('app', ?), ('schema_version', ?)", [APP_ID, str(SCHEMA_VERSION)])
+    con.execute("INSERT INTO meta VALUES ('app', ?), ('schema_version', ?), ('layout_version', ?)",
+                [APP_ID, str(SCHEMA_VERSION), str(layout.LAYOUT_VERSION)])
 
 
 def migrate_if_needed(con: duckdb.DuckDBPyConnection) -> bool:

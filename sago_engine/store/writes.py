@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Iterator
 
 import duckdb
 import pandas as pd
 
-from sago_engine.store import suffstats
+from sago_engine.store import layout, suffstats
 from sago_engine.store.schema import EXTRA_TABLES, TABLES, USAGE_EXTRA_COUNTERS, StoreError
 
 
@@ -113,6 +114,14 @@ class Writes:
     def checkpoint(self) -> None:
         """Merge the write-ahead log into the database file (the file alone is then complete)."""
         self.con.execute("CHECKPOINT")
+
+    def write_clustered_copy(self, dest: str | Path) -> dict[str, int]:
+        """Write this store into the new file ``dest`` with its per-prompt tables in prompt order
+        (``layout.write_clustered_copy``: the runner's final publish and a merge write their
+        output so; the Prompts page's lookups then read one row group per table instead of all).
+
+        Returns rows copied per table. Raises FileExistsError if ``dest`` exists."""
+        return layout.write_clustered_copy(self.con, dest)
 
     def write_probe(self, run: dict[str, Any], frames: dict[str, pd.DataFrame]) -> None:
         """Record one live probe (the Live page's "save to store") as a run, in one transaction.
