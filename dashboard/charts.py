@@ -62,4 +62,4 @@ def option_intervals(table: pd.DataFrame, options: list[str], height: int = 60) 
     point = base.mark_circle(size=90).encode(x="sgs:Q")
     n_models = max(1, plot["model"].nunique())
     return alt.layer(rule, point, data=plot).properties(height=height * n_models, width=420).facet(
-        row=alt.Row("axis_label:N", title=None, sort=[AXIS_LABELS[a] for a in AXES]))
+        row=alt.Row("axis_label:N", title=None, sort=[axis_label(a) for a in axes_shown(())]))

@@ -35,14 +35,13 @@ import pandas as pd
 
 from sago_engine import paper, report
 from sago_engine.scoring import MAIN_EPSILON
-from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_NORMALIZERS
+from sago_engine import runpairs
+from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_NORMALIZERS, OPTION_SEP, option_of
 
 if TYPE_CHECKING:
     from sago_engine.filters import Filters
     from sago_engine.store import Store
 
-#: Separator of an option axis name: ``<base>@<option>``.
-OPTION_SEP = "@"
 #: Option name of the plain (stored) axis in an option-axis choice.
 DEFAULT_OPTION = "default"
 #: Fewest models a rank correlation is computed for.
@@ -87,18 +86,13 @@ class Choice:
 
 
 # ====================================================================== option axes
-def split_axis(name: str) -> tuple[str, str | None]:
-    """``"cos@user_last"`` → ``("cos", "user_last")``; ``"cos"`` → ``("cos", None)`` (option = text after the first ``@``)."""
-    base, sep, opt = str(name).partition(OPTION_SEP)
-    return (base, opt) if sep and opt else (base, None)
-
-
 def option_axes(axis_names: Iterable[str]) -> pd.DataFrame:
     """The option axes among stored axis names: base, option, axis (sorted by base in the paper's order, option)."""
     rows = []
     for a in axis_names:
-        base, opt = split_axis(a)
+        opt = option_of(a)
         if opt is not None:
+            base = str(a).split(OPTION_SEP, 1)[0]
             rows.append({"base": base, "option": opt, "axis": a})
     out = pd.DataFrame(rows, columns=["base", "option", "axis"])
     order = {a: i for i, a in enumerate(AXES)}
@@ -160,72 +154,21 @@ def per_token_option_scores(scores: pd.DataFrame, per_token: pd.DataFrame, q: fl
 
 
 # ====================================================================== reply length cap: pairs of runs
-_DROP_KEYS = frozenset({"max_new_tokens", "label", "store"})
-_SAME_COLS = ("backend", "model_source", "weights_sha256", "dtype", "seed", "normalizers", "semantic_filter", "encoder")
-
-
-def _json(text: Any) -> Any:
-    if text is None or (isinstance(text, float) and math.isnan(text)):
-        return None
-    if isinstance(text, (dict, list)):
-        return text
-    try:
-        return json.loads(text)
-    except (TypeError, ValueError):
-        return text
-
-
-def _strip(obj: Any) -> Any:
-    """``obj`` without any key in ``_DROP_KEYS`` at any depth (what may differ between the two runs)."""
-    if isinstance(obj, dict):
-        return {k: _strip(v) for k, v in obj.items() if k not in _DROP_KEYS}
-    if isinstance(obj, list):
-        return [_strip(v) for v in obj]
-    return obj
-
-
-def _cap(decoding: Any) -> int | None:
-    d = _json(decoding)
-    v = d.get("max_new_tokens") if isinstance(d, dict) else None
-    return int(v) if v is not None else None
-
-
-def _pair_name(a: str, b: str) -> str:
-    pre = os.path.commonprefix([a, b]).rstrip("-_@:. /")
-    return pre if len(pre) >= 3 else f"{a} | {b}"
-
-
 def cap_pairs(settings: pd.DataFrame) -> pd.DataFrame:
-    """Pairs of runs that differ only in the reply length cap ``max_new_tokens`` (and their model label).
+    """Pairs of runs that differ only in the reply length cap ``max_new_tokens`` (and their label).
+
+    ``runpairs.cap_pairs`` (the one definition of "differ only in the cap") with the pair's name
+    in ``model`` (the model key both runs ran).
 
     Args:
-        settings: ``Store.run_settings`` (run_id, model, backend, …, decoding, config as JSON text).
+        settings: ``Store.run_settings`` (run_id, model, decoding, config, … as JSON text).
     Returns:
-        model (the pair's common name: the labels' common prefix, else "a | b"), run_short,
-        run_long, model_short, model_long, cap_short, cap_long — one row per pair, the shorter cap
-        first. Two runs pair when their model labels differ, both record ``max_new_tokens`` and
-        the caps differ, and everything else is equal: backend, model source, weights hash, dtype,
-        seed, R_X, semantic filter, encoder, and the decoding and config JSON with every
-        ``max_new_tokens``, ``label`` and ``store`` key removed.
+        model, run_short, run_long, model_short, model_long, cap_short, cap_long — one row per
+        pair, the shorter cap first; empty with those columns when there is none.
     """
-    cols = ["model", "run_short", "run_long", "model_short", "model_long", "cap_short", "cap_long"]
-    recs = []
-    for r in settings.itertuples(index=False):
-        cap = _cap(r.decoding)
-        if cap is None:
-            continue
-        sig = json.dumps([[_json(getattr(r, c, None)) for c in _SAME_COLS], _strip(_json(r.decoding)),
-                          _strip(_json(r.config))], sort_keys=True, default=str)
-        recs.append((sig, cap, r.run_id, r.model))
-    rows = []
-    for i, (s1, c1, r1, m1) in enumerate(recs):
-        for s2, c2, r2, m2 in recs[i + 1:]:
-            if s1 != s2 or c1 == c2 or m1 == m2:
-                continue
-            (cs, rs, ms), (cl, rl, ml) = sorted([(c1, r1, m1), (c2, r2, m2)])
-            rows.append({"model": _pair_name(ms, ml), "run_short": rs, "run_long": rl, "model_short": ms,
-                         "model_long": ml, "cap_short": cs, "cap_long": cl})
-    return pd.DataFrame(rows, columns=cols)
+    pairs = runpairs.cap_pairs(settings)
+    return pairs.rename(columns={"model_key": "model"})[
+        ["model", "run_short", "run_long", "model_short", "model_long", "cap_short", "cap_long"]]
 
 
 def cap_option_label(cap: int) -> str:
@@ -267,7 +210,7 @@ def collect_choices(store: "Store", f: "Filters | None" = None, q: float = 0.95,
         cap. A choice without two options has ``missing`` saying why and how to get them.
     """
     names = store.axis_names()
-    plain_axes = tuple(a for a in names if split_axis(a)[1] is None)
+    plain_axes = tuple(a for a in names if option_of(a) is None)
     opts = option_axes(names)
     out: list[Choice] = []
     titles = {"cos": "Δ-Cos: token position and layers", "bert": "Δ-BERT: encoder and scale"}

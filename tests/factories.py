@@ -141,14 +141,18 @@ def add_judge_verdicts(path, verdicts=None, seed: int = 0):
 
 def make_cap_store(path, caps=(48, 128), seed: int = 0, **kwargs):
     """A ``make_store`` store whose two runs are one model at two reply length caps (labels
-    ``smol-cap<cap>``): run records equal except ``max_new_tokens`` in decoding and config."""
+    ``smol-cap<cap>``): run records equal except ``max_new_tokens`` in decoding and
+    ``config.run_model``, as the runner writes them for ``precompute/configs/ablation_cap.toml``."""
     models = tuple(f"smol-cap{c}" for c in caps)
 
     def fields(c):
         return {"model_source": "zoo:smol", "dtype": "float32",
                 "decoding": json.dumps({"greedy": True, "max_new_tokens": c, "batch_size": 8}),
-                "config": json.dumps({"run": {"seed": seed, "max_new_tokens": c, "store": f"cap{c}.duckdb"},
-                                      "models": [{"key": "smol", "label": f"smol-cap{c}"}]})}
+                # as precompute's runner records a labelled run with its own cap (runner.run_model_record)
+                "config": json.dumps({"run": {"seed": seed, "max_new_tokens": caps[0], "store": "cap.duckdb"},
+                                      "models": [{"key": "smol", "label": f"smol-cap{k}", "max_new_tokens": k}
+                                                 for k in caps],
+                                      "run_model": {"key": "smol", "label": f"smol-cap{c}", "max_new_tokens": c}})}
 
     return make_store(path, models=models, seed=seed, run_fields={m: fields(c) for m, c in zip(models, caps)}, **kwargs)
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from sago_engine.types import AXES
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -111,7 +113,6 @@ def test_claims_cannot_be_tested_without_the_axes():
 
 # ---------------------------------------------------------------- option axes and the paper's scale
 def test_option_axes_replace_only_their_base_axis():
-    assert mc.split_axis("cos@user_last") == ("cos", "user_last") and mc.split_axis("cos") == ("cos", None)
     assert list(mc.option_axes(["bert@rescaled", "cos", "cos@user_mean", "cos@user_last"])["axis"]) == [
         "cos@user_last", "cos@user_mean", "bert@rescaled"]  # the paper's axis order, then option
     sc = pd.DataFrame({"model": "m", "dataset": "d", "prompt_id": "p", "axis": ["cos", "bleu", "cos@x"],
@@ -136,25 +137,26 @@ def test_paper_scale_distance_in_orders_of_magnitude():
 
 
 # ---------------------------------------------------------------- reply length cap pairs
-def _settings(**over):
-    base = {"run_id": "r1", "model": "smol-48", "backend": "hf_local", "model_source": "zoo:smol",
+def _settings(cap=48, **over):
+    """A ``run_settings`` row as the runner records a labelled run with its own reply cap."""
+    model = over.pop("model", f"smol-{cap}")
+    base = {"run_id": "r1", "model": model, "backend": "hf_local", "model_source": "zoo:smol",
             "weights_sha256": "abc", "dtype": "float32", "seed": 1,
-            "decoding": json.dumps({"greedy": True, "max_new_tokens": 48}),
-            "config": json.dumps({"run": {"max_new_tokens": 48, "store": "a.duckdb"}, "models": [{"key": "smol"}]}),
+            "decoding": json.dumps({"greedy": True, "max_new_tokens": cap}),
+            "config": json.dumps({"run": {"max_new_tokens": 48, "store": "a.duckdb"}, "models": [{"key": "smol"}],
+                                  "run_model": {"key": "smol", "label": model, "max_new_tokens": cap}}),
             "normalizers": "{}", "semantic_filter": "{}", "encoder": "{}"}
     base.update(over)
     return base
 
 
 def test_cap_pairs_only_runs_differing_in_max_new_tokens_and_label():
-    long = _settings(run_id="r2", model="smol-128", decoding=json.dumps({"greedy": True, "max_new_tokens": 128}),
-                     config=json.dumps({"run": {"max_new_tokens": 128, "store": "b.duckdb"}, "models": [{"key": "smol"}]}))
-    other_seed = {**long, "run_id": "r3", "model": "smol-256", "seed": 2,
-                  "decoding": json.dumps({"greedy": True, "max_new_tokens": 256})}
-    same_cap = {**_settings(), "run_id": "r4", "model": "smol-48b"}
+    long = _settings(128, run_id="r2")
+    other_seed = {**_settings(256, run_id="r3"), "seed": 2}
+    same_cap = _settings(48, run_id="r4", model="smol-48b")
     p = mc.cap_pairs(pd.DataFrame([_settings(), long, other_seed, same_cap]))
     # r3 differs in its seed: never paired; r1 and r4 share the cap: not a pair, but each pairs with r2
-    assert p[["run_short", "run_long", "cap_short", "cap_long", "model"]].values.tolist() == [
+    assert sorted(p[["run_short", "run_long", "cap_short", "cap_long", "model"]].values.tolist()) == [
         ["r1", "r2", 48, 128, "smol"], ["r4", "r2", 48, 128, "smol"]]
 
 
@@ -165,7 +167,7 @@ def test_cap_choice_from_a_store_with_a_pair(tmp_path):
         ref = st.prompt_scores()
     cap = chs["cap"]
     assert cap.available and cap.options == ("max_new_tokens = 48", "max_new_tokens = 128")
-    assert set(cap.scores["model"]) == {"smol-cap"}
+    assert set(cap.scores["model"]) == {"smol"}
     short = cap.scores[(cap.scores["option"] == "max_new_tokens = 48") & (cap.scores["axis"] == "bleu")]
     want = ref[(ref["run_id"] == "run-smol-cap48") & (ref["axis"] == "bleu")]
     assert sorted(short["s"]) == pytest.approx(sorted(want["s"]))
@@ -177,8 +179,10 @@ def test_prompt_scores_of_chosen_axes_and_axis_names(tmp_path):
     store = add_option_axes(make_store(tmp_path / "o.duckdb"))
     with open_store(store) as st:
         names = st.axis_names()
-        allsc = st.prompt_scores()
+        allsc = st.prompt_scores(axes=tuple(names))
+        plain = st.prompt_scores()
         some = st.prompt_scores(axes=("cos", "cos@user_last"))
+    assert set(plain["axis"]) == set(AXES)  # None = the six plain axes
     assert {"cos@user_last", "cos@user_mean", "bert@rescaled", "cos", "mr"} <= set(names)
     assert set(some["axis"]) == {"cos", "cos@user_last"}
     ref = allsc[allsc["axis"].isin(["cos", "cos@user_last"])].reset_index(drop=True)
