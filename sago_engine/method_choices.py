@@ -214,9 +214,10 @@ def collect_choices(store: "Store", f: "Filters | None" = None, q: float = 0.95,
     opts = option_axes(names)
     out: list[Choice] = []
     titles = {"cos": "Δ-Cos: token position and layers", "bert": "Δ-BERT: encoder and scale"}
-    how = ("This store has no {label} option axes ({base}@<option> rows of the deltas table). A run writes them "
-           "when its config asks the runner for {label} options; the rows sit beside the paper's {label} and "
-           "change no other page.")
+    how = ("This store has no {label} option axes ({base}@<option> rows of the deltas table). A white-box run "
+           "(hf_local or hybrid) writes them by default ([run] axis_options, default: every option in "
+           "sago_engine.types.OPTION_AXES); API runs cannot (no hidden states). The rows sit beside the "
+           "paper's {label} and change no other page.")
     for base in dict.fromkeys(["cos", "bert", *opts["base"]]):
         label = AXIS_LABELS.get(base, base)
         o = tuple(opts.loc[opts["base"] == base, "option"])
@@ -264,9 +265,9 @@ def collect_choices(store: "Store", f: "Filters | None" = None, q: float = 0.95,
     if pairs.empty:
         where = (f" The bundled store {os.path.basename(str(cap_store))} holds such a pair: pick it in the sidebar."
                  if cap_store is not None and os.path.exists(cap_store) else "")
-        ch.missing = ("This store has no two runs of one model that differ only in [run] max_new_tokens (and the "
-                      "model label). Run the same config twice with two caps, give the runs different labels "
-                      "and merge the stores (python -m precompute merge)." + where)
+        ch.missing = ("This store has no two runs of one model that differ only in the reply cap (and the model "
+                      "label). Give a config two [[models]] entries of the same key with different label and "
+                      "max_new_tokens, as precompute/configs/ablation_cap.toml does." + where)
     else:
         ch.scores = cap_option_scores(scores, pairs)
         caps = sorted({int(c) for c in pairs["cap_short"]} | {int(c) for c in pairs["cap_long"]})
