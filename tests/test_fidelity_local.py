@@ -270,15 +270,16 @@ def test_replay_reproduces_smollm_store(tmp_path, smollm_backend):
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("SAGO_REPLAY_STORE"), reason="set SAGO_REPLAY_STORE=<store path>")
 def test_replay_reproduces_given_store():
-    """Point at any store (e.g. the rebuilt data/sago_demo.duckdb): SAGO_REPLAY_STORE=path
-    [SAGO_REPLAY_PER_RUN=8] pytest -m slow tests/test_fidelity_local.py -k given_store."""
+    """The bundled demo store (or any store: SAGO_REPLAY_STORE=path [SAGO_REPLAY_PER_RUN=8]
+    pytest -m slow tests/test_fidelity_local.py -k given_store): teacher-forcing the stored
+    token ids of every local run gives back its stored seq_logprob / mean_entropy, and the
+    stored reply is the exact decode of its ids."""
     from sago_engine.replay import replay_token_stats
     from sago_engine.store import open_store
 
-    path = os.environ["SAGO_REPLAY_STORE"]
-    per_run = int(os.environ.get("SAGO_REPLAY_PER_RUN", "8"))
+    path = os.environ.get("SAGO_REPLAY_STORE") or str(ROOT / "data" / "sago_demo.duckdb")
+    per_run = int(os.environ.get("SAGO_REPLAY_PER_RUN", "4"))
     with open_store(path) as st:
         n_runs = int((st.runs()["backend"] == "hf_local").sum())
     df = replay_token_stats(path, per_run=per_run)

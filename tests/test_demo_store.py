@@ -1,0 +1,36 @@
+"""The bundled demo store is what the README says it is (issues #12 and #16): schema 3, replies
+with token ids (replayed in test_fidelity_local), three models of three sizes, the open Δ-Cos /
+Δ-BERT choices stored as option axes beside the six plain axes, published in prompt order."""
+
+import json
+
+from sago_engine.store import open_store
+from sago_engine.store.layout import LAYOUT_VERSION
+from sago_engine.store.schema import SCHEMA_VERSION
+from sago_engine.store_catalog import DEMO_STORE
+from sago_engine.types import AXES, option_of
+
+MODELS = {"smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct"}
+
+
+def test_demo_store_schema_models_and_option_axes():
+    with open_store(DEMO_STORE) as st:
+        meta = st.meta()
+        runs = st.runs()
+        names = st.axis_names()
+        stats = st.prompt_stats(axes=tuple(names))
+        plain = st.prompt_stats()
+    assert int(meta["schema_version"]) == SCHEMA_VERSION and meta["layout_version"] == str(LAYOUT_VERSION)
+    assert set(runs["model"]) == MODELS and (runs["status"] == "complete").all()
+    base = runs.set_index("model")
+    assert json.loads(base.loc["gemma-3-270m", "decoding"])["chat_template"] == "no template"  # a base model
+    for m in ("smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct"):
+        assert json.loads(base.loc[m, "decoding"])["chat_template"] != "no template"
+    per_run = stats.groupby("run_id")["axis"].agg(set)
+    for run_id, axes in per_run.items():
+        assert set(AXES) <= axes, run_id
+        assert len({a for a in axes if a.startswith("cos@")}) >= 2, run_id
+        assert "bert@rescaled" in axes, run_id
+    assert set(plain["axis"]) == set(AXES) and all(option_of(a) is None for a in plain["axis"])
+    # each model's prompts: 16 per dataset × 6 datasets
+    assert (plain.groupby(["model", "axis"])["prompt_id"].nunique() == 96).all()
