@@ -320,7 +320,10 @@ def test_answer_changing_settings_change_the_run_id_and_defaults_do_not():
     from precompute.runner import Plan, run_id_for
     from types import SimpleNamespace
 
+    from precompute.config import RunConfig
+
     cfg = SimpleNamespace(max_new_tokens=8, seed=1, normalizers={}, filter={}, judge=None)
+    cfg.max_new_tokens_for = lambda m: RunConfig.max_new_tokens_for(cfg, m)  # the real rule: own cap, else [run]'s
     plan = Plan([], {}, None, {})
     m = ModelConfig(key="g", backend="gemini")
     base = run_id_for(cfg, m, plan)
