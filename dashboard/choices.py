@@ -13,6 +13,8 @@ from dashboard import data
 
 #: The bundled store holding a reply-length-cap pair (two runs differing only in max_new_tokens).
 CAP_STORE = DEMO_STORE.parent / mc.CAP_STORE_NAME
+#: Bootstrap resamples for views that read point SGS only (the Paper reference page's statement).
+POINT_ONLY_RESAMPLES = 20
 
 
 def summaries(f: Filters, eps: float = MAIN_EPSILON, n_resamples: int = 1000,

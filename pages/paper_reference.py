@@ -49,8 +49,10 @@ st.subheader("This store against the paper's scale")
 st.caption(f"Computed from the store picked in the sidebar ({Path(data.store_path()).name}, all models and datasets), "
            "not reported: for each open method choice, the option whose SGS lies closest to the range of the paper's "
            "open models (Figure 2a), in orders of magnitude.")
-_lines = [mc.closest_statement(ch.title, s["closest"], s["scale"]) for ch, s in choices.summaries(Filters())
-          if s is not None]
+# The statement reads point SGS only (the median over models per option), which the bootstrap's
+# resample count does not change: a small count keeps this page fast; Method choices shows the CIs.
+_lines = [mc.closest_statement(ch.title, s["closest"], s["scale"])
+          for ch, s in choices.summaries(Filters(), n_resamples=choices.POINT_ONLY_RESAMPLES) if s is not None]
 st.markdown("\n".join(f"- {ln}" for ln in _lines) if _lines else "This store has no choice with two options.")
 st.page_link("pages/method_choices.py", label="Method choices: SGS, rankings and claims under each option",
              icon=":material/alt_route:")
