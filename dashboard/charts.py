@@ -16,7 +16,7 @@ def delta_heatmap(heat: pd.DataFrame, columns: int = 2) -> alt.FacetChart:
     """The Prompts page's Δ̃ heatmap: one panel per model, variants × axes, cells labelled with ``value``.
 
     Args:
-        heat: ``sago_engine.detail.heatmap_frame`` (model, label, order, axis_label, delta_norm,
+        heat: ``sago_engine.detail.heatmap_frame`` (model, label, order, axis, axis_label, delta_norm,
             delta, value, why).
         columns: panels per row (at most the number of models).
     """

@@ -232,10 +232,12 @@ def test_runner_stores_verdicts_templates_and_detector_labels(tmp_path, monkeypa
 
     out = tmp_path / "m.duckdb"
     counts = merge_stores(out, [cfg.store])
+    with open_store(cfg.store) as st:
+        n_deltas = st.counts()["deltas"]  # every row, option axes included (st.deltas() shows the six)
     with open_store(out) as st:
         pd.testing.assert_frame_equal(st.mirroring_verdicts(), mv)
         kinds = st.templates()["kind"].tolist()  # the judge's template and the model's chat template
-        assert sorted(kinds) == ["chat_template", "judge"] and counts["deltas"] == len(d)
+        assert sorted(kinds) == ["chat_template", "judge"] and counts["deltas"] == n_deltas
 
 
 def test_schema_v1_store_reads_empty_and_migrates_on_a_writable_open(tmp_path):
