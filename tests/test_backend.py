@@ -267,14 +267,9 @@ def test_smollm_batched_equals_single_and_cached_reload(smollm_backend):
 @pytest.fixture(scope="module")
 def gemma_backend():
     """gemma-3-270m (the zoo's base model) on cpu, fp32, batch 4; skipped when not installed."""
-    from sago_engine.backends.hf_local import HFLocalBackend
+    from tests.conftest import zoo_backend
 
-    try:
-        be = HFLocalBackend("gemma-3-270m", dtype="float32", device="cpu", batch_size=4)
-    except ModelUnavailableError as exc:
-        pytest.skip(str(exc))
-    yield be
-    be.close()
+    yield from zoo_backend("gemma-3-270m", batch_size=4)
 
 
 @pytest.mark.slow
