@@ -3,8 +3,8 @@ model in a caching one).
 
 Successful results are stored on disk (sqlite3, WAL; safe across threads and processes) under a
 key that covers everything that can change the answer; a rerun or a resumed run reads them back
-instead of asking again. Failed results (``error`` set) are never stored. This module holds the
-cache's only SQL.
+instead of asking again. Failed results (``error`` set) are never stored. The cache's table and its
+SQL live in ``sago_engine.store.reply_cache``.
 """
 
 from __future__ import annotations
@@ -13,15 +13,14 @@ import base64
 import io
 import json
 import os
-import sqlite3
 import threading
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..seeds import stable_hash
+from ..store.reply_cache import ResponseCache
 from ..types import GenerationResult
 
 __all__ = ["CachingBackend", "ResponseCache", "default_cache_dir"]
@@ -31,43 +30,6 @@ def default_cache_dir() -> Path:
     """``${SAGO_CACHE_DIR:-~/.cache/sago}/api_cache`` (created on first use)."""
     root = os.environ.get("SAGO_CACHE_DIR") or str(Path.home() / ".cache" / "sago")
     return Path(root).expanduser() / "api_cache"
-
-
-class ResponseCache:
-    """Key → JSON value on disk (sqlite3, WAL; safe across threads and processes).
-
-    One table ``replies(key TEXT PRIMARY KEY, value TEXT, created REAL)``; first write wins.
-    """
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.Lock()
-        self._con = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False, isolation_level=None)
-        with self._lock:
-            self._con.execute("PRAGMA journal_mode=WAL")
-            self._con.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
-                              "created REAL NOT NULL)")
-
-    def get(self, key: str) -> dict | None:
-        """The stored value for ``key`` or None."""
-        with self._lock:
-            row = self._con.execute("SELECT value FROM replies WHERE key = ?", (key,)).fetchone()
-        return None if row is None else json.loads(row[0])
-
-    def put(self, key: str, value: dict) -> None:
-        """Store ``value`` (JSON-serialisable) under ``key`` (first write wins)."""
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
-        with self._lock:
-            self._con.execute("INSERT OR IGNORE INTO replies VALUES (?, ?, ?)", (key, text, time.time()))
-
-    def __len__(self) -> int:
-        with self._lock:
-            return int(self._con.execute("SELECT count(*) FROM replies").fetchone()[0])
-
-    def close(self) -> None:
-        with self._lock:
-            self._con.close()
 
 
 def _arr(a: np.ndarray | None) -> str | None:

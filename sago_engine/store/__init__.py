@@ -11,6 +11,7 @@ Modules (docs/ARCHITECTURE.md has the full map):
 * ``where``     — ``Filters`` → a parameterised SQL condition.
 * ``facade``    — ``Store`` (composed of the above) and ``open_store``.
 * ``merge``     — shard merge and table fingerprints.
+* ``reply_cache`` — the model-reply cache's sqlite table (``backends.caching.CachingBackend``).
 """
 
 from sago_engine.store.schema import (  # noqa: F401

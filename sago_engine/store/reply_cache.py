@@ -1,0 +1,52 @@
+"""The reply cache's on-disk table (sqlite3, WAL): key → JSON value, first write wins.
+
+Used by ``sago_engine.backends.caching.CachingBackend`` (any backend's reply cache). It lives in
+the store package because all SQL of sago does; the cache itself is not part of a DuckDB store.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+__all__ = ["ResponseCache"]
+
+
+class ResponseCache:
+    """Key → JSON value on disk (sqlite3, WAL; safe across threads and processes).
+
+    One table ``replies(key TEXT PRIMARY KEY, value TEXT, created REAL)``; first write wins.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._con = sqlite3.connect(str(self.path), timeout=30.0, check_same_thread=False, isolation_level=None)
+        with self._lock:
+            self._con.execute("PRAGMA journal_mode=WAL")
+            self._con.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, value TEXT NOT NULL, "
+                              "created REAL NOT NULL)")
+
+    def get(self, key: str) -> dict | None:
+        """The stored value for ``key`` or None."""
+        with self._lock:
+            row = self._con.execute("SELECT value FROM replies WHERE key = ?", (key,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def put(self, key: str, value: dict) -> None:
+        """Store ``value`` (JSON-serialisable) under ``key`` (first write wins)."""
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        with self._lock:
+            self._con.execute("INSERT OR IGNORE INTO replies VALUES (?, ?, ?)", (key, text, time.time()))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._con.execute("SELECT count(*) FROM replies").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._con.close()
