@@ -111,8 +111,9 @@ rx = data.scored_frame(report.data_driven_normalizers, quant, paper=tuple(sorted
 rescaled = data.query(Store.prompt_scores_rescaled, f, normalizers=tuple(zip(rx["axis"], rx["r_data"])))
 cmp_ = normalizer_comparison(scores, rescaled, rx, eps=float(eps))
 exports.table(cmp_, "significance_normalizers", f"sago_normalizers_q{q:g}.csv")
-st.caption("SGS and raw markers under the paper's fixed R_X (SPEC: 2, 100, 1, 250, 10, 1) and under R_X taken from "
-           "the data. ratio = SGS(data R) / SGS(paper R). When the quantile is 0 (e.g. most Δ-MR are 0) the max |Δ| is used.")
+st.caption("SGS and raw markers under the paper's fixed R_X (2, 100, 1, 250, 10, 1 for cos, bleu, bert, prob, ent, "
+           "mr) and under R_X taken from the data. ratio = SGS(data R) / SGS(paper R). When the quantile is 0 "
+           "(e.g. most Δ-MR are 0) the max |Δ| is used.")
 
 st.subheader("Length-normalized log-prob (per token) beside Δ-Prob")
 ptok = data.scored_frame(report.per_token_prob, data.query(Store.per_token_logprob_deltas, f))
@@ -124,7 +125,7 @@ if len(ptok["table"]):
     exports.table(both, "significance_per_token", "sago_prob_per_token.csv")
     st.caption(f"Δ-Prob / token = Δ of seq_logprob / n_tokens (nats per token), normalized by R = {ptok['r']:.3f} "
                "(the 95% quantile of |Δ per token| here; the paper fixes no constant for it). Δ-Prob itself is "
-               "length-sensitive on purpose (SPEC). CIs: percentile bootstrap over prompts.")
+               "length-sensitive on purpose (as in the paper; docs/METHOD.md). CIs: percentile bootstrap over prompts.")
 else:
     st.info("No sequence log-probs stored for the current filter (closed models: unavailable).")
 data.provenance("significance")

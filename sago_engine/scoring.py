@@ -27,7 +27,7 @@ def normalize(delta: np.ndarray | float, r: float) -> np.ndarray:
 
 
 def resolve_normalizers(overrides: Mapping[str, float] | None = None) -> dict[str, float]:
-    """SPEC defaults for R_X updated by ``overrides``; raises ValueError on an unknown axis or R ≤ 0."""
+    """The paper's R_X (``DEFAULT_NORMALIZERS``) updated by ``overrides``; ValueError on an unknown axis or R ≤ 0."""
     out = dict(DEFAULT_NORMALIZERS)
     for k, v in (overrides or {}).items():
         if k not in DEFAULT_NORMALIZERS:

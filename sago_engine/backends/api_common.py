@@ -1,4 +1,4 @@
-"""Shared machinery of the API backends: keys, retries, concurrency, response cache, usage, top-k entropy.
+"""Shared machinery of the API backends: keys, retries, concurrency, usage, top-k entropy (reply cache: ``caching``).
 
 The provider modules (``openai_api``, ``anthropic_api``, ``gemini_api``) only build their SDK
 client, send one request and parse one reply; everything else lives here so that it exists once.

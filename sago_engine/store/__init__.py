@@ -11,6 +11,7 @@ Modules (docs/ARCHITECTURE.md has the full map):
 * ``where``     — ``Filters`` → a parameterised SQL condition.
 * ``facade``    — ``Store`` (composed of the above) and ``open_store``.
 * ``merge``     — shard merge and table fingerprints.
+* ``labels``    — the sidecar DuckDB of hand labels of judge calls (never in the store).
 * ``reply_cache`` — the model-reply cache's sqlite table (``backends.caching.CachingBackend``).
 """
 

@@ -2,7 +2,7 @@
 
 SQL here only filters and aggregates (n, ΣΔ̃, ΣΔ̃², Σ|Δ̃| per group); ``sago_engine.scoring`` alone
 turns them into s_X(i), SGS and tests (like sacrebleu, whose BLEU formula is one function fed by
-sufficient statistics). Three tables, written with the deltas (``refresh``) and rebuilt from the
+sufficient statistics). Four tables, written with the deltas (``refresh``) and rebuilt from the
 deltas by the schema-3 migration (``MATERIALISE_SQL``):
 
 * ``delta_stats`` — per (run, dataset, prompt, axis, family, subtype, strength, position, tone,
