@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from sago_engine.axes import cosine_per_layer, delta_bert_pairs, delta_bleu, delta_cos_from_layers, delta_ent, delta_prob
-from sago_engine.scoring import marker, normalize, ttest_greater
+from sago_engine.scoring import marker, normalize, scores_from_stats, sufficient_stats, ttest_greater
 from sago_engine.seeds import stable_hash
 from sago_engine.types import AXES, GenerationResult
 
@@ -131,8 +131,8 @@ def floor_table(scores: pd.DataFrame, floor: pd.DataFrame, by: Sequence[str] = (
         return pd.DataFrame(columns=cols)
     f = floor[floor["available"].astype(bool)] if len(floor) else floor
     if len(f):
-        fp = (f.assign(sq=f["delta_norm"].astype(float) ** 2).groupby([*by, "prompt_id"], observed=True)["sq"]
-              .mean().pow(0.5).rename("f").reset_index())
+        st = sufficient_stats(f, "delta_norm", (*by, "prompt_id"))  # f(i): the RMS over repeats
+        fp = scores_from_stats(st, keep=(*by, "prompt_id")).rename(columns={"s": "f"})[[*by, "prompt_id", "f"]]
     else:
         fp = pd.DataFrame(columns=[*by, "prompt_id", "f"])
     m = scores[[*by, "prompt_id", "s"]].merge(fp, on=[*by, "prompt_id"], how="left")

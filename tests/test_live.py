@@ -132,7 +132,8 @@ def test_cache_is_per_caller_and_save_goes_to_a_user_store(tiny_backend, tmp_pat
 # ---------------------------------------------------------------- real browser, real model
 @pytest.mark.browser
 def test_live_page_in_a_real_browser_with_smollm():
-    """Type the prompt on /live with smollm2-135m-instruct, run, wait for the radar, screenshot."""
+    """Type the prompt on /live with smollm2-135m-instruct (8 variants, 16 new tokens: the real model
+    through the real page, kept short), run, wait for the radar, screenshot."""
     from sago_engine.models import ModelUnavailableError, resolve_model
     from sago_engine.store_catalog import DEMO_STORE
     from tests.browser import browser_page, dashboard, require_chromium, screenshot_dir
@@ -146,15 +147,20 @@ def test_live_page_in_a_real_browser_with_smollm():
         page.goto(f"{url}/live", wait_until="domcontentloaded")
         box = page.locator("[data-testid='stTextArea'] textarea").first
         box.wait_for(timeout=60_000)
+        for label, value in (("Max variants", "8"), ("New tokens", "16")):  # a real model, a short probe
+            field = page.get_by_role("spinbutton", name=label)
+            field.fill(value)
+            field.press("Enter")
+            page.wait_for_timeout(400)
         box.fill(PROMPT)
         box.press("Control+Enter")
-        page.get_by_text("Variants (24)").wait_for(timeout=30_000)
+        page.get_by_text("Variants (8)").wait_for(timeout=30_000)
         page.get_by_role("button", name="Run probe").click()
         page.locator("[data-testid='stPlotlyChart'] .main-svg").first.wait_for(timeout=300_000)  # 2 cores under load: generation can take minutes
         page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=60_000)
         page.wait_for_timeout(800)
         assert page.locator("[data-testid='stException']").count() == 0
-        assert page.get_by_text("24/24 variants scored").count() == 1
+        assert page.get_by_text("8/8 variants scored").count() == 1
         legend = page.locator(".js-plotly-plot .legend").first.text_content()
         assert "this prompt" in legend and live.DEFAULT_MODEL in legend  # the demo store has smollm's profile
         page.screenshot(path=str(screenshot_dir() / "live.png"), full_page=True)
