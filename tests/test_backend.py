@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -250,11 +249,8 @@ def test_smollm_batched_equals_single_and_cached_reload(smollm_backend):
 
     prompts = PROMPTS[:4]
     a = smollm_backend.generate(prompts, max_new_tokens=16)
-    t0 = time.perf_counter()
     again = HFLocalBackend("smollm2-135m-instruct", device="cpu", batch_size=1)
-    load_s = time.perf_counter() - t0
-    assert again.info()["loaded_from"] == "cache"
-    assert load_s < 5.0, f"cached reload took {load_s:.1f} s"
+    assert again.info()["loaded_from"] == "cache"  # the dequantized cache, not the GGUF (speed: benchmarks/)
     assert again.info()["gguf_sha256"] == smollm_backend.info()["gguf_sha256"]
     b = again.generate(prompts, max_new_tokens=16)
     for x, y in zip(a, b):
