@@ -296,7 +296,9 @@ def naive_generate(be: HFLocalBackend, text: str, max_new: int) -> GenerationRes
         full = torch.tensor([prompt + kept])
         logits = model(input_ids=full).logits[0, len(prompt) - 1 : -1]  # pass 3: teacher forcing
         lp, ent = token_stats(logits, full[0, len(prompt):])
-    return GenerationResult(text=be.tokenizer.decode(kept, skip_special_tokens=True).strip(), n_tokens=n,
+    # decoded exactly as HFLocalBackend does (no strip: a reply's trailing newline is part of it)
+    text = be.tokenizer.decode(kept, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    return GenerationResult(text=text, n_tokens=n,
                             token_logprobs=lp.double().numpy(), token_entropies=ent.double().numpy(),
                             hidden_last=hidden, finish_reason=finish, token_ids=kept)
 
