@@ -1,11 +1,13 @@
 """Precompute speed: the naive per-variant loop vs sago's runner, same model, same prompts, one process.
 
-Usage: ``python benchmarks/precompute_speed.py [--dtype float32] [--batch-size 56] [--runner-only] [--device cuda]``
+Usage: ``python benchmarks/precompute_speed.py [--model KEY] [--dtype float32] [--batch-size 56] [--runner-only]
+[--device cuda]``
 
-Workload: smollm2-135m-instruct, 8 prompts (the first 2 of truthfulqa, nq_open, alpaca and
-simpleqa_verified) × the demo variant grid (``precompute/configs/demo.toml``: 5 social-register
-+ 5 surface-noise + 3 structural variants per prompt, plus the base prompt = 112 greedy
-generations of up to 48 new tokens).
+Workload: ``--model`` (default smollm2-135m-instruct; any model with a ``[[models]]`` entry in
+``precompute/configs/demo.toml``, e.g. qwen2.5-coder-0.5b-instruct, whose batch size is used
+unless ``--batch-size``), 8 prompts (the first 2 of truthfulqa, nq_open, alpaca and
+simpleqa_verified) × the demo variant grid (5 social-register + 5 surface-noise + 3 structural
+variants per prompt, plus the base prompt = 112 greedy generations of up to 48 new tokens).
 
 * **naive** — what one writes by hand: per prompt text, batch size 1, ``model.generate``; then a
   second forward pass over the prompt for the last-token hidden states of every layer; then a
@@ -21,15 +23,30 @@ timed and printed separately) and both build the same plan (variants + semantic 
 Checks (exit status 1 if they fail): greedy responses identical, and every delta within
 ``TOL`` of the naive one wherever the two runs produced the same base and variant response.
 
-FLOPs: forward hooks on every ``nn.Linear`` count 2·rows·in·out of what the model actually
-multiplied (prefill, every decode step, the LM head; padding rows included, attention
-score/value products not counted — a ≈3 % undercount at these lengths). Forward time is the
-wall time inside the model's top-level ``forward`` calls. The ceiling is the best GFLOP/s of a
-large square ``torch.mm`` in the same dtype, measured in this process before and after the runs
-(max of the two). Prints, last two lines::
+Metering (``ForwardMeter``, hooks on the model and every ``nn.Linear``):
 
-    roofline_fraction: F     (sago's forward GFLOP/s / matmul ceiling)
-    speedup: X.XX            (naive wall time / sago wall time)
+* **executed FLOPs**: 2·rows·in·out of every Linear call (prefill, every decode step, the LM
+  head), padding and finished rows included; attention score/value products not counted (a
+  ≈3 % undercount at these lengths).
+* **useful FLOPs**: the part of each Linear call that falls on real prompt tokens (not left
+  padding; the shared chat-template prefix, prefilled once at batch 1, counts once) and real
+  reply tokens (not a row that already emitted EOS and keeps decoding with its batch, nor the
+  step whose input is the EOS itself).
+* **decode bytes**: per decode step, every Linear's weight + bias in its dtype (a tied
+  embedding once, as the LM head) plus the KV cache read (2 × layers × kv_heads × head_dim ×
+  cached length × rows × element size).
+* **forward time**: wall time inside the model's top-level ``forward`` calls, per phase
+  (prefill: > 1 input position per row; decode: one).
+
+Ceilings, measured in this process before and after the runs (max of the two): the best
+GFLOP/s of a large square ``torch.mm`` in the run's dtype, and the best GB/s of reading a
+640 MB float32 tensor (``t.sum()``; a copy's read + write rate is printed beside it). Prints,
+last lines::
+
+    executed_fraction: F          (sago's executed forward GFLOP/s / matmul ceiling)
+    decode_bandwidth_fraction: B  (sago's decode bytes / decode seconds / read-bandwidth ceiling)
+    roofline_fraction: F          (sago's useful forward GFLOP/s / matmul ceiling)
+    speedup: X.XX                 (naive wall time / sago wall time; not with --runner-only)
 """
 
 from __future__ import annotations
@@ -72,28 +89,88 @@ DEVICE = "cpu"
 
 
 class ForwardMeter:
-    """FLOPs multiplied by ``nn.Linear`` layers and wall time inside the model's forward calls,
-    in total and per phase (``prefill``: calls with more than one input position per row;
-    ``decode``: one position, i.e. a generation step)."""
+    """What the model's forward calls did, in total and per phase (``prefill``: calls with more
+    than one input position per row; ``decode``: one position, i.e. a generation step).
 
-    def __init__(self, model: torch.nn.Module) -> None:
-        self.flops = 0
+    * **executed** FLOPs: 2·rows·in·out of every ``nn.Linear`` call, padding and finished rows
+      included (attention score/value products not counted).
+    * **useful** FLOPs: the share of each Linear call's executed FLOPs that falls on useful input
+      rows. A position is useful when it is a real token: in a prefill, a column of the last
+      ``T`` columns of ``attention_mask`` that is 1 (left padding is not; a call without a mask is
+      all useful — e.g. the shared prefix prefilled once at batch 1); in a decode step, a row
+      that has not finished and whose input token is not an EOS id (the step fed the EOS itself
+      produces nothing; rows that finished keep decoding with the batch). "Finished" is tracked
+      per generate call: reset by every prefill call, set once a row's decode input is an EOS id.
+      A Linear that sees one position per row (the LM head under ``logits_to_keep=1``) counts a
+      row as useful when that row's last position is.
+    * **decode bytes**: per decode step every Linear's weight (+ bias) in its dtype, each tensor
+      once (a tied embedding counts once, as the LM head), plus the KV cache read,
+      2 × layers × kv_heads × head_dim × cached length × rows × element size (norm weights and
+      the embedding rows looked up are left out: < 0.1 % here).
+    * **tokens**: useful / executed input positions, per phase (integers; the unit test's check).
+    * **seconds**: wall time inside the model's top-level forward calls (the hooks' own
+      bookkeeping runs before the clock starts).
+    """
+
+    def __init__(self, model: torch.nn.Module, eos_ids=()) -> None:
+        self.eos = torch.tensor(sorted(set(eos_ids)), dtype=torch.long)
         self.seconds = 0.0
         self.calls = 0
-        self.phase = {"prefill": [0, 0.0], "decode": [0, 0.0]}  # [flops, seconds]
+        #: per phase: executed FLOPs, useful FLOPs, seconds, executed tokens, useful tokens, bytes
+        self.phase = {k: {"flops": 0, "useful_flops": 0, "seconds": 0.0, "tokens": 0, "useful_tokens": 0,
+                          "bytes": 0} for k in ("prefill", "decode")}
+        self.flops = 0
+        self.useful_flops = 0
+        self.unmatched_linear_calls = 0  # Linear calls whose rows were neither B·T nor B (counted all useful)
         self._t0 = 0.0
-        self._f0 = 0
+        self._f0 = self._u0 = 0
         self._cur = "prefill"
+        self._B = self._T = self._pos_useful = self._rows_useful = 0
+        self._finished: torch.Tensor | None = None
+        cfg = model.config
+        cfg = getattr(cfg, "get_text_config", lambda: cfg)()
+        heads = cfg.num_attention_heads
+        self._kv_per_pos = (2 * cfg.num_hidden_layers * (getattr(cfg, "num_key_value_heads", None) or heads)
+                            * (getattr(cfg, "head_dim", None) or cfg.hidden_size // heads))
+        self._kv_elem = next(model.parameters()).element_size()
+        seen, wb = set(), 0
         self._hooks = [model.register_forward_pre_hook(self._pre, with_kwargs=True),
                        model.register_forward_hook(self._post)]
         for mod in model.modules():
             if isinstance(mod, torch.nn.Linear):
                 self._hooks.append(mod.register_forward_hook(self._linear))
+                for p in (mod.weight, mod.bias):
+                    if p is not None and p.data_ptr() not in seen:
+                        seen.add(p.data_ptr())
+                        wb += p.numel() * p.element_size()
+        self.weight_bytes = wb
 
     def _pre(self, module, args, kwargs) -> None:
         ids = kwargs.get("input_ids", args[0] if args else None)
-        self._cur = "decode" if ids is not None and ids.shape[-1] == 1 else "prefill"
-        self._f0 = self.flops
+        mask = kwargs.get("attention_mask")
+        B, T = (ids.shape[0], ids.shape[-1]) if ids is not None else (0, 0)
+        if torch.is_tensor(mask) and mask.dim() == 2 and mask.shape[0] == B:
+            new = mask[:, -T:].bool().cpu() if T else torch.zeros(B, 0, dtype=torch.bool)
+        else:
+            new = torch.ones(B, T, dtype=torch.bool)
+        self._cur = "decode" if T == 1 else "prefill"
+        if self._cur == "prefill":
+            self._finished = torch.zeros(B, dtype=torch.bool)  # a new generate call (or a plain forward)
+        else:
+            if self._finished is None or self._finished.shape[0] != B:
+                self._finished = torch.zeros(B, dtype=torch.bool)
+            is_eos = torch.isin(ids[:, -1].cpu(), self.eos)
+            new = new & ~(self._finished | is_eos).unsqueeze(1)
+            self._finished |= is_eos
+            kv_len = mask.shape[1] if torch.is_tensor(mask) and mask.dim() == 2 else 0
+            self.phase["decode"]["bytes"] += self.weight_bytes + self._kv_per_pos * kv_len * B * self._kv_elem
+        self._B, self._T = B, T
+        self._pos_useful = int(new.sum())
+        self._rows_useful = int(new[:, -1].sum()) if T else 0
+        ph = self.phase[self._cur]
+        ph["tokens"] += B * T
+        ph["useful_tokens"] += self._pos_useful
+        self._f0, self._u0 = self.flops, self.useful_flops
         _sync()
         self._t0 = time.perf_counter()
 
@@ -103,21 +180,48 @@ class ForwardMeter:
         self.seconds += dt
         self.calls += 1
         ph = self.phase[self._cur]
-        ph[0] += self.flops - self._f0
-        ph[1] += dt
+        ph["flops"] += self.flops - self._f0
+        ph["useful_flops"] += self.useful_flops - self._u0
+        ph["seconds"] += dt
 
     def _linear(self, module, args, output) -> None:
-        x = args[0]
-        self.flops += 2 * (x.numel() // module.in_features) * module.in_features * module.out_features
+        rows = args[0].numel() // module.in_features
+        per_row = 2 * module.in_features * module.out_features
+        if rows == self._B * self._T:
+            useful = self._pos_useful
+        elif rows == self._B:  # one position per row: the LM head under logits_to_keep
+            useful = self._rows_useful
+        else:
+            useful = rows
+            self.unmatched_linear_calls += 1
+        self.flops += per_row * rows
+        self.useful_flops += per_row * useful
 
     @property
     def gflops_per_s(self) -> float:
         return self.flops / self.seconds / 1e9 if self.seconds else float("nan")
 
-    def phases(self) -> str:
-        """``prefill X s at Y GFLOP/s; decode …`` for the report."""
-        return "; ".join(f"{k} {sec:.2f} s, {fl / 1e12:.2f} TFLOP, {fl / sec / 1e9 if sec else float('nan'):.1f} GFLOP/s"
-                         for k, (fl, sec) in self.phase.items())
+    @property
+    def useful_gflops_per_s(self) -> float:
+        return self.useful_flops / self.seconds / 1e9 if self.seconds else float("nan")
+
+    def decode_gb_per_s(self) -> float:
+        d = self.phase["decode"]
+        return d["bytes"] / d["seconds"] / 1e9 if d["seconds"] else float("nan")
+
+    def phases(self, ceiling: float | None = None) -> str:
+        """Per phase: seconds, executed and useful TFLOP and GFLOP/s, tokens (and fractions of
+        ``ceiling`` GFLOP/s if given), for the report."""
+        out = []
+        for k, p in self.phase.items():
+            sec = p["seconds"] or float("nan")
+            ex, us = p["flops"] / sec / 1e9, p["useful_flops"] / sec / 1e9
+            s = (f"{k} {p['seconds']:.2f} s, {p['flops'] / 1e12:.2f} TFLOP executed / {p['useful_flops'] / 1e12:.2f} useful "
+                 f"({ex:.1f} / {us:.1f} GFLOP/s), tokens {p['useful_tokens']}/{p['tokens']} useful")
+            if ceiling:
+                s += f", executed_fraction {ex / ceiling:.2f}, roofline_fraction {us / ceiling:.2f}"
+            out.append(s)
+        return "; ".join(out)
 
     def remove(self) -> None:
         for h in self._hooks:
@@ -149,6 +253,26 @@ def matmul_ceiling(dtype: torch.dtype, sizes=(1024, 2048, 3072), reps: int = 5) 
     return best
 
 
+def bandwidth_ceiling(mbytes: int = 640, reps: int = 5) -> dict[str, float]:
+    """Best GB/s of streaming a ``mbytes`` MB float32 tensor on ``DEVICE`` (same threads as the
+    runs): ``read`` = ``t.sum()`` (bytes read), ``copy`` = ``dst.copy_(src)`` (bytes read +
+    written). The decode ceiling is ``read``: a decode step reads its weights and KV cache."""
+    n = mbytes * 2**20 // 4
+    src = torch.ones(n, dtype=torch.float32, device=DEVICE)
+    dst = torch.empty_like(src)
+    best = {"read": 0.0, "copy": 0.0}
+    for name, fn, nbytes in (("read", src.sum, n * 4), ("copy", lambda: dst.copy_(src), 2 * n * 4)):
+        fn()
+        for _ in range(reps):
+            _sync()
+            t = time.perf_counter()
+            fn()
+            _sync()
+            best[name] = max(best[name], nbytes / (time.perf_counter() - t) / 1e9)
+    del src, dst
+    return best
+
+
 # --------------------------------------------------------------------------- the naive loop
 
 
@@ -172,7 +296,9 @@ def naive_generate(be: HFLocalBackend, text: str, max_new: int) -> GenerationRes
         full = torch.tensor([prompt + kept])
         logits = model(input_ids=full).logits[0, len(prompt) - 1 : -1]  # pass 3: teacher forcing
         lp, ent = token_stats(logits, full[0, len(prompt):])
-    return GenerationResult(text=be.tokenizer.decode(kept, skip_special_tokens=True).strip(), n_tokens=n,
+    # decoded exactly as HFLocalBackend does (no strip: a reply's trailing newline is part of it)
+    text = be.tokenizer.decode(kept, skip_special_tokens=True, clean_up_tokenization_spaces=False)
+    return GenerationResult(text=text, n_tokens=n,
                             token_logprobs=lp.double().numpy(), token_entropies=ent.double().numpy(),
                             hidden_last=hidden, finish_reason=finish, token_ids=kept)
 
@@ -220,7 +346,7 @@ def sago_run(cfg) -> dict:
         t = time.perf_counter()
         be = get_backend(spec)
         timing["load"] += time.perf_counter() - t
-        meters.append(ForwardMeter(be.model))
+        meters.append(ForwardMeter(be.model, be.eos_ids))
         gen = be.generate
 
         def timed(prompts, max_new_tokens):
@@ -277,6 +403,7 @@ def dtype_report(ref: dict, other: dict) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default=MODEL, help=f"zoo key with a [[models]] entry in demo.toml (default {MODEL})")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--batch-size", type=int, default=None, help="sago's batch size (default: demo.toml's)")
     ap.add_argument("--chunk-prompts", type=int, default=None, help="prompts per committed chunk (default: demo.toml's)")
@@ -294,28 +421,32 @@ def main() -> int:
     if a.no_prefix_cache:
         HFLocalBackend.MIN_SHARED_PREFIX = 10**9
     demo = load_config(ROOT / "precompute/configs/demo.toml", base_dir=ROOT)
-    mcfg = next(m for m in demo.models if m.key == MODEL)
+    mcfg = next((m for m in demo.models if m.key == a.model), None)
+    if mcfg is None:
+        ap.error(f"--model {a.model!r}: not in precompute/configs/demo.toml ({', '.join(m.key for m in demo.models)})")
+    model = a.model
     bs = a.batch_size or mcfg.batch_size
     tmp = Path(tempfile.mkdtemp(prefix="sago-bench-"))
     cfg = dataclasses.replace(
         demo, store=str(tmp / "sago.duckdb"), datasets=DATASETS, n_prompts=2, max_new_tokens=a.max_new,
         chunk_prompts=a.chunk_prompts or demo.chunk_prompts,
-        models=(ModelConfig(key=MODEL, dtype=a.dtype, device=DEVICE, batch_size=bs),),
+        models=(ModelConfig(key=model, dtype=a.dtype, device=DEVICE, batch_size=bs),),
     )
     tdtype = getattr(torch, a.dtype)
     set_threads()  # SAGO_THREADS, as the backend will apply it: the ceiling runs on the same threads
-    print(f"torch {torch.__version__}, device {DEVICE}, threads {torch.get_num_threads()}, dtype {a.dtype}, "
+    print(f"model {model}, torch {torch.__version__}, device {DEVICE}, threads {torch.get_num_threads()}, dtype {a.dtype}, "
           f"sago batch_size {bs}, chunk_prompts {cfg.chunk_prompts}, max_new_tokens {a.max_new}, "
           f"shared-prefix cache {'off' if a.no_prefix_cache else 'on'}")
     ceil0 = matmul_ceiling(tdtype)
+    bw0 = bandwidth_ceiling()
 
     sago = sago_run(cfg)
     sago_s, m, resp, sd = sago["seconds"], sago["meter"], sago["responses"], sago["deltas"]
     timing = sago["timing"]
     print(f"sago:  {sago_s:7.2f} s wall for {len(resp)} generations | model load {timing['load']:.2f} s | "
-          f"generate {timing['generate']:.2f} s (forward {m.seconds:.2f} s, {m.calls} calls, {m.flops / 1e12:.2f} TFLOP, "
-          f"{m.gflops_per_s:.1f} GFLOP/s) | plan + scoring + writes {sago_s - timing['generate'] - timing['load']:.2f} s")
-    print(f"sago forward by phase: {m.phases()}")
+          f"generate {timing['generate']:.2f} s (forward {m.seconds:.2f} s, {m.calls} calls, {m.flops / 1e12:.2f} TFLOP "
+          f"executed / {m.useful_flops / 1e12:.2f} useful, {m.gflops_per_s:.1f} / {m.useful_gflops_per_s:.1f} GFLOP/s) | "
+          f"plan + scoring + writes {sago_s - timing['generate'] - timing['load']:.2f} s")
     if a.bf16_check:
         bf_cfg = dataclasses.replace(cfg, store=str(tmp / "sago_bf16.duckdb"),
                                      models=(dataclasses.replace(cfg.models[0], dtype="bfloat16"),))
@@ -325,7 +456,7 @@ def main() -> int:
     naive_s = None
     if not a.runner_only:
         t = time.perf_counter()
-        be = HFLocalBackend(MODEL, dtype=a.dtype, device=DEVICE, batch_size=1)
+        be = HFLocalBackend(model, dtype=a.dtype, device=DEVICE, batch_size=1)
         load = time.perf_counter() - t
         nm = ForwardMeter(be.model)
         plan = make_plan(cfg)
@@ -352,8 +483,22 @@ def main() -> int:
         ok = not diff and all(worst[ax] <= TOL[ax] for ax in AXES)
         print(f"check: {'PASS' if ok else 'FAIL'}")
     ceiling = max(ceil0, matmul_ceiling(tdtype))
-    print(f"matmul ceiling ({a.dtype} torch.mm): {ceiling:.1f} GFLOP/s; sago forward {m.gflops_per_s:.1f} GFLOP/s")
-    print(f"roofline_fraction: {m.gflops_per_s / ceiling:.2f}")
+    bw1 = bandwidth_ceiling()
+    bw = {k: max(bw0[k], bw1[k]) for k in bw0}
+    dec = m.phase["decode"]
+    print(f"sago forward by phase: {m.phases(ceiling)}")
+    print(f"sago useful work: {m.useful_flops / m.flops:.1%} of executed FLOPs "
+          f"(prefill {m.phase['prefill']['useful_flops'] / max(1, m.phase['prefill']['flops']):.1%}, "
+          f"decode {dec['useful_flops'] / max(1, dec['flops']):.1%})"
+          + (f"; {m.unmatched_linear_calls} Linear calls of unknown row layout counted useful" if m.unmatched_linear_calls else ""))
+    print(f"matmul ceiling ({a.dtype} torch.mm): {ceiling:.1f} GFLOP/s; sago forward {m.gflops_per_s:.1f} GFLOP/s "
+          f"executed, {m.useful_gflops_per_s:.1f} useful")
+    print(f"bandwidth ceiling (float32, {DEVICE}): read (t.sum() over 640 MB) {bw['read']:.1f} GB/s, copy (read + write) "
+          f"{bw['copy']:.1f} GB/s; ceiling = read. sago decode: {dec['bytes'] / 1e9:.1f} GB moved "
+          f"(weights {m.weight_bytes / 1e6:.0f} MB per step + KV cache) in {dec['seconds']:.2f} s = {m.decode_gb_per_s():.1f} GB/s")
+    print(f"executed_fraction: {m.gflops_per_s / ceiling:.2f}")
+    print(f"decode_bandwidth_fraction: {m.decode_gb_per_s() / bw['read']:.2f}")
+    print(f"roofline_fraction: {m.useful_gflops_per_s / ceiling:.2f}")
     if naive_s is not None:
         print(f"speedup: {naive_s / sago_s:.2f}")
         return 0 if ok else 1

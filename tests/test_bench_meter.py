@@ -1,0 +1,86 @@
+"""The precompute benchmark's ForwardMeter counts useful work exactly (issue #17).
+
+Tiny random Llama, 2 prompts of different length, one of which is made to finish early (its
+second greedy token is declared an EOS id): every useful/executed token count and FLOP count
+is known in closed form.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("precompute_speed", ROOT / "benchmarks/precompute_speed.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_meter_counts_useful_tokens_and_flops(bench, tiny_backend):
+    be = tiny_backend
+    eos_before = be.eos_ids
+    try:
+        _check(bench, be)
+    finally:
+        be.eos_ids = eos_before  # the session's backend, as it was
+
+
+def _check(bench, be) -> None:
+    prompts = ["What is the capital of France? Answer in one short sentence, please.", "Hi"]
+    max_new = 6
+    first = be.generate(prompts, max_new)
+    toks0, toks1 = first[0].token_ids, first[1].token_ids
+    assert len(toks0) == len(toks1) == max_new  # the tiny model never emits its own EOS
+    # row 0 stops at its 2nd token: that token must not occur earlier in row 0 nor in row 1
+    stop = toks0[1]
+    assert stop != toks0[0] and stop not in toks1
+    be.eos_ids = sorted({*be.eos_ids, stop})
+
+    meter = bench.ForwardMeter(be.model, be.eos_ids)
+    res = be.generate(prompts, max_new)
+    meter.remove()
+    assert [r.n_tokens for r in res] == [2, max_new] and res[0].finish_reason == "stop"
+    assert res[0].token_ids == toks0[:2] and res[1].token_ids == toks1  # same greedy tokens
+
+    lens = [len(be.encode_prompt(p)) for p in prompts]
+    n_shared = be.shared_prefix([be.encode_prompt(p) for p in prompts])
+    assert n_shared > 0 and lens[0] != lens[1]
+    own = [n - n_shared for n in lens]
+    pre, dec = meter.phase["prefill"], meter.phase["decode"]
+    # prefill: the shared prefix once (batch 1), then each row's own tokens; left padding executed, not useful
+    assert pre["useful_tokens"] == n_shared + sum(own)
+    assert pre["tokens"] == n_shared + 2 * max(own)
+    # decode: max_new - 1 steps at batch 2; row 0 is useful for 1 step (input: its 1st token), row 1 for all
+    steps = max_new - 1
+    assert dec["tokens"] == 2 * steps
+    assert dec["useful_tokens"] == (2 - 1) + (max_new - 1)
+    assert meter.calls == 2 + steps
+
+    # FLOPs: per token, every Linear's 2·in·out; the LM head sees one position per row in generate's calls
+    lin = [m for m in be.model.modules() if isinstance(m, torch.nn.Linear)]
+    head = be.model.get_output_embeddings()
+    f_head = 2 * head.in_features * head.out_features
+    f_body = sum(2 * m.in_features * m.out_features for m in lin) - f_head
+    assert dec["useful_flops"] == dec["useful_tokens"] * (f_body + f_head)
+    assert dec["flops"] == dec["tokens"] * (f_body + f_head)
+    prefix_head = pre["flops"] - (pre["tokens"] * f_body + 2 * f_head)
+    assert prefix_head % f_head == 0 and prefix_head // f_head in (1, n_shared)  # prefix call's LM head rows
+    assert pre["useful_flops"] == pre["useful_tokens"] * f_body + 2 * f_head + prefix_head
+    assert meter.useful_flops == pre["useful_flops"] + dec["useful_flops"]
+    assert meter.unmatched_linear_calls == 0
+
+    # decode bytes: weights once per step (tied embedding = LM head) + the KV cache read
+    wbytes = sum({p.data_ptr(): p.numel() * p.element_size() for m in lin for p in (m.weight, m.bias) if p is not None}.values())
+    assert meter.weight_bytes == wbytes
+    cfg = be.model.config
+    kv = 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads) * 4
+    kv_lens = [n_shared + max(own) + k for k in range(1, steps + 1)]  # mask columns at each decode step
+    assert dec["bytes"] == steps * wbytes + sum(kv * L * 2 for L in kv_lens)
