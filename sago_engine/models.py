@@ -621,6 +621,9 @@ def tiny_random_model(seed: int = 0, dtype: str = "float32", device: str = "cpu"
     model = LlamaForCausalLM(cfg).to(getattr(torch, dtype)).to(dev).eval()
     model.generation_config.pad_token_id = tok.pad_token_id
     model.generation_config.eos_token_id = tok.eos_token_id
+    from .kernels import use_linear_kernel
+
+    kernel = use_linear_kernel(model, dtype, dev)
     info = {
         "key": TINY_RANDOM_KEY,
         "source": "random (LlamaConfig 2x64) + SmolLM2 tokenizer",
@@ -634,6 +637,7 @@ def tiny_random_model(seed: int = 0, dtype: str = "float32", device: str = "cpu"
         "chat": True,
         "loaded_from": "random",
         "cache_dir": None,
+        "linear_kernel": kernel,
         "load_s": time.perf_counter() - t0,
         **_versions(),
     }
@@ -662,7 +666,8 @@ def load_model(
         tokenizer with left padding and a pad token (eos if missing); ``info`` with keys
         key, source, gguf_sha256 (None for local folders), weights_sha256, dtype, device,
         n_layers, hidden, chat, loaded_from ("gguf" | "cache" | "local" | "random"),
-        cache_dir, load_s, transformers, torch.
+        cache_dir, linear_kernel (``"onednn"`` | ``"torch"``, ``kernels.use_linear_kernel``),
+        load_s, transformers, torch.
     Raises:
         ValueError: unknown key, bad dtype/device, an assembled GGUF of the wrong size, or weights
             whose sha256 differs from the entry's pin.
@@ -715,6 +720,9 @@ def load_model(
             loaded_from = "gguf"
         source = str(srcs[0]) if len(srcs) == 1 else f"{len(srcs)} parts: {srcs[0]} …"
     model = model.to(dev).eval()
+    from .kernels import use_linear_kernel
+
+    kernel = use_linear_kernel(model, dtype, dev)
     tok = _prepare_tokenizer(tok)
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tok.pad_token_id
@@ -732,6 +740,7 @@ def load_model(
         "chat": bool(chat),
         "loaded_from": loaded_from,
         "cache_dir": str(cdir) if cdir else None,
+        "linear_kernel": kernel,
         "load_s": time.perf_counter() - t0,
         **_versions(),
     }
