@@ -42,13 +42,15 @@ def local_decoding_record(info: dict, max_new_tokens: int, batch_size: int | Non
         settings passed to ``generate``), "model_generation_config_ignored" (the model folder's
         own defaults, not applied), "chat_template" (template sha256 + every render variable,
         or "no template"), "linear_kernel" (``"onednn"`` | ``"torch"``, ``sago_engine.kernels``),
-        "threads" (torch's CPU threads)}``; keys the backend does not report are left out.
+        "threads" (torch's CPU threads), "drop_finished_fraction" (when finished rows leave a
+        decoding batch, ``HFLocalBackend.DROP_FINISHED_FRACTION``)}``; keys the backend does not
+        report are left out.
     """
     dec = {k: v for k, v in (info.get("decoding") or {}).items() if k not in ("greedy", "batch_size", "max_new_tokens")}
     out = {"greedy": True, "max_new_tokens": max_new_tokens, "batch_size": batch_size, **dec}
     if info.get("chat_template") is not None:
         out["chat_template"] = info["chat_template"]
-    for key in ("linear_kernel", "threads"):
+    for key in ("linear_kernel", "threads", "drop_finished_fraction"):
         if info.get(key) is not None:
             out[key] = info[key]
     return out

@@ -319,3 +319,35 @@ def test_backend_package_import_is_light():
     from pathlib import Path
 
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
+
+
+@pytest.mark.slow
+def test_smollm_finished_rows_leave_the_batch(smollm_backend, monkeypatch):
+    """Rows that emitted EOS leave the decoding batch (``DROP_FINISHED_FRACTION``): the batch's
+    ``generate`` stops, the other rows continue from the same KV cache. Replies, token ids,
+    per-token statistics and prefill hidden states equal a batch that never drops a row."""
+    prompts = ["hi", "What is the capital of Australia?", "Name three colours.",
+               "Write a long story about a dragon who learns to fly, with many details.",
+               "What is 2 + 3? Answer with a number.", "Explain photosynthesis in detail."]
+    model = smollm_backend.model
+    calls: list[int] = []
+    real_generate = model.generate
+
+    def counting(*a, **kw):
+        calls.append(int(kw["input_ids"].shape[0]))
+        return real_generate(*a, **kw)
+
+    monkeypatch.setattr(model, "generate", counting)
+    dropped = smollm_backend.generate(prompts, max_new_tokens=40)
+    assert len(calls) > 1 and calls[0] == len(prompts) and calls == sorted(calls, reverse=True)  # the batch shrank
+    assert len({r.n_tokens for r in dropped}) > 1 and any(r.finish_reason == "length" for r in dropped)
+    calls.clear()
+    monkeypatch.setattr(smollm_backend, "DROP_FINISHED_FRACTION", 2.0)  # never drop
+    whole = smollm_backend.generate(prompts, max_new_tokens=40)
+    assert calls == [len(prompts)]
+    for x, y in zip(dropped, whole):
+        assert x.token_ids == y.token_ids and x.text == y.text and x.finish_reason == y.finish_reason
+        assert x.n_tokens == len(x.token_logprobs) == len(x.token_entropies)
+        np.testing.assert_allclose(x.token_logprobs, y.token_logprobs, atol=LOGPROB_ATOL)
+        np.testing.assert_allclose(x.token_entropies, y.token_entropies, atol=LOGPROB_ATOL)
+        np.testing.assert_allclose(x.hidden_last, y.hidden_last, atol=HIDDEN_ATOL)

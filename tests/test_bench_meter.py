@@ -1,8 +1,8 @@
 """The precompute benchmark's ForwardMeter counts useful work exactly (issue #17).
 
 Tiny random Llama, 2 prompts of different length, one of which is made to finish early (its
-second greedy token is declared an EOS id): every useful/executed token count and FLOP count
-is known in closed form.
+second greedy token is declared an EOS id, after which it leaves the decoding batch): every
+useful/executed token count and FLOP count is known in closed form.
 """
 
 from __future__ import annotations
@@ -58,10 +58,13 @@ def _check(bench, be) -> None:
     # prefill: the shared prefix once (batch 1), then each row's own tokens; left padding executed, not useful
     assert pre["useful_tokens"] == n_shared + sum(own)
     assert pre["tokens"] == n_shared + 2 * max(own)
-    # decode: max_new - 1 steps at batch 2; row 0 is useful for 1 step (input: its 1st token), row 1 for all
+    # decode: max_new - 1 steps; the first at batch 2 (row 0 is useful for it: input its 1st token),
+    # then row 0 has emitted its EOS and leaves the batch (HFLocalBackend.DROP_FINISHED_FRACTION):
+    # row 1 decodes the other max_new - 2 steps alone, every one useful
     steps = max_new - 1
-    assert dec["tokens"] == 2 * steps
-    assert dec["useful_tokens"] == (2 - 1) + (max_new - 1)
+    batch_rows = [2] + [1] * (steps - 1)
+    assert dec["tokens"] == sum(batch_rows) == 2 + (max_new - 2)
+    assert dec["useful_tokens"] == (2 - 1) + (max_new - 1) == dec["tokens"]
     assert meter.calls == 2 + steps
 
     # FLOPs: per token, every Linear's 2·in·out; the LM head sees one position per row in generate's calls
@@ -83,4 +86,4 @@ def _check(bench, be) -> None:
     cfg = be.model.config
     kv = 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads) * 4
     kv_lens = [n_shared + max(own) + k for k in range(1, steps + 1)]  # mask columns at each decode step
-    assert dec["bytes"] == steps * wbytes + sum(kv * L * 2 for L in kv_lens)
+    assert dec["bytes"] == steps * wbytes + sum(kv * L * b for L, b in zip(kv_lens, batch_rows))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import os
@@ -126,6 +127,27 @@ def token_stats(logits: torch.Tensor, token_ids: torch.Tensor) -> tuple[torch.Te
     return chosen, ent
 
 
+@functools.cache
+def _rows_finished_class() -> tuple[type, type]:
+    """``(RowsFinished, StoppingCriteriaList)``: a ``transformers.StoppingCriteria`` that stops one
+    ``generate`` call once ``fraction`` of its rows (at least one, not all) have emitted an EOS, so
+    ``HFLocalBackend`` can drop them and continue the others from the KV cache (imported on first
+    use: transformers loads with the model)."""
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class RowsFinished(StoppingCriteria):
+        def __init__(self, start: int, eos: torch.Tensor, fraction: float) -> None:
+            self.start, self.eos, self.fraction = start, eos, fraction
+
+        def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: Any) -> torch.BoolTensor:
+            done = torch.isin(input_ids[:, self.start:], self.eos).any(1)
+            n = int(done.sum())
+            stop = 0 < n < len(done) and n >= max(1.0, self.fraction * len(done))
+            return torch.full((len(done),), stop, dtype=torch.bool, device=input_ids.device)
+
+    return RowsFinished, StoppingCriteriaList
+
+
 class HFLocalBackend:
     """A local Hugging Face causal LM (zoo key, ``"tiny-random"`` or model folder).
 
@@ -149,6 +171,13 @@ class HFLocalBackend:
     (``MIN_SHARED_PREFIX`` tokens or more; greedy tokens identical to a full prefill in the
     benchmark, hidden states within float noise — see benchmarks/README.md).
 
+    Finished rows leave the batch: once ``DROP_FINISHED_FRACTION`` of a batch's rows have emitted
+    EOS, its ``generate`` call stops (a ``StoppingCriteria``), those rows are done, and the others
+    continue in a new ``generate`` call from the same KV cache (``Cache.batch_select_indices``),
+    so no decode step is spent on a finished row and token statistics are computed only for real
+    reply tokens (greedy tokens identical to a batch that never drops a row and to the naive
+    batch-1 loop: tests/test_backend.py, benchmarks/README.md).
+
     Response text: the generated tokens (up to and including the first EOS) decoded with
     ``skip_special_tokens=True`` and nothing else — no stripping: trailing whitespace the model
     emitted is part of the reply. ``GenerationResult.token_ids`` holds exactly those ids (EOS
@@ -164,6 +193,9 @@ class HFLocalBackend:
     capabilities = frozenset({"cos", "prob", "ent"})
     #: Shortest shared token prefix worth a separate batch-1 prefill (below it: one full prefill).
     MIN_SHARED_PREFIX = 8
+    #: Share of a decoding batch's rows that, once finished (EOS), are dropped from it: the batch's
+    #: ``generate`` stops and the unfinished rows continue from the same KV cache (> 1: never drop).
+    DROP_FINISHED_FRACTION = 0.125
 
     def __init__(
         self,
@@ -237,7 +269,8 @@ class HFLocalBackend:
             ``max_new_tokens``, which is per call, plus ``generation_config``: the settings
             passed to ``generate`` — ``neutral_generation_config``'s ``to_diff_dict()`` — and
             ``model_generation_config_ignored``: the model folder's own, not applied),
-            ``eos_token_ids``, ``chat_template`` (``template_record()``), ``threads``.
+            ``eos_token_ids``, ``chat_template`` (``template_record()``), ``threads``,
+            ``shared_prefix_cache``, ``drop_finished_fraction``, and from ``load_model`` ``linear_kernel``.
         """
         dec = DecodingConfig(batch_size=self.batch_size).as_dict()
         dec.pop("max_new_tokens")
@@ -256,6 +289,7 @@ class HFLocalBackend:
             "chat_template": self.template_record(),
             "threads": self.threads,
             "shared_prefix_cache": True,
+            "drop_finished_fraction": self.DROP_FINISHED_FRACTION,
         }
 
     # ------------------------------------------------------------------ prompts
@@ -496,22 +530,60 @@ class HFLocalBackend:
             extra["cache"] = cache
         else:
             ids, mask = self._pad_left(seqs)
-        gc = neutral_generation_config(self.eos_ids, self.pad_id, max_new_tokens)
-        gc.update(return_dict_in_generate=True, output_hidden_states=True, output_logits=True)
-        gen = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=gc, **extra)
-        prompt_len = ids.shape[1]
-        new = gen.sequences[:, prompt_len:]  # (B, T_max)
-        # per step (B, V) rather than one stacked (B, T_max, V) tensor: same numbers, ~4× less time
-        lp = torch.empty(new.shape, dtype=torch.float32)
-        ent = torch.empty(new.shape, dtype=torch.float32)
-        for t, step_logits in enumerate(gen.logits):
-            lp[:, t], ent[:, t] = token_stats(step_logits, new[:, t])
-        # prefill step: tuple of L+1 tensors (B, S, H) (S: the uncached part); position -1 is
-        # the last real token of every row (left padding).
-        hidden = torch.stack([h[:, -1, :] for h in gen.hidden_states[0]], dim=1).float()  # (B, L+1, H)
+        B = len(seqs)
+        eos_t = torch.tensor(self.eos_ids, dtype=torch.long, device=self.device)
+        pad = self.pad_id if self.pad_id is not None else self.eos_ids[0]
+        new = torch.full((B, max_new_tokens), pad, dtype=torch.long)  # (B, T_max), original row order
+        lp = torch.zeros((B, max_new_tokens), dtype=torch.float32)
+        ent = torch.zeros((B, max_new_tokens), dtype=torch.float32)
+        rows = torch.arange(B)  # original index of each row still decoding
+        cache, done, prefill_hidden = extra.get("cache"), 0, None
+        while True:
+            # decode until the cap, every row's EOS, or enough rows finished to drop them (they would
+            # otherwise keep decoding with the batch); then continue the rest from the same KV cache
+            gc = neutral_generation_config(self.eos_ids, self.pad_id, max_new_tokens - done)
+            gc.update(return_dict_in_generate=True, output_hidden_states=prefill_hidden is None, output_logits=True)
+            kw = {"cache": cache} if cache is not None else {}
+            rows_finished, criteria = _rows_finished_class()
+            stop = criteria([rows_finished(ids.shape[1], eos_t, self.DROP_FINISHED_FRACTION)])
+            gen = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=gc,
+                                      stopping_criteria=stop, **kw)
+            if prefill_hidden is None:
+                # prefill step: tuple of L+1 tensors (B, S, H) (S: the uncached part); position -1 is
+                # the last real token of every row (left padding).
+                prefill_hidden = gen.hidden_states[0]
+            chunk = gen.sequences[:, ids.shape[1]:].cpu()  # (b, T) new tokens of the rows in `rows`
+            T = chunk.shape[1]
+            is_eos = torch.isin(chunk, eos_t.cpu())
+            finished = is_eos.any(1)
+            n_row = torch.where(finished, is_eos.int().argmax(1) + 1, torch.full_like(finished, T, dtype=torch.long))
+            new[rows, done:done + T] = chunk
+            # per step (b, V) rather than one stacked (b, T, V) tensor: same numbers, ~4× less time;
+            # only the (row, step) cells of real reply tokens (up to and including the first EOS)
+            for t, step_logits in enumerate(gen.logits):
+                live = (n_row > t).nonzero().squeeze(1)
+                if len(live) == len(rows):
+                    sl, sn = token_stats(step_logits, chunk[:, t].to(step_logits.device))
+                elif len(live):
+                    sl, sn = token_stats(step_logits[live.to(step_logits.device)], chunk[live, t].to(step_logits.device))
+                else:
+                    continue
+                lp[rows[live], done + t], ent[rows[live], done + t] = sl.cpu(), sn.cpu()
+            done += T
+            keep = (~finished).nonzero().squeeze(1)
+            if done >= max_new_tokens or len(keep) == 0:
+                break
+            cache = gen["cache"] if "cache" in gen else gen["past_key_values"]
+            dev_keep = keep.to(self.device)
+            if len(keep) < len(rows):
+                cache.batch_select_indices(dev_keep)
+            ids = gen.sequences[dev_keep]
+            mask = torch.cat([mask[dev_keep], torch.ones((len(keep), T), dtype=mask.dtype, device=mask.device)], dim=1)
+            rows = rows[keep]
+        hidden = torch.stack([h[:, -1, :] for h in prefill_hidden], dim=1).float()  # (B, L+1, H)
         hidden_np = hidden.cpu().numpy()
         spans = list(spans) if spans is not None else [None] * len(seqs)
-        user = [self.user_states(gen.hidden_states[0], prefix_hidden, b, len(s), sp)
+        user = [self.user_states(prefill_hidden, prefix_hidden, b, len(s), sp)
                 for b, (s, sp) in enumerate(zip(seqs, spans))]
         new_l = new.cpu().tolist()
         lp_np = lp.double().cpu().numpy()
