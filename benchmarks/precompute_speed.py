@@ -9,7 +9,7 @@ unless ``--batch-size``), 8 prompts (the first 2 of truthfulqa, nq_open, alpaca 
 simpleqa_verified) × the demo variant grid (5 social-register + 5 surface-noise + 3 structural
 variants per prompt, plus the base prompt = 112 greedy generations of up to 48 new tokens).
 
-* **naive** — what one writes by hand: per prompt text, batch size 1, ``model.generate``; then a
+* **naive** — what one writes by hand (torch's stock linear kernel): per prompt text, batch size 1, ``model.generate``; then a
   second forward pass over the prompt for the last-token hidden states of every layer; then a
   third, teacher-forced pass over prompt + response for token log-probs and entropies; then per
   variant BLEU, one BERTScore call per pair, the other axes, and one DuckDB insert per row.
@@ -39,7 +39,8 @@ Metering (``ForwardMeter``, hooks on the model and every ``nn.Linear``):
   (prefill: > 1 input position per row; decode: one).
 
 Ceilings, measured in this process before and after the runs (max of the two): the best
-GFLOP/s of a large square ``torch.mm`` in the run's dtype, and the best GB/s of reading a
+GFLOP/s of a large square product in the run's dtype over the kernels this process could use
+(``torch.mm``; on CPU in float32 also oneDNN's inner product, ``sago_engine.kernels``), and the best GB/s of reading a
 640 MB float32 tensor (``t.sum()``; a copy's read + write rate is printed beside it). Prints,
 last lines::
 
