@@ -23,7 +23,7 @@ def delta_heatmap(heat: pd.DataFrame, columns: int = 2) -> alt.FacetChart:
     plot = heat[["model", "label", "order", "axis_label", "delta_norm", "delta", "value", "why"]].copy()
     axis_order = [axis_label(a) for a in axes_shown(heat["axis"])]
     base = alt.Chart(plot).encode(
-        x=alt.X("axis_label:N", sort=axis_order, title="axis"),
+        x=alt.X("axis_label:N", sort=axis_order, title=None, axis=alt.Axis(orient="top", labelAngle=0)),
         y=alt.Y("label:N", sort=alt.EncodingSortField("order"), title="variant (F · u · s · p)",
                 axis=alt.Axis(labelLimit=320)),
         tooltip=[alt.Tooltip("model:N"), alt.Tooltip("label:N", title="variant"),
@@ -37,7 +37,8 @@ def delta_heatmap(heat: pd.DataFrame, columns: int = 2) -> alt.FacetChart:
     text = base.mark_text(fontSize=10).encode(text="value:N")
     n_models = max(1, plot["model"].nunique())
     return alt.layer(rect, text, data=plot).properties(width=alt.Step(44), height=alt.Step(20)).facet(
-        facet=alt.Facet("model:N", title=None), columns=min(n_models, columns))
+        facet=alt.Facet("model:N", title=None), columns=min(n_models, columns)).resolve_axis(x="independent")
+    # every panel names its axes at its top: a tall panel (110 variants ≈ 2,200 px) is read from the top
 
 
 def option_intervals(table: pd.DataFrame, options: list[str], height: int = 60) -> alt.FacetChart:

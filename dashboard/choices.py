@@ -17,12 +17,25 @@ CAP_STORE = DEMO_STORE.parent / mc.CAP_STORE_NAME
 POINT_ONLY_RESAMPLES = 20
 
 
+def cap_store_hint() -> str | None:
+    """The reply-length-cap store a visitor can pick in the sidebar, for the Method choices hint:
+    the bundled one in local mode; in share mode only one inside the shared folder (else None,
+    so the page never points to a store the picker does not offer)."""
+    from dashboard import frame
+
+    acc = frame.access()
+    if acc.free_paths:
+        return str(CAP_STORE)
+    shared = acc.share_dir / mc.CAP_STORE_NAME
+    return str(shared) if shared.is_file() else None
+
+
 def summaries(f: Filters, eps: float = MAIN_EPSILON, n_resamples: int = 1000,
               q: float = 0.95) -> list[tuple[mc.Choice, dict | None]]:
     """Each choice of the current store (``method_choices.collect_choices``) with its ``choice_summary``
     (None for a choice without two options), cached by store, filters and arguments."""
     out = []
-    for ch in data.with_store(mc.collect_choices, f, q=float(q), cap_store=str(CAP_STORE)):
+    for ch in data.with_store(mc.collect_choices, f, q=float(q), cap_store=cap_store_hint()):
         summ = None
         if ch.available:
             summ = data.scored_frame(mc.choice_summary, ch.scores, axes=tuple(ch.axes), reference=ch.reference,

@@ -159,14 +159,22 @@ def altair_chart(ch, key: str, caption: str, data: pd.DataFrame | None = None) -
         st.caption("PNG/SVG of this chart need vl-convert-python (not installed): HTML and CSV only.")
 
 
-def table(df: pd.DataFrame, key: str, filename: str, **kwargs: Any) -> None:
+def table(df: pd.DataFrame, key: str, filename: str, missing: dict[str, str] | None = None, **kwargs: Any) -> None:
     """Show a DataFrame (as text; no HTML) with a CSV download button below it.
 
     A column ``axis_label`` (the paper's Δ-… names) is shown as ``axis`` in place of the short code.
+    ``missing`` = {column: why}: an empty cell of that column shows why it is empty (numbers
+    beside it to 4 significant digits) instead of "None"; the CSV keeps the empty cell.
     """
     if "axis_label" in df.columns:
         df = df.drop(columns=[c for c in ("axis",) if c in df.columns]).rename(columns={"axis_label": "axis"})
-    st.dataframe(df, key=key, hide_index=True, width="stretch", **kwargs)
+    shown = df
+    if missing:
+        shown = df.copy()
+        for col, why in missing.items():
+            if col in shown.columns and shown[col].isna().any():
+                shown[col] = [why if pd.isna(v) else (f"{v:.4g}" if isinstance(v, float) else v) for v in shown[col]]
+    st.dataframe(shown, key=key, hide_index=True, width="stretch", **kwargs)
     if not controls.presentation_on():
         st.download_button("CSV", data=df.to_csv(index=False).encode("utf-8"), file_name=filename,
                            mime="text/csv", key=f"{key}_csv", on_click="ignore", icon=":material/download:")

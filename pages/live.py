@@ -78,7 +78,8 @@ with st.expander("Pick a prompt from a dataset"):
             st.warning(f"Cannot read the {ds} sample: {e}")
         st.selectbox("Prompt", [""] + texts, key="live_pick", on_change=_fill_from_dataset,
                      format_func=lambda t: t[:120] or "(choose)")
-text = st.text_area("Prompt", key="live_prompt", placeholder="What is the capital of Australia?", height=90)
+text = st.text_area("Prompt", key="live_prompt", placeholder="Type a prompt, e.g. What is the capital of Australia?",
+                    height=90)
 
 c1, c2, c3 = st.columns([2, 2, 1])
 with c1:
@@ -122,7 +123,9 @@ b1, b2, _ = st.columns([1, 1, 4])
 b1.button("Run probe", key="live_run", type="primary", icon=":material/play_arrow:",
           on_click=lambda: ss.__setitem__("live_run_requested", True))
 run = bool(ss.pop("live_run_requested", False))
-b2.button("Cancel", key="live_cancel", on_click=lambda: ss.__setitem__("live_stop", True), icon=":material/stop:")
+# Cancel is live only while a probe runs (this run renders it before the probe starts)
+b2.button("Cancel", key="live_cancel", on_click=lambda: ss.__setitem__("live_stop", True), icon=":material/stop:",
+          disabled=not run)
 
 if problem:
     (st.error if run or text.strip() else st.info)(problem)

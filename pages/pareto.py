@@ -25,6 +25,7 @@ urlstate.restore("y", "pareto_y", choices=AXES, default="mr")
 urlstate.restore("scope", "pareto_scope", choices=["Total (all datasets)", *datasets])
 urlstate.restore("bars", "pareto_bars", choices=["95% bootstrap CI", "± std", "none"])
 urlstate.restore("paper", "pareto_paper", "bool")
+urlstate.restore("zoom", "pareto_zoom", "bool")
 c1, c2, c3 = st.columns(3)
 with c1:
     x_axis = st.selectbox("x axis", AXES, key="pareto_x", format_func=AXIS_LABELS.get)
@@ -39,8 +40,12 @@ with c4:
 with c6:
     correction = controls.correction_control("pareto")
 with c5:
-    overlay = st.toggle("Overlay values reported in arXiv 2610.01428", key="pareto_paper",
-                        help="Published totals (Figure 2a; Table 1 has std and markers); a separate labelled trace.")
+    overlay = st.toggle("Overlay the paper's values", key="pareto_paper",
+                        help="Values reported in arXiv 2610.01428: published totals (Figure 2a; Table 1 has std and "
+                             "markers), a separate labelled trace.")
+    zoom = st.toggle("Zoom to the models", key="pareto_zoom",
+                     help="Axes span the plotted points and their error bars instead of starting at the Ideal (0, 0): "
+                          "models with close scores become distinguishable; the star may then lie outside the view.")
 
 urlstate.publish()
 if which.startswith("Total"):
@@ -98,12 +103,16 @@ if overlay:
 xs = [t for tr in fig.data for t in (tr.x or ()) if t is not None]
 ys = [t for tr in fig.data for t in (tr.y or ()) if t is not None]
 xmax, ymax = max(xs + [0.05]) * 1.15, max(ys + [0.05]) * 1.15
+xrange, yrange = [-0.04 * xmax, xmax], [-0.04 * ymax, ymax]
+if zoom and len(pts):
+    xrange, yrange = report.zoom_range(pts, "x"), report.zoom_range(pts, "y")
 fig.update_layout(xaxis_title=xl, yaxis_title=yl, height=controls.chart_height(560), legend_title_text="model",
-                  xaxis={"range": [-0.04 * xmax, xmax]}, yaxis={"range": [-0.04 * ymax, ymax]},
+                  xaxis={"range": xrange}, yaxis={"range": yrange},
                   title={"text": f"{yl} vs {xl} — {which}"}, margin={"t": 60})
 exports.chart(fig, "pareto_scatter",
              "Each dot is a model; down and left = more stable on both axes. The star is the Ideal (0, 0); the "
-             "line joins models no other model beats on both axes (the Pareto frontier).", data=pts)
+             "line joins models no other model beats on both axes (the Pareto frontier)."
+             + (" Zoomed to the models: the axes do not start at 0." if zoom else ""), data=pts)
 if missing:
     st.info(f"Not plotted (an axis is unavailable, n/a): {', '.join(missing)}.")
 if x_axis == y_axis:

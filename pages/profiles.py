@@ -105,6 +105,7 @@ if rep_overlay is not None:
     rmax = max(rmax, float(rep_overlay["sgs"].max()))
 radial = ({"range": [0, 1.05], "title": {"text": "share of the spoke's max"}, "tickformat": ".0%"} if per_axis
           else {"range": [0, min(1.0, rmax * 1.1)], "title": {"text": "SGS"}})
+radial["angle"] = 30  # the radial scale between the first two spokes, not on top of Δ-Cos's
 fig.update_layout(polar={"radialaxis": radial},
                   legend_title_text="model", margin={"l": 40, "r": 40, "t": 40, "b": 40},
                   height=controls.chart_height(520),

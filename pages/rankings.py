@@ -36,7 +36,8 @@ base = alt.Chart(r).encode(
     x=alt.X("dataset:N", title="dataset", sort=sorted(r["dataset"].unique()), axis=alt.Axis(labelAngle=0)),
     y=alt.Y("rank:Q", title=f"rank on {AXIS_LABELS[axis]} (1 = most stable)", scale=alt.Scale(reverse=True, domain=[1, max(1, n_models)]),
             axis=alt.Axis(tickMinStep=1, format="d")),
-    color=alt.Color("model:N", scale=alt.Scale(domain=dom, range=[colors.get(m, "#444") for m in dom]), title="model"),
+    color=alt.Color("model:N", scale=alt.Scale(domain=dom, range=[colors.get(m, "#444") for m in dom]), title="model",
+                    legend=alt.Legend(labelLimit=320)),
     opacity=alt.condition(sel, alt.value(1.0), alt.value(0.2)),
     tooltip=["model", "dataset", alt.Tooltip("rank:Q"), alt.Tooltip("SGS:Q", format=".4f"),
              alt.Tooltip("lo:Q", format=".4f", title="95% CI low"), alt.Tooltip("hi:Q", format=".4f", title="95% CI high")],
@@ -79,12 +80,16 @@ if len(ratio):
     hm = alt.Chart(heat_df).encode(
         x=alt.X("axis_label:N", sort=order, title="axis", axis=alt.Axis(labelAngle=0, orient="top")),
         y=alt.Y("model:N", title="model", axis=alt.Axis(labelLimit=320)))
+    # colour from 1× up to at least 2×: ratios of 1.0–1.1× stay pale instead of spanning the whole scale
+    top = max(2.0, float(heat_df["ratio_capped"].max()))
     heat = (hm.mark_rect().encode(
-        color=alt.Color("ratio_capped:Q", title="max/min", scale=alt.Scale(scheme="orangered", domainMin=1),
-                        legend=alt.Legend(orient="bottom", gradientLength=240)),
+        color=alt.Color("ratio_capped:Q", title="max/min", scale=alt.Scale(scheme="orangered", domain=[1, top], clamp=True),
+                        legend=alt.Legend(orient="bottom", gradientLength=240, format=".1f")),
         tooltip=["model", "axis_label", "max_dataset", alt.Tooltip("max_sgs:Q", format=".4f"), "min_dataset",
                  alt.Tooltip("min_sgs:Q", format=".4f"), alt.Tooltip("ratio:Q", format=".2f")])
-        + hm.mark_text(fontSize=13).encode(text="ratio_label:N")).properties(
+        + hm.mark_text(fontSize=13).encode(
+            text="ratio_label:N",
+            color=alt.condition(f"datum.ratio_capped > {1 + (top - 1) * 0.6}", alt.value("white"), alt.value("black")))).properties(
         height=alt.Step(34), title="max/min of SGS_X(d) over datasets")
     exports.altair_chart(heat, "rankings_ratio_heatmap",
                         "How many times larger a model's SGS is on its least stable dataset than on its most "

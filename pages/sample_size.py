@@ -5,6 +5,7 @@ import streamlit as st
 
 from dashboard import controls, data, exports, frame, urlstate
 from sago_engine import report
+from sago_engine.palette import AXIS_COLORS
 from sago_engine.store import Store
 from sago_engine.stats import SAMPLE_SIZES
 from sago_engine.types import AXES, AXIS_LABELS
@@ -35,16 +36,18 @@ plotted = summ[summ["n_groups"] > 0]
 base = alt.Chart(plotted).encode(
     x=alt.X("n:Q", title="N prompts drawn (requested)", scale=alt.Scale(type="log", base=2),
             axis=alt.Axis(values=list(SAMPLE_SIZES), format="d")),
-    color=alt.Color("axis_label:N", sort=order, title="axis"))
-ch = (base.mark_line().encode(y=alt.Y("median_std:Q", title="median over (F, u, s, p) groups of std of the group mean"))
+    color=alt.Color("axis_label:N", sort=order, title="axis",
+                    scale=alt.Scale(domain=order, range=[AXIS_COLORS[a] for a in AXES])))
+ch = (base.mark_line().encode(y=alt.Y("median_std:Q", title="std of the group mean (median over groups)"))
       + base.mark_point(filled=True).encode(
-    y="median_std:Q", size=alt.Size("n_groups:Q", title="groups in the median", scale=alt.Scale(range=[15, 220])),
+    y="median_std:Q", size=alt.Size("n_groups:Q", title="groups in the median", scale=alt.Scale(range=[15, 220]),
+                                    legend=alt.Legend(orient="bottom", direction="horizontal")),
     tooltip=[alt.Tooltip("axis_label:N", title="axis"), alt.Tooltip("n:Q", title="N"),
              alt.Tooltip("median_std:Q", format=".4f"), alt.Tooltip("median_expected:Q", format=".4f"),
              alt.Tooltip("n_groups:Q", title="groups with more than N prompts"),
              alt.Tooltip("n_short:Q", title="groups left out (N or fewer prompts)")])
       + base.mark_line(strokeDash=[4, 3], opacity=0.6).encode(y="median_expected:Q")).properties(
-    height=controls.chart_height(380), title=f"Std of the mean vs N — {model}")
+    height=controls.chart_height(380), title=alt.Title(f"Std of the mean vs N — {model}", anchor="start"))
 exports.altair_chart(ch, "sample_size_curve",
                     "Solid: std across repeats of the mean over N prompts drawn without replacement, median over the "
                     "(F, u, s, p) groups that have more than N prompts. Dashed: the exact value for sampling without "

@@ -43,10 +43,11 @@ hist_chart = alt.layer(*layers, data=hist).facet(row=alt.Row("family:N", title=N
 thr_txt = (f"the dashed line is the filter threshold t = {threshold:.3f} on the encoder's scale" if threshold is not None
            else "runs in this store used different thresholds (see the table below)" if thr["threshold"].notna().any()
            else "no threshold is recorded in this store")
+rule_txt = ("Social-register and structural variants below it are rejected; surface noise is exempt."
+            if threshold is not None else "Surface noise is exempt from the filter.")
 exports.altair_chart(hist_chart, key="variants_semantic_hist",
                     caption=f"How close each variant stays in meaning to its base prompt (1 = same); {thr_txt}. "
-                            "Social-register and structural variants below it are rejected; surface noise is exempt.",
-                    data=hist)
+                            + rule_txt, data=hist)
 with st.expander("How the threshold is mapped from the paper's 0.85"):
     st.markdown(
         "The paper keeps a non-surface variant only if BERTScore-F1 > 0.85 on RoBERTa-large. sago scores with "
@@ -56,7 +57,8 @@ with st.expander("How the threshold is mapped from the paper's 0.85"):
         "mapped filter removes only variants close to unrelated text. Details: docs/METHOD.md, "
         "sago_engine/variants/README.md.")
     exports.table(thr, key="variants_thresholds", filename="semantic_thresholds.csv")
-exports.table(semantic_audit(audit, threshold), key="variants_audit_table", filename="semantic_audit.csv")
+exports.table(semantic_audit(audit, threshold), key="variants_audit_table", filename="semantic_audit.csv",
+              missing={"n_below": "no single threshold", **{c: "not scored" for c in ("min", "p05", "median", "max")}})
 st.caption("Per family: variants generated, scored, kept and rejected, and the spread of their semantic scores.")
 
 rejected = data.query(Store.rejected_variants, f)
@@ -97,7 +99,7 @@ else:
     fig = px.line(ds, x="strength", y="mean_abs", color="model", facet_col="subtype", facet_col_wrap=3, markers=True,
                   error_y="se_abs", color_discrete_map=colors, hover_data=["n", "rms", "mean_signed"],
                   labels={"mean_abs": f"mean |Δ̃| ({ax_label})", "strength": "strength s"})
-    fig.update_xaxes(matches=None)
+    fig.update_xaxes(matches=None, showticklabels=True)  # each panel has its own strength scale: label every one
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
     fig.update_layout(height=controls.chart_height(420), legend_title_text="model")
     exports.chart(fig, key="variants_dose_strength", data=ds,

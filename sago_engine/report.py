@@ -120,6 +120,25 @@ def pareto_points(total: pd.DataFrame, x_axis: str = "bleu", y_axis: str = "mr")
     return out.reset_index().rename(columns={"index": "model"}).sort_values("model").reset_index(drop=True)
 
 
+def zoom_range(points: pd.DataFrame, side: str, pad: float = 0.08) -> list[float]:
+    """Axis range that spans the plotted points of ``pareto_points`` on ``side`` ("x" | "y").
+
+    Covers each point and its bootstrap CI / ± std bar (``{side}_lo``/``{side}_hi`` when present,
+    else ``{side}`` ± ``{side}_std``), padded by ``pad`` × the span on both ends (a single value
+    gets ± 5 % of itself, or ± 0.01 at 0). Returns ``[low, high]`` in SGS units (low may be < 0
+    only when a bar reaches below 0).
+    """
+    v = points[side].astype(float)
+    lo = points[f"{side}_lo"].astype(float) if f"{side}_lo" in points else v - points[f"{side}_std"].fillna(0)
+    hi = points[f"{side}_hi"].astype(float) if f"{side}_hi" in points else v + points[f"{side}_std"].fillna(0)
+    low, high = float(pd.concat([v, lo]).min()), float(pd.concat([v, hi]).max())
+    span = high - low
+    if span <= 0:
+        span = abs(high) * 0.1 or 0.02
+        return [low - span / 2, high + span / 2]
+    return [low - pad * span, high + pad * span]
+
+
 def pareto_frontier(points: pd.DataFrame, x: str = "x", y: str = "y") -> pd.DataFrame:
     """Non-dominated points when both coordinates are minimised (the Ideal point is (0, 0)).
 

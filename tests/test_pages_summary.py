@@ -423,3 +423,29 @@ def test_link_values_a_page_does_not_offer_are_dropped(synth):
     assert at.selectbox(key="pareto_x").value == "bleu"
     assert at.multiselect(key="filter_datasets").value == ["nq_open"]
     assert at.toggle(key="app_presentation").value is True  # presentation mode survives in the link
+
+
+# ---------------------------------------------------------------- screenshot review fixes (issue #15 "every chart")
+def test_pareto_zoom_spans_the_models_and_their_bars(synth):
+    pts = pd.DataFrame({"model": ["a", "b"], "x": [0.22, 0.23], "x_lo": [0.21, 0.225], "x_hi": [0.228, 0.24],
+                        "y": [0.2, 0.2], "y_std": [0.01, 0.0]})
+    lo, hi = report.zoom_range(pts, "x")
+    assert lo == pytest.approx(0.21 - 0.08 * 0.03) and hi == pytest.approx(0.24 + 0.08 * 0.03)
+    assert report.zoom_range(pts, "y") == pytest.approx([0.19 - 0.08 * 0.02, 0.21 + 0.08 * 0.02])  # ± std
+    same = pd.DataFrame({"model": ["a"], "x": [0.0], "x_std": [0.0]})
+    assert report.zoom_range(same, "x") == pytest.approx([-0.01, 0.01])  # one value at 0: still a range
+    at = _app(synth, "pareto")
+    wide = _fig(at, "pareto_scatter")["layout"]["xaxis"]["range"]
+    at.toggle(key="pareto_zoom").set_value(True).run()
+    fig = _fig(at, "pareto_scatter")
+    xr = fig["layout"]["xaxis"]["range"]
+    xs = [x for t in fig["data"] if t.get("name", "").startswith("model-") for x in t["x"]]
+    assert wide[0] < 0 < xr[0] <= min(xs) and max(xs) <= xr[1] and (xr[1] - xr[0]) < (wide[1] - wide[0])
+    assert at.query_params["zoom"] in ("1", ["1"], "true", ["true"])  # the zoom travels in the link
+
+
+def test_variants_audit_table_says_why_a_cell_is_empty(synth):
+    at = _app(synth, "variants")
+    [audit] = [df.value for df in at.dataframe if "n_below" in df.value.columns]
+    assert not audit.isna().any().any()
+    assert set(audit["n_below"]) == {"no single threshold"}  # the synthetic store records no filter threshold
