@@ -23,7 +23,7 @@ def delta_heatmap(heat: pd.DataFrame, columns: int = 2) -> alt.FacetChart:
     plot = heat[["model", "label", "order", "axis_label", "delta_norm", "delta", "value", "why"]].copy()
     axis_order = [axis_label(a) for a in axes_shown(heat["axis"])]
     base = alt.Chart(plot).encode(
-        x=alt.X("axis_label:N", sort=axis_order, title=None, axis=alt.Axis(orient="top", labelAngle=0)),
+        x=alt.X("axis_label:N", sort=axis_order, title=None, axis=alt.Axis(orient="top", labelAngle=-40, labelOverlap=False)),
         y=alt.Y("label:N", sort=alt.EncodingSortField("order"), title="variant (F · u · s · p)",
                 axis=alt.Axis(labelLimit=320)),
         tooltip=[alt.Tooltip("model:N"), alt.Tooltip("label:N", title="variant"),

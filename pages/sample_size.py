@@ -47,7 +47,10 @@ ch = (base.mark_line().encode(y=alt.Y("median_std:Q", title="std of the group me
              alt.Tooltip("n_groups:Q", title="groups with more than N prompts"),
              alt.Tooltip("n_short:Q", title="groups left out (N or fewer prompts)")])
       + base.mark_line(strokeDash=[4, 3], opacity=0.6).encode(y="median_expected:Q")).properties(
-    height=controls.chart_height(380), title=alt.Title(f"Std of the mean vs N — {model}", anchor="start"))
+    height=controls.chart_height(380), title=alt.Title(f"Std of the mean vs N — {model}", anchor="start"),
+    # fit the width only: under Streamlit's default "fit" the bottom legend squeezed the plot and
+    # pushed the title out of the frame
+    autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
 exports.altair_chart(ch, "sample_size_curve",
                     "Solid: std across repeats of the mean over N prompts drawn without replacement, median over the "
                     "(F, u, s, p) groups that have more than N prompts. Dashed: the exact value for sampling without "
