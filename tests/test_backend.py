@@ -351,3 +351,27 @@ def test_smollm_finished_rows_leave_the_batch(smollm_backend, monkeypatch):
         np.testing.assert_allclose(x.token_logprobs, y.token_logprobs, atol=LOGPROB_ATOL)
         np.testing.assert_allclose(x.token_entropies, y.token_entropies, atol=LOGPROB_ATOL)
         np.testing.assert_allclose(x.hidden_last, y.hidden_last, atol=HIDDEN_ATOL)
+
+
+@pytest.mark.slow
+def test_gemma_long_shared_prefix_beyond_its_sliding_window(gemma_backend):
+    """gemma-3 attends within a 512-token sliding window on most layers. Prompts sharing a prefix
+    longer than that, batched with left padding, must give the replies and log-probs of batch 1
+    (a shared-prefix KV cache cut to the window, then padded, shifted what the window saw)."""
+    be = gemma_backend
+    filler = "The quick brown fox jumps over the lazy dog near the river bank. " * 55
+    prompts = [filler + "Question: what is two plus two? Answer:",
+               filler + "Question: name one colour of the rainbow and say why people like it so much. Answer:",
+               filler + "Q: capital of France? A:"]
+    assert be.shared_prefix([be.encode_prompt(p) for p in prompts]) > 600
+    res = be.generate(prompts, max_new_tokens=8)
+    be.batch_size = 1
+    try:
+        singles = be.generate(prompts, max_new_tokens=8)
+    finally:
+        be.batch_size = 4
+    tf = be.teacher_force(prompts, [r.token_ids for r in res])
+    for r, s, (lp, _) in zip(res, singles, tf):
+        assert r.token_ids == s.token_ids
+        np.testing.assert_allclose(r.token_logprobs, s.token_logprobs, atol=LOGPROB_ATOL)
+        np.testing.assert_allclose(lp, r.token_logprobs, atol=LOGPROB_ATOL)

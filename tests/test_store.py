@@ -581,3 +581,24 @@ def test_duplicate_keys_and_unit_keys(store):
     assert store.duplicate_keys() == {t: 0 for t in TABLES}
     store.insert_df("units", pd.DataFrame([{"run_id": "r1", "prompt_id": "d1:1", "n_variants": 2}]))
     assert store.unit_keys() == {("r1", "d1:1")}
+
+
+def test_resume_under_other_numerics_is_recorded(tmp_path):
+    """A resumed run keeps its first record, but a resume under another linear kernel / thread
+    count / library version (none of which changes the run id) is listed in decoding.resumed_with."""
+    import datetime as dt
+
+    rec = {"run_id": "r1", "model": "m", "backend": "hf_local", "status": "running",
+           "decoding": {"greedy": True, "max_new_tokens": 8, "linear_kernel": "onednn", "threads": 2},
+           "versions": {"torch": "2.13.0", "sago": "0.1"}, "started_at": dt.datetime(2026, 12, 1, 8, 0)}
+    with open_store(tmp_path / "s.duckdb", read_only=False, create=True) as st:
+        st.upsert_run(rec)
+        st.upsert_run({**rec, "started_at": dt.datetime(2026, 12, 1, 9, 0)})  # same numerics: nothing added
+        assert "resumed_with" not in json.loads(st.runs().loc[0, "decoding"])
+        st.upsert_run({**rec, "decoding": {**rec["decoding"], "linear_kernel": "torch"},
+                       "versions": {"torch": "2.14.0", "sago": "0.1"}, "started_at": dt.datetime(2026, 12, 1, 10, 0)})
+        st.upsert_run({"run_id": "r1", "status": "complete", "finished_at": dt.datetime(2026, 12, 1, 11, 0)})
+        dec = json.loads(st.runs().loc[0, "decoding"])
+    assert dec["linear_kernel"] == "onednn"  # the first record stays
+    assert dec["resumed_with"] == [{"started_at": "2026-12-01 10:00:00", "decoding": {"linear_kernel": "torch"},
+                                    "versions": {"torch": "2.14.0"}}]

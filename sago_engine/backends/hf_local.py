@@ -18,6 +18,7 @@ from ..types import GenerationResult
 from .base import DecodingConfig
 
 __all__ = ["HFLocalBackend", "set_threads", "token_stats", "neutral_generation_config", "template_kwargs",
+           "attention_window",
            "THINKING_SWITCHES", "NEUTRAL_DECODING"]
 
 #: Every decoding setting that can change which token greedy search picks, at its neutral value
@@ -127,6 +128,24 @@ def token_stats(logits: torch.Tensor, token_ids: torch.Tensor) -> tuple[torch.Te
     return chosen, ent
 
 
+def attention_window(model: Any) -> int | None:
+    """Tokens a sliding-window attention layer of ``model`` looks back (gemma-3: 512), or None when
+    every layer attends to the whole sequence (llama/smollm2, qwen2 without ``use_sliding_window``).
+
+    Read from the text config: ``sliding_window`` counts when ``layer_types`` names a non-full
+    layer, or, without ``layer_types``, unless ``use_sliding_window`` is False.
+    """
+    cfg = model.config
+    tc = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+    win = getattr(tc, "sliding_window", None)
+    if not win:
+        return None
+    types = getattr(tc, "layer_types", None)
+    if types is not None:
+        return int(win) if any(t != "full_attention" for t in types) else None
+    return None if getattr(tc, "use_sliding_window", True) is False else int(win)
+
+
 @functools.cache
 def _rows_finished_class() -> tuple[type, type]:
     """``(RowsFinished, StoppingCriteriaList)``: a ``transformers.StoppingCriteria`` that stops one
@@ -169,7 +188,10 @@ class HFLocalBackend:
     turn, ≈ 24 of ≈ 50 tokens for smollm2) is prefilled once at batch size 1 and its KV cache
     repeated over the batch, so only each prompt's own tokens are prefilled per row
     (``MIN_SHARED_PREFIX`` tokens or more; greedy tokens identical to a full prefill in the
-    benchmark, hidden states within float noise — see benchmarks/README.md).
+    benchmark, hidden states within float noise — see benchmarks/README.md). Not for a
+    sliding-window model (``attention_window``) whose batch could outgrow its window: its cache is
+    cut to the window, and a repeated prefix followed by left padding would shift what each row
+    sees (test: gemma-3 with a 700-token shared prefix).
 
     Finished rows leave the batch: once ``DROP_FINISHED_FRACTION`` of a batch's rows have emitted
     EOS, its ``generate`` call stops (a ``StoppingCriteria``), those rows are done, and the others
@@ -256,6 +278,7 @@ class HFLocalBackend:
             raise ValueError(f"model {key!r} is a chat model but its tokenizer has no chat template")
         self.template: str | None = tmpl
         self.template_kwargs = template_kwargs(tmpl, chat_template_kwargs)
+        self.attention_window = attention_window(self.model)
         self._closed = False
 
     # ------------------------------------------------------------------ record
@@ -290,6 +313,7 @@ class HFLocalBackend:
             "threads": self.threads,
             "shared_prefix_cache": True,
             "drop_finished_fraction": self.DROP_FINISHED_FRACTION,
+            "attention_window": self.attention_window,
         }
 
     # ------------------------------------------------------------------ prompts
@@ -514,6 +538,10 @@ class HFLocalBackend:
                         spans: Sequence[tuple[int, int] | None] | None = None) -> list[GenerationResult]:
         t0 = time.perf_counter()
         n_shared = self.shared_prefix(seqs)
+        if n_shared and self.attention_window is not None and max(map(len, seqs)) + max_new_tokens > self.attention_window:
+            # a sliding-window model's cache is cut to the window: a prefix cache repeated and then
+            # left-padded would shift what each row's window sees (wrong replies); prefill in full
+            n_shared = 0
         extra: dict[str, Any] = {}
         prefix_hidden = None
         if n_shared:

@@ -57,17 +57,40 @@ class Writes:
         """Insert the run record; if it exists (a resumed run) update only ``status``/``finished_at``.
 
         The first record of a run (settings, versions, hashes) is what produced its first rows,
-        so a resume never rewrites it.
+        so a resume never rewrites it. A resume under other numerics that do not change the run
+        id (``RESUME_WATCH`` keys of ``decoding``: linear kernel, threads, row dropping; any
+        library version) is appended to ``decoding["resumed_with"]`` as ``{"started_at",
+        "decoding": {key: new}, "versions": {name: new}}``, so the record says the run is mixed.
         """
         row = {k: (_json(v) if isinstance(v, (dict, list, tuple)) else v) for k, v in run.items()}
-        exists = self.con.execute("SELECT 1 FROM runs WHERE run_id = ?", [row["run_id"]]).fetchall()
+        exists = self.con.execute("SELECT decoding, versions FROM runs WHERE run_id = ?", [row["run_id"]]).fetchall()
         if exists:
+            self._note_resume_changes(row["run_id"], exists[0], run)
             upd = {k: v for k, v in row.items() if k in ("status", "finished_at")}
             if upd:
                 sets = ", ".join(f'"{k}" = ?' for k in upd)
                 self.con.execute(f"UPDATE runs SET {sets} WHERE run_id = ?", [*upd.values(), row["run_id"]])
         else:
             self.insert_df("runs", pd.DataFrame([row]))
+
+    #: ``decoding`` keys whose change on a resume is recorded (they do not enter the run id).
+    RESUME_WATCH = ("linear_kernel", "threads", "drop_finished_fraction")
+
+    def _note_resume_changes(self, run_id: str, stored: tuple, run: dict[str, Any]) -> None:
+        def obj(v: Any) -> dict:
+            v = json.loads(v) if isinstance(v, str) else v
+            return v if isinstance(v, dict) else {}
+
+        dec_old, ver_old = obj(stored[0]), obj(stored[1])
+        dec_new, ver_new = obj(run.get("decoding")), obj(run.get("versions"))
+        dec = {k: dec_new[k] for k in self.RESUME_WATCH if k in dec_new and dec_new[k] != dec_old.get(k)}
+        ver = {k: v for k, v in ver_new.items() if ver_old and v != ver_old.get(k)}
+        if not dec and not ver:
+            return
+        started = run.get("started_at")
+        entry = {"started_at": str(started) if started is not None else None, "decoding": dec, "versions": ver}
+        dec_old["resumed_with"] = [*dec_old.get("resumed_with", []), entry]
+        self.con.execute("UPDATE runs SET decoding = ? WHERE run_id = ?", [_json(dec_old), run_id])
 
     def add_run_usage(self, run_id: str, usage: dict[str, Any], price_in_per_mtok: float | None = None,
                       price_out_per_mtok: float | None = None, price_cached_in_per_mtok: float | None = None) -> None:
