@@ -74,7 +74,7 @@ from precompute.runner import make_plan, run, run_id_for, write_plan  # noqa: E4
 from sago_engine.axes import delta_bert, delta_bleu, delta_cos, delta_ent, delta_mr, delta_prob, detector_kind  # noqa: E402
 from sago_engine.backends import get_backend  # noqa: E402
 from sago_engine.backends.hf_local import HFLocalBackend, set_threads, token_stats  # noqa: E402
-from sago_engine.kernels import onednn_usable, use_linear_kernel  # noqa: E402
+from sago_engine.kernels import onednn_linear, onednn_usable, use_linear_kernel  # noqa: E402
 from sago_engine.scoring import normalize  # noqa: E402
 from sago_engine.store import open_store  # noqa: E402
 from sago_engine.types import AXES, GenerationResult  # noqa: E402
@@ -245,7 +245,7 @@ def matmul_ceiling(dtype: torch.dtype, sizes=(1024, 2048, 3072), reps: int = 5) 
         sizes = (*sizes, 8192)
     kernels = {"torch.mm": lambda a, b: a @ b}
     if DEVICE == "cpu" and dtype == torch.float32 and onednn_usable():
-        kernels["onednn"] = lambda a, b: torch.ops.mkldnn._linear_pointwise(a, b, None, "none", [], "")
+        kernels["onednn"] = onednn_linear  # a·bᵀ: the same FLOPs as a @ b for square n × n
     best = {k: 0.0 for k in kernels}
     with torch.inference_mode():
         for n in sizes:

@@ -2,7 +2,7 @@
 
 torch's CPU wheel runs a float32 ``nn.Linear`` through Intel MKL's sgemm. On AMD CPUs MKL does
 not take its fastest code path: on a 2-core AMD EPYC with AVX-512 (benchmarks/README.md,
-"CPU linear kernel") a (56×576)·(576×49152) product — smollm2's LM head at batch 56 — ran at
+"Useful work, decode bandwidth, --model") a (56×576)·(576×49152) product — smollm2's LM head at batch 56 — ran at
 ≈ 100 GFLOP/s through MKL and ≈ 320 through oneDNN, a 2048² product at 205 vs 429. oneDNN ships
 inside the same torch wheel (``torch.backends.mkldnn``); this module routes every plain
 ``nn.Linear`` of a loaded float32 CPU model through oneDNN's inner product
@@ -25,13 +25,15 @@ Choice (``SAGO_LINEAR_KERNEL``):
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["KERNEL_ENV", "KERNELS", "OneDNNLinear", "requested_kernel", "onednn_usable", "use_linear_kernel"]
+__all__ = ["KERNEL_ENV", "KERNELS", "OneDNNLinear", "onednn_linear", "requested_kernel", "onednn_usable",
+           "use_linear_kernel"]
 
 #: Environment variable that chooses the kernel.
 KERNEL_ENV = "SAGO_LINEAR_KERNEL"
@@ -40,6 +42,15 @@ KERNELS = ("onednn", "torch")
 #: Largest relative difference between oneDNN's and ``F.linear``'s product on the self-check
 #: probe that still counts as float noise (float32 sums of 256 terms: ≈ 1e-6 observed).
 SELF_CHECK_RTOL = 1e-4
+
+
+def onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear(x, weight, bias)`` computed by oneDNN's float32 inner product (no autograd).
+
+    Args: x (..., in) float32 CPU; weight (out, in); bias (out,) or None. Returns (..., out).
+    Raises: RuntimeError / AttributeError from torch when oneDNN's op is missing or rejects the input.
+    """
+    return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
 
 class OneDNNLinear(nn.Linear):
@@ -55,7 +66,7 @@ class OneDNNLinear(nn.Linear):
         if (x.dtype != torch.float32 or x.device.type != "cpu"
                 or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad))):
             return F.linear(x, self.weight, self.bias)
-        return torch.ops.mkldnn._linear_pointwise(x, self.weight, self.bias, "none", [], "")
+        return onednn_linear(x, self.weight, self.bias)
 
 
 def requested_kernel() -> str:
@@ -70,8 +81,10 @@ def requested_kernel() -> str:
     return val
 
 
+@functools.cache
 def onednn_usable() -> bool:
-    """Whether oneDNN's linear op exists in this torch and matches ``F.linear`` here.
+    """Whether oneDNN's linear op exists in this torch and matches ``F.linear`` here (checked
+    once per process).
 
     The self-check multiplies a seeded (8×256)·(256×64) float32 product both ways and accepts
     oneDNN when the largest difference is within ``SELF_CHECK_RTOL`` of the largest output.
@@ -79,13 +92,12 @@ def onednn_usable() -> bool:
     if not torch.backends.mkldnn.is_available():
         return False
     try:
-        op = torch.ops.mkldnn._linear_pointwise
         g = torch.Generator().manual_seed(0)
         x = torch.randn(8, 256, generator=g)
         w = torch.randn(64, 256, generator=g)
         b = torch.randn(64, generator=g)
         with torch.inference_mode():
-            got = op(x, w, b, "none", [], "")
+            got = onednn_linear(x, w, b)
             want = F.linear(x, w, b)
     except (AttributeError, RuntimeError):
         return False

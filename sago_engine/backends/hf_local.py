@@ -147,12 +147,12 @@ def attention_window(model: Any) -> int | None:
 
 
 @functools.cache
-def _rows_finished_class() -> tuple[type, type]:
-    """``(RowsFinished, StoppingCriteriaList)``: a ``transformers.StoppingCriteria`` that stops one
+def _rows_finished_class() -> type:
+    """A ``transformers.StoppingCriteria`` class that stops one
     ``generate`` call once ``fraction`` of its rows (at least one, not all) have emitted an EOS, so
     ``HFLocalBackend`` can drop them and continue the others from the KV cache (imported on first
     use: transformers loads with the model)."""
-    from transformers import StoppingCriteria, StoppingCriteriaList
+    from transformers import StoppingCriteria
 
     class RowsFinished(StoppingCriteria):
         def __init__(self, start: int, eos: torch.Tensor, fraction: float) -> None:
@@ -164,7 +164,7 @@ def _rows_finished_class() -> tuple[type, type]:
             stop = 0 < n < len(done) and n >= max(1.0, self.fraction * len(done))
             return torch.full((len(done),), stop, dtype=torch.bool, device=input_ids.device)
 
-    return RowsFinished, StoppingCriteriaList
+    return RowsFinished
 
 
 class HFLocalBackend:
@@ -566,14 +566,15 @@ class HFLocalBackend:
         ent = torch.zeros((B, max_new_tokens), dtype=torch.float32)
         rows = torch.arange(B)  # original index of each row still decoding
         cache, done, prefill_hidden = extra.get("cache"), 0, None
+        from transformers import StoppingCriteriaList
+
         while True:
             # decode until the cap, every row's EOS, or enough rows finished to drop them (they would
             # otherwise keep decoding with the batch); then continue the rest from the same KV cache
             gc = neutral_generation_config(self.eos_ids, self.pad_id, max_new_tokens - done)
             gc.update(return_dict_in_generate=True, output_hidden_states=prefill_hidden is None, output_logits=True)
             kw = {"cache": cache} if cache is not None else {}
-            rows_finished, criteria = _rows_finished_class()
-            stop = criteria([rows_finished(ids.shape[1], eos_t, self.DROP_FINISHED_FRACTION)])
+            stop = StoppingCriteriaList([_rows_finished_class()(ids.shape[1], eos_t, self.DROP_FINISHED_FRACTION)])
             gen = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=gc,
                                       stopping_criteria=stop, **kw)
             if prefill_hidden is None:
