@@ -17,8 +17,9 @@ variants per prompt, plus the base prompt = 112 greedy generations of up to 48 n
   length-sorted batch gives the response, the prefill's last-token hidden states and the step
   logits' log-probs / entropies; BERTScore batched per chunk; bulk (DataFrame) inserts.
 
-Both start from a loaded model (the dequantized-weights cache makes a load ≈ 0.2–0.5 s; it is
-timed and printed separately) and both build the same plan (variants + semantic filter).
+Both load the model inside their timed run, from the dequantized-weights cache (warmed by an
+untimed load first: a machine's first load dequantizes the GGUF, 10–40 s; a cached load takes
+≈ 0.2–0.5 s, printed separately) and both build the same plan (variants + semantic filter).
 
 Checks (exit status 1 if they fail): greedy responses identical, and every delta within
 ``TOL`` of the naive one wherever the two runs produced the same base and variant response.
@@ -92,7 +93,9 @@ DEVICE = "cpu"
 
 class ForwardMeter:
     """What the model's forward calls did, in total and per phase (``prefill``: calls with more
-    than one input position per row; ``decode``: one position, i.e. a generation step).
+    than one input position per row, or that keep no logits — a length bucket's prefill,
+    ``logits_to_keep`` empty; ``decode``: one position, i.e. a generation step, the first of which
+    feeds each row's last prompt token after a bucketed prefill).
 
     * **executed** FLOPs: 2·rows·in·out of every ``nn.Linear`` call, padding and finished rows
       included (attention score/value products not counted).
@@ -104,7 +107,8 @@ class ForwardMeter:
       produces nothing; rows that finished keep decoding with the batch). "Finished" is tracked
       per generate call: reset by every prefill call, set once a row's decode input is an EOS id.
       A Linear that sees one position per row (the LM head under ``logits_to_keep=1``) counts a
-      row as useful when that row's last position is.
+      row as useful when that row's last position is; one that sees no row (the LM head of a
+      pass that keeps no logits) is not counted.
     * **decode bytes**: per decode step every Linear's weight (+ bias) in its dtype, each tensor
       once (a tied embedding counts once, as the LM head), plus the KV cache read,
       2 × layers × kv_heads × head_dim × cached length × rows × element size (norm weights and
@@ -155,7 +159,9 @@ class ForwardMeter:
             new = mask[:, -T:].bool().cpu() if T else torch.zeros(B, 0, dtype=torch.bool)
         else:
             new = torch.ones(B, T, dtype=torch.bool)
-        self._cur = "decode" if T == 1 else "prefill"
+        ltk = kwargs.get("logits_to_keep")
+        no_logits = torch.is_tensor(ltk) and ltk.numel() == 0  # a bucketed prefill: hidden states only
+        self._cur = "decode" if T == 1 and not no_logits else "prefill"
         if self._cur == "prefill":
             self._finished = torch.zeros(B, dtype=torch.bool)  # a new generate call (or a plain forward)
         else:
@@ -188,6 +194,8 @@ class ForwardMeter:
 
     def _linear(self, module, args, output) -> None:
         rows = args[0].numel() // module.in_features
+        if rows == 0:  # the LM head of a pass that keeps no logits
+            return
         per_row = 2 * module.in_features * module.out_features
         if rows == self._B * self._T:
             useful = self._pos_useful
@@ -450,6 +458,10 @@ def main() -> int:
     ceil0 = matmul_ceiling(tdtype)
     bw0 = bandwidth_ceiling()
 
+    # the first load on a machine dequantizes the GGUF weights and caches them; neither run pays it
+    warm = time.perf_counter()
+    HFLocalBackend(model, dtype=a.dtype, device=DEVICE, batch_size=1).close()
+    print(f"weights cache warmed (a load before the timed runs): {time.perf_counter() - warm:.2f} s")
     sago = sago_run(cfg)
     sago_s, m, resp, sd = sago["seconds"], sago["meter"], sago["responses"], sago["deltas"]
     timing = sago["timing"]

@@ -43,14 +43,16 @@ def local_decoding_record(info: dict, max_new_tokens: int, batch_size: int | Non
         own defaults, not applied), "chat_template" (template sha256 + every render variable,
         or "no template"), "linear_kernel" (``"onednn"`` | ``"torch"``, ``sago_engine.kernels``),
         "threads" (torch's CPU threads), "drop_finished_fraction" (when finished rows leave a
-        decoding batch, ``HFLocalBackend.DROP_FINISHED_FRACTION``)}``; keys the backend does not
+        decoding batch, ``HFLocalBackend.DROP_FINISHED_FRACTION``), "kv_cache" (``"preallocated"``
+        | ``"dynamic"``, ``HFLocalBackend.KV_CACHE``), "prefill_buckets" (``{"max_pad_fraction",
+        "min_rows"}`` or None: one padded prefill per batch)}``; keys the backend does not
         report are left out.
     """
     dec = {k: v for k, v in (info.get("decoding") or {}).items() if k not in ("greedy", "batch_size", "max_new_tokens")}
     out = {"greedy": True, "max_new_tokens": max_new_tokens, "batch_size": batch_size, **dec}
     if info.get("chat_template") is not None:
         out["chat_template"] = info["chat_template"]
-    for key in ("linear_kernel", "threads", "drop_finished_fraction"):
+    for key in ("linear_kernel", "threads", "drop_finished_fraction", "kv_cache", "prefill_buckets"):
         if info.get(key) is not None:
             out[key] = info[key]
     return out

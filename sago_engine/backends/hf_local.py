@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from ..kvcache import preallocated_cache
 from ..models import load_model
 from ..types import GenerationResult
 from .base import DecodingConfig
@@ -218,6 +219,15 @@ class HFLocalBackend:
     #: Share of a decoding batch's rows that, once finished (EOS), are dropped from it: the batch's
     #: ``generate`` stops and the unfinished rows continue from the same KV cache (> 1: never drop).
     DROP_FINISHED_FRACTION = 0.125
+    #: KV cache of generation: ``"preallocated"`` (``kvcache.preallocated_cache``: written in place,
+    #: same numbers) or ``"dynamic"`` (``transformers``' ``DynamicCache``, one ``torch.cat`` per step).
+    KV_CACHE = "preallocated"
+    #: Prefill in length buckets (``prefill.length_buckets``: a bucket of at least
+    #: ``PREFILL_MIN_ROWS`` rows holds at most ``PREFILL_PAD_FRACTION`` padding), then decode as
+    #: one batch; False: one padded prefill per batch.
+    PREFILL_BUCKETS = True
+    PREFILL_PAD_FRACTION = 0.1
+    PREFILL_MIN_ROWS = 8
 
     def __init__(
         self,
@@ -313,6 +323,9 @@ class HFLocalBackend:
             "threads": self.threads,
             "shared_prefix_cache": True,
             "drop_finished_fraction": self.DROP_FINISHED_FRACTION,
+            "kv_cache": self.KV_CACHE,
+            "prefill_buckets": ({"max_pad_fraction": self.PREFILL_PAD_FRACTION, "min_rows": self.PREFILL_MIN_ROWS}
+                                if self.PREFILL_BUCKETS else None),
             "attention_window": self.attention_window,
         }
 
@@ -533,31 +546,105 @@ class HFLocalBackend:
         st = torch.stack(parts)  # (L+1, k, H), tokens in order
         return st[:, -1].cpu().numpy().copy(), st.mean(dim=1).cpu().numpy()
 
+    def _empty_cache(self, reserve: int) -> Any:
+        """An empty KV cache for a forward / ``generate`` call: ``kvcache.preallocated_cache`` with
+        ``reserve`` positions of room when ``KV_CACHE`` is ``"preallocated"``, else the
+        ``transformers.DynamicCache`` that ``generate`` would make."""
+        if self.KV_CACHE == "preallocated":
+            return preallocated_cache(self.model, reserve)
+        from transformers.cache_utils import DynamicCache
+
+        return DynamicCache(config=self.model.config)
+
+    def _prefill_buckets(self, seqs: list[list[int]], n_shared: int, prefix_cache: Any,
+                         reserve: int) -> tuple[Any, list[torch.Tensor] | None]:
+        """Prefill every row's own tokens but the last in length buckets (``prefill.length_buckets``)
+        and lay their caches side by side (``prefill.left_padded_layers``).
+
+        Args:
+            seqs: the batch's token ids (B rows); n_shared: tokens of the shared prefix (0: none);
+            prefix_cache: the prefix's cache at batch 1 (None without a prefix); reserve: room
+                for the reply in the returned cache.
+        Returns:
+            ``(cache, own_hidden)``: a cache (B rows) over ``[prefix | left padding | own tokens
+            but the last]``, which is ``ids`` of ``_generate_batch`` minus its last column, and
+            L+1 hidden-state tensors (B, W, H) over the own part (W = the longest own part but its
+            last token; zeros at padding), or None when no row has such tokens (W = 0).
+        """
+        from .prefill import left_padded_layers, length_buckets
+
+        B, P = len(seqs), n_shared
+        own = [s[P:-1] for s in seqs]
+        width = max(map(len, own))
+        if width == 0:
+            if prefix_cache is None:
+                return self._empty_cache(reserve), None
+            prefix_cache.batch_repeat_interleave(B)
+            return prefix_cache, None
+        kv: list[tuple[list, list]] = []
+        hid: list[list] = []
+        no_logits = torch.zeros(0, dtype=torch.long, device=self.device)  # hidden states only: no LM head
+        for bucket in length_buckets([len(o) for o in own], self.PREFILL_PAD_FRACTION, self.PREFILL_MIN_ROWS):
+            b = len(bucket)
+            b_ids, b_mask = self._pad_left([own[r] for r in bucket])
+            c = self._empty_cache(0)
+            if prefix_cache is not None:
+                for li, layer in enumerate(prefix_cache.layers):
+                    c.update(layer.keys.expand(b, *layer.keys.shape[1:]),
+                             layer.values.expand(b, *layer.values.shape[1:]), li)
+            full_mask = torch.cat([torch.ones((b, P), dtype=b_mask.dtype, device=b_mask.device), b_mask], dim=1)
+            pos = P + (b_mask.cumsum(-1) - 1).clamp(min=0)
+            out = self.model(input_ids=b_ids, attention_mask=full_mask, position_ids=pos, cache=c,
+                             use_cache=True, output_hidden_states=True, logits_to_keep=no_logits)
+            rows = torch.tensor(bucket, dtype=torch.long, device=self.device)
+            for li, layer in enumerate(c.layers):
+                if len(kv) <= li:
+                    kv.append(([], []))
+                kv[li][0].append((rows, layer.keys, b_mask))
+                kv[li][1].append((rows, layer.values, b_mask))
+            for li, h in enumerate(out.hidden_states):
+                if len(hid) <= li:
+                    hid.append([])
+                hid[li].append((rows, h, b_mask))
+            del c, out
+        cache = self._empty_cache(reserve)
+        for li, (kp, vp) in enumerate(kv):
+            cache.update(left_padded_layers(kp, B, width, keep_left=P), left_padded_layers(vp, B, width, keep_left=P), li)
+        return cache, [left_padded_layers(hp, B, width) for hp in hid]
+
     @torch.inference_mode()
     def _generate_batch(self, seqs: list[list[int]], max_new_tokens: int,
                         spans: Sequence[tuple[int, int] | None] | None = None) -> list[GenerationResult]:
         t0 = time.perf_counter()
         n_shared = self.shared_prefix(seqs)
-        if n_shared and self.attention_window is not None and max(map(len, seqs)) + max_new_tokens > self.attention_window:
+        fits = self.attention_window is None or max(map(len, seqs)) + max_new_tokens <= self.attention_window
+        if n_shared and not fits:
             # a sliding-window model's cache is cut to the window: a prefix cache repeated and then
             # left-padded would shift what each row's window sees (wrong replies); prefill in full
             n_shared = 0
-        extra: dict[str, Any] = {}
         prefix_hidden = None
+        cache = None
         if n_shared:
-            # prefill the shared prefix once, repeat its KV cache over the batch; rows are
-            # [prefix | left padding | own tokens], positions follow the attention mask.
+            # prefill the shared prefix once; rows are [prefix | left padding | own tokens],
+            # positions follow the attention mask.
             prefix = torch.tensor([seqs[0][:n_shared]], dtype=torch.long, device=self.device)
-            out = self.model(input_ids=prefix, use_cache=True, output_hidden_states=True)
+            cache = self._empty_cache(max_new_tokens)
+            out = self.model(input_ids=prefix, use_cache=True, output_hidden_states=True, cache=cache)
             prefix_hidden = out.hidden_states  # user tokens can lie in the shared prefix
-            cache = out["cache"] if "cache" in out else out["past_key_values"]
-            cache.batch_repeat_interleave(len(seqs))
             own, own_mask = self._pad_left([s[n_shared:] for s in seqs])
             ids = torch.cat([prefix.expand(len(seqs), -1), own], dim=1)
             mask = torch.cat([torch.ones_like(prefix).expand(len(seqs), -1), own_mask], dim=1)
-            extra["cache"] = cache
         else:
             ids, mask = self._pad_left(seqs)
+        own_hidden = None
+        if fits and self.PREFILL_BUCKETS:
+            # own tokens but the last prefilled in length buckets (sliding window: only while the
+            # cache is never cut), then decoding starts from every row's last prompt token
+            cache, own_hidden = self._prefill_buckets(seqs, n_shared, cache, max_new_tokens)
+        elif cache is not None:
+            cache.batch_repeat_interleave(len(seqs))
+        else:
+            cache = self._empty_cache(max_new_tokens)
         B = len(seqs)
         eos_t = torch.tensor(self.eos_ids, dtype=torch.long, device=self.device)
         pad = self.pad_id if self.pad_id is not None else self.eos_ids[0]
@@ -565,7 +652,7 @@ class HFLocalBackend:
         lp = torch.zeros((B, max_new_tokens), dtype=torch.float32)
         ent = torch.zeros((B, max_new_tokens), dtype=torch.float32)
         rows = torch.arange(B)  # original index of each row still decoding
-        cache, done, prefill_hidden = extra.get("cache"), 0, None
+        done, prefill_hidden = 0, None
         from transformers import StoppingCriteriaList
 
         while True:
@@ -573,14 +660,17 @@ class HFLocalBackend:
             # otherwise keep decoding with the batch); then continue the rest from the same KV cache
             gc = neutral_generation_config(self.eos_ids, self.pad_id, max_new_tokens - done)
             gc.update(return_dict_in_generate=True, output_hidden_states=prefill_hidden is None, output_logits=True)
-            kw = {"cache": cache} if cache is not None else {}
             stop = StoppingCriteriaList([_rows_finished_class()(ids.shape[1], eos_t, self.DROP_FINISHED_FRACTION)])
             gen = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=gc,
-                                      stopping_criteria=stop, **kw)
+                                      stopping_criteria=stop, cache=cache)
             if prefill_hidden is None:
-                # prefill step: tuple of L+1 tensors (B, S, H) (S: the uncached part); position -1 is
+                # first step: tuple of L+1 tensors (B, S, H) over the uncached part (S = 1 after
+                # bucketed prefill: the own tokens before it are in own_hidden); position -1 is
                 # the last real token of every row (left padding).
                 prefill_hidden = gen.hidden_states[0]
+                if own_hidden is not None:
+                    prefill_hidden = [torch.cat([o, g], dim=1) for o, g in zip(own_hidden, prefill_hidden)]
+                    own_hidden = None
             chunk = gen.sequences[:, ids.shape[1]:].cpu()  # (b, T) new tokens of the rows in `rows`
             T = chunk.shape[1]
             is_eos = torch.isin(chunk, eos_t.cpu())

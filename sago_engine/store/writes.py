@@ -58,7 +58,8 @@ class Writes:
 
         The first record of a run (settings, versions, hashes) is what produced its first rows,
         so a resume never rewrites it. A resume under other numerics that do not change the run
-        id (``RESUME_WATCH`` keys of ``decoding``: linear kernel, threads, row dropping; any
+        id (``RESUME_WATCH`` keys of ``decoding``: linear kernel, threads, row dropping, KV cache,
+        prefill buckets; any
         library version) is appended to ``decoding["resumed_with"]`` as ``{"started_at",
         "decoding": {key: new}, "versions": {name: new}}``, so the record says the run is mixed.
         """
@@ -74,7 +75,7 @@ class Writes:
             self.insert_df("runs", pd.DataFrame([row]))
 
     #: ``decoding`` keys whose change on a resume is recorded (they do not enter the run id).
-    RESUME_WATCH = ("linear_kernel", "threads", "drop_finished_fraction")
+    RESUME_WATCH = ("linear_kernel", "threads", "drop_finished_fraction", "kv_cache", "prefill_buckets")
 
     def _note_resume_changes(self, run_id: str, stored: tuple, run: dict[str, Any]) -> None:
         def obj(v: Any) -> dict:
