@@ -15,16 +15,9 @@ under both kernels (``tests/test_kernels.py``), and ``benchmarks/precompute_spee
 sago's greedy replies (oneDNN) against its naive loop's (torch's default kernel). Which kernel
 ran is recorded with every run (``load_model``'s info → ``runs.decoding.linear_kernel``).
 
-On Intel CPUs MKL is the faster of the two at decoding shapes: on a 2-core Intel Xeon with
-AVX-512/AMX, a smollm2 decode step at batch 112 took 172 ms through MKL and 200 ms through oneDNN
-(a (56×576)·(576×576) product: 327 vs 214 GFLOP/s; large products equal).
-
 Choice (``SAGO_LINEAR_KERNEL``):
 
-* ``auto`` (default) — ``onednn`` on AMD CPUs (``cpu_vendor() == "AuthenticAMD"``), ``torch``
-  elsewhere: a fixed rule per machine, never a timing taken at start-up, so two runs on one
-  machine always multiply the same way.
-* ``onednn`` — oneDNN where it applies: device cpu, dtype float32, torch built with
+* ``onednn`` (default) — oneDNN where it applies: device cpu, dtype float32, torch built with
   oneDNN, and a start-up self-check that oneDNN's product equals ``F.linear`` within float
   noise on this machine; otherwise ``torch``.
 * ``torch`` — torch's default kernel everywhere (MKL on x86 CPU wheels).
@@ -39,13 +32,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["KERNEL_ENV", "KERNELS", "OneDNNLinear", "auto_kernel", "cpu_vendor", "onednn_linear",
-           "requested_kernel", "onednn_usable", "use_linear_kernel"]
+__all__ = ["KERNEL_ENV", "KERNELS", "OneDNNLinear", "onednn_linear", "requested_kernel", "onednn_usable",
+           "use_linear_kernel"]
 
 #: Environment variable that chooses the kernel.
 KERNEL_ENV = "SAGO_LINEAR_KERNEL"
 #: Valid values of ``SAGO_LINEAR_KERNEL``.
-KERNELS = ("auto", "onednn", "torch")
+KERNELS = ("onednn", "torch")
 #: Largest relative difference between oneDNN's and ``F.linear``'s product on the self-check
 #: probe that still counts as float noise (float32 sums of 256 terms: ≈ 1e-6 observed).
 SELF_CHECK_RTOL = 1e-4
@@ -77,36 +70,15 @@ class OneDNNLinear(nn.Linear):
 
 
 def requested_kernel() -> str:
-    """The kernel ``SAGO_LINEAR_KERNEL`` asks for (``"auto"`` when unset; case and surrounding
-    blanks ignored).
+    """The kernel ``SAGO_LINEAR_KERNEL`` asks for (``"onednn"`` when unset).
 
     Raises:
         ValueError: a value outside ``KERNELS``.
     """
-    val = os.environ.get(KERNEL_ENV, "auto").strip().lower() or "auto"
+    val = os.environ.get(KERNEL_ENV, "onednn").strip().lower() or "onednn"
     if val not in KERNELS:
         raise ValueError(f"{KERNEL_ENV} must be one of {', '.join(KERNELS)}, got {val!r}")
     return val
-
-
-@functools.cache
-def cpu_vendor() -> str:
-    """This machine's CPU vendor id as the kernel reports it (``"GenuineIntel"``,
-    ``"AuthenticAMD"``, …; the ``vendor_id`` line of /proc/cpuinfo), or ``""`` where there is
-    none (other systems, other architectures)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("vendor_id"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
-
-
-def auto_kernel() -> str:
-    """What ``auto`` means here: ``"onednn"`` on an AMD CPU (MKL's slow path), else ``"torch"``."""
-    return "onednn" if cpu_vendor() == "AuthenticAMD" else "torch"
 
 
 @functools.cache
@@ -140,8 +112,7 @@ def use_linear_kernel(model: nn.Module, dtype: str, device: str, kernel: str | N
             exactly ``nn.Linear`` becomes ``OneDNNLinear``, or back).
         dtype: the model's dtype name (``"float32"``, ``"bfloat16"``, ``"float16"``).
         device: the resolved device (``"cpu"``, ``"cuda"``, ``"cuda:N"``, ``"mps"``).
-        kernel: ``"auto"``, ``"onednn"`` or ``"torch"``; None = ``requested_kernel()``
-            (``SAGO_LINEAR_KERNEL``); ``"auto"`` = ``auto_kernel()``.
+        kernel: ``"onednn"`` or ``"torch"``; None = ``requested_kernel()`` (``SAGO_LINEAR_KERNEL``).
     Returns:
         the kernel in use, for the run record: ``"onednn"`` or ``"torch"`` (``"onednn"`` only
         where it applies: cpu, float32, ``onednn_usable()``).
@@ -151,8 +122,6 @@ def use_linear_kernel(model: nn.Module, dtype: str, device: str, kernel: str | N
     kernel = requested_kernel() if kernel is None else kernel
     if kernel not in KERNELS:
         raise ValueError(f"unknown linear kernel {kernel!r}; valid: {', '.join(KERNELS)}")
-    if kernel == "auto":
-        kernel = auto_kernel()
     if kernel == "onednn" and not (device == "cpu" and dtype == "float32" and onednn_usable()):
         kernel = "torch"
     src, dst = (nn.Linear, OneDNNLinear) if kernel == "onednn" else (OneDNNLinear, nn.Linear)

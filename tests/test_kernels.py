@@ -8,7 +8,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sago_engine import kernels
 from sago_engine.kernels import KERNEL_ENV, OneDNNLinear, onednn_usable, requested_kernel, use_linear_kernel
 from sago_engine.models import load_model, tiny_random_model
 
@@ -25,7 +24,7 @@ def _linear_types(model: nn.Module) -> set[type]:
 
 def test_requested_kernel_reads_the_env(monkeypatch):
     monkeypatch.delenv(KERNEL_ENV, raising=False)
-    assert requested_kernel() == "auto"
+    assert requested_kernel() == "onednn"
     monkeypatch.setenv(KERNEL_ENV, " Torch ")
     assert requested_kernel() == "torch"
     monkeypatch.setenv(KERNEL_ENV, "mkl")
@@ -35,22 +34,9 @@ def test_requested_kernel_reads_the_env(monkeypatch):
         use_linear_kernel(nn.Sequential(nn.Linear(2, 2)), "float32", "cpu", kernel="blas")
 
 
-def test_auto_is_a_fixed_rule_by_cpu_vendor(monkeypatch):
-    """``auto`` (the default): oneDNN on AMD CPUs, torch's kernel on Intel and anything else."""
-    assert kernels.cpu_vendor() == kernels.cpu_vendor()  # read once, the same every time
-    monkeypatch.delenv(KERNEL_ENV, raising=False)
-    for vendor, want in (("AuthenticAMD", "onednn" if onednn_usable() else "torch"), ("GenuineIntel", "torch"),
-                         ("", "torch")):
-        monkeypatch.setattr(kernels, "cpu_vendor", lambda v=vendor: v)
-        assert kernels.auto_kernel() == ("onednn" if vendor == "AuthenticAMD" else "torch")
-        net = nn.Sequential(nn.Linear(4, 3))
-        assert use_linear_kernel(net, "float32", "cpu") == want
-        assert _linear_types(net) == ({OneDNNLinear} if want == "onednn" else {nn.Linear})
-
-
 @needs_onednn
 def test_tiny_model_runs_onednn_and_records_it(monkeypatch):
-    monkeypatch.setenv(KERNEL_ENV, "onednn")
+    monkeypatch.delenv(KERNEL_ENV, raising=False)
     model, _, info = tiny_random_model(0)
     assert info["linear_kernel"] == "onednn"
     assert _linear_types(model) == {OneDNNLinear}
