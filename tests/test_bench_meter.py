@@ -24,16 +24,20 @@ def bench():
     return mod
 
 
-def test_meter_counts_useful_tokens_and_flops(bench, tiny_backend):
+@pytest.mark.parametrize("buckets", [True, False], ids=["bucketed-prefill", "one-prefill"])
+def test_meter_counts_useful_tokens_and_flops(bench, tiny_backend, buckets):
     be = tiny_backend
-    eos_before = be.eos_ids
+    eos_before, buckets_before = be.eos_ids, be.PREFILL_BUCKETS
+    be.PREFILL_BUCKETS = buckets  # instance attribute: the class default is untouched
     try:
-        _check(bench, be)
+        _check(bench, be, buckets)
     finally:
         be.eos_ids = eos_before  # the session's backend, as it was
+        del be.PREFILL_BUCKETS
+        assert be.PREFILL_BUCKETS == buckets_before
 
 
-def _check(bench, be) -> None:
+def _check(bench, be, buckets: bool) -> None:
     prompts = ["What is the capital of France? Answer in one short sentence, please.", "Hi"]
     max_new = 6
     first = be.generate(prompts, max_new)
@@ -55,16 +59,21 @@ def _check(bench, be) -> None:
     assert n_shared > 0 and lens[0] != lens[1]
     own = [n - n_shared for n in lens]
     pre, dec = meter.phase["prefill"], meter.phase["decode"]
-    # prefill: the shared prefix once (batch 1), then each row's own tokens; left padding executed, not useful
-    assert pre["useful_tokens"] == n_shared + sum(own)
-    assert pre["tokens"] == n_shared + 2 * max(own)
-    # decode: max_new - 1 steps; the first at batch 2 (row 0 is useful for it: input its 1st token),
-    # then row 0 has emitted its EOS and leaves the batch (HFLocalBackend.DROP_FINISHED_FRACTION):
-    # row 1 decodes the other max_new - 2 steps alone, every one useful
-    steps = max_new - 1
-    batch_rows = [2] + [1] * (steps - 1)
-    assert dec["tokens"] == sum(batch_rows) == 2 + (max_new - 2)
-    assert dec["useful_tokens"] == (2 - 1) + (max_new - 1) == dec["tokens"]
+    # prefill: the shared prefix once (batch 1), then the rows' own tokens, left-padded to the
+    # longest; left padding executed, not useful. Bucketed (HFLocalBackend.PREFILL_BUCKETS; two rows
+    # are one bucket) it prefills all but each row's last token and keeps no logits; generate's
+    # first decode step then feeds every row's last prompt token.
+    fed_last = 1 if buckets else 0
+    assert pre["useful_tokens"] == n_shared + sum(own) - 2 * fed_last
+    assert pre["tokens"] == n_shared + 2 * (max(own) - fed_last)
+    # decode: max_new - 1 steps (+ 1 when bucketed) at batch 2 while row 0 is unfinished (its 1st
+    # reply token as input is useful); once row 0 has emitted its EOS it leaves the batch
+    # (HFLocalBackend.DROP_FINISHED_FRACTION): row 1 decodes the other max_new - 2 steps alone
+    steps = max_new - 1 + fed_last
+    batch_rows = [2] * (1 + fed_last) + [1] * (max_new - 2)
+    assert len(batch_rows) == steps
+    assert dec["tokens"] == sum(batch_rows)
+    assert dec["useful_tokens"] == dec["tokens"]  # every row fed is unfinished and real
     assert meter.calls == 2 + steps
 
     # FLOPs: per token, every Linear's 2·in·out; the LM head sees one position per row in generate's calls
@@ -74,9 +83,10 @@ def _check(bench, be) -> None:
     f_body = sum(2 * m.in_features * m.out_features for m in lin) - f_head
     assert dec["useful_flops"] == dec["useful_tokens"] * (f_body + f_head)
     assert dec["flops"] == dec["tokens"] * (f_body + f_head)
-    prefix_head = pre["flops"] - (pre["tokens"] * f_body + 2 * f_head)
+    own_head = 0 if buckets else 2 * f_head  # the bucketed prefill keeps no logits: no LM head
+    prefix_head = pre["flops"] - (pre["tokens"] * f_body + own_head)
     assert prefix_head % f_head == 0 and prefix_head // f_head in (1, n_shared)  # prefix call's LM head rows
-    assert pre["useful_flops"] == pre["useful_tokens"] * f_body + 2 * f_head + prefix_head
+    assert pre["useful_flops"] == pre["useful_tokens"] * f_body + own_head + prefix_head
     assert meter.useful_flops == pre["useful_flops"] + dec["useful_flops"]
     assert meter.unmatched_linear_calls == 0
 
@@ -85,5 +95,5 @@ def _check(bench, be) -> None:
     assert meter.weight_bytes == wbytes
     cfg = be.model.config
     kv = 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads) * 4
-    kv_lens = [n_shared + max(own) + k for k in range(1, steps + 1)]  # mask columns at each decode step
+    kv_lens = [n_shared + max(own) - fed_last + k for k in range(1, steps + 1)]  # mask columns per decode step
     assert dec["bytes"] == steps * wbytes + sum(kv * L * b for L, b in zip(kv_lens, batch_rows))
