@@ -168,6 +168,29 @@ def _rows_finished_class() -> type:
     return RowsFinished
 
 
+def _step_stats_class() -> type:
+    """A ``transformers.LogitsProcessor`` class that records, at every decoding step, the
+    log-prob of the greedy token and the entropy of the full predictive distribution of each row
+    (``token_stats`` on the step's float32 logits, which it returns unchanged), so ``generate``
+    need not hold every step's (rows, vocabulary) logits until it ends (imported on first use)."""
+    from transformers import LogitsProcessor
+
+    class StepStats(LogitsProcessor):
+        def __init__(self) -> None:
+            self.logprobs: list[torch.Tensor] = []  # per step (rows,) float32
+            self.entropies: list[torch.Tensor] = []
+
+        def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+            # greedy picks argmax(scores) (no other processor: neutral_generation_config); a row
+            # that finished earlier in this call gets the pad token instead, and its cell is not kept
+            lp, ent = token_stats(scores, scores.argmax(-1))
+            self.logprobs.append(lp)
+            self.entropies.append(ent)
+            return scores
+
+    return StepStats
+
+
 class HFLocalBackend:
     """A local Hugging Face causal LM (zoo key, ``"tiny-random"`` or model folder).
 
@@ -653,16 +676,18 @@ class HFLocalBackend:
         ent = torch.zeros((B, max_new_tokens), dtype=torch.float32)
         rows = torch.arange(B)  # original index of each row still decoding
         done, prefill_hidden = 0, None
-        from transformers import StoppingCriteriaList
+        from transformers import LogitsProcessorList, StoppingCriteriaList
 
         while True:
             # decode until the cap, every row's EOS, or enough rows finished to drop them (they would
             # otherwise keep decoding with the batch); then continue the rest from the same KV cache
             gc = neutral_generation_config(self.eos_ids, self.pad_id, max_new_tokens - done)
-            gc.update(return_dict_in_generate=True, output_hidden_states=prefill_hidden is None, output_logits=True)
+            gc.update(return_dict_in_generate=True, output_hidden_states=prefill_hidden is None)
             stop = StoppingCriteriaList([_rows_finished_class()(ids.shape[1], eos_t, self.DROP_FINISHED_FRACTION)])
+            stats = _step_stats_class()()
             gen = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=gc,
-                                      stopping_criteria=stop, cache=cache)
+                                      stopping_criteria=stop, logits_processor=LogitsProcessorList([stats]),
+                                      cache=cache)
             if prefill_hidden is None:
                 # first step: tuple of L+1 tensors (B, S, H) over the uncached part (S = 1 after
                 # bucketed prefill: the own tokens before it are in own_hidden); position -1 is
@@ -677,17 +702,13 @@ class HFLocalBackend:
             finished = is_eos.any(1)
             n_row = torch.where(finished, is_eos.int().argmax(1) + 1, torch.full_like(finished, T, dtype=torch.long))
             new[rows, done:done + T] = chunk
-            # per step (b, V) rather than one stacked (b, T, V) tensor: same numbers, ~4× less time;
-            # only the (row, step) cells of real reply tokens (up to and including the first EOS)
-            for t, step_logits in enumerate(gen.logits):
-                live = (n_row > t).nonzero().squeeze(1)
-                if len(live) == len(rows):
-                    sl, sn = token_stats(step_logits, chunk[:, t].to(step_logits.device))
-                elif len(live):
-                    sl, sn = token_stats(step_logits[live.to(step_logits.device)], chunk[live, t].to(step_logits.device))
-                else:
-                    continue
-                lp[rows[live], done + t], ent[rows[live], done + t] = sl.cpu(), sn.cpu()
+            # token statistics computed at each step (StepStats); kept only for the (row, step)
+            # cells of real reply tokens (up to and including the first EOS)
+            if T:
+                cells = torch.arange(T) < n_row.unsqueeze(1)  # (b, T)
+                at = (rows.unsqueeze(1).expand(-1, T)[cells], (done + torch.arange(T)).expand(len(rows), -1)[cells])
+                lp[at] = torch.stack(stats.logprobs, dim=1).cpu()[cells]
+                ent[at] = torch.stack(stats.entropies, dim=1).cpu()[cells]
             done += T
             keep = (~finished).nonzero().squeeze(1)
             if done >= max_new_tokens or len(keep) == 0:
