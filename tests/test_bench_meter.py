@@ -10,8 +10,11 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+
+from tests.test_backend import LOGPROB_ATOL
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,6 +56,11 @@ def _check(bench, be, buckets: bool) -> None:
     meter.remove()
     assert [r.n_tokens for r in res] == [2, max_new] and res[0].finish_reason == "stop"
     assert res[0].token_ids == toks0[:2] and res[1].token_ids == toks1  # same greedy tokens
+    # the token statistics taken at each step, across the generate call that drops row 0, are
+    # what teacher forcing gives for the same tokens
+    for r, (lp, ent) in zip(res, be.teacher_force(prompts, [r.token_ids for r in res])):
+        np.testing.assert_allclose(r.token_logprobs, lp, atol=LOGPROB_ATOL)
+        np.testing.assert_allclose(r.token_entropies, ent, atol=LOGPROB_ATOL)
 
     lens = [len(be.encode_prompt(p)) for p in prompts]
     n_shared = be.shared_prefix([be.encode_prompt(p) for p in prompts])

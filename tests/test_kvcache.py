@@ -65,8 +65,9 @@ def test_step_writes_in_place(tiny_backend):
 
 
 def test_generation_bit_identical_to_dynamic_cache(tiny_backend, monkeypatch):
-    """Whole generate (shared prefix, left padding, finished rows leaving the batch): the same
-    tokens, log-probs, entropies and hidden states, to the bit, with either cache."""
+    """Whole generate (shared prefix, left padding): the same tokens, log-probs, entropies and
+    hidden states, to the bit, with either cache (rows leaving the batch: the layer-level test
+    above and tests/test_bench_meter.py)."""
     monkeypatch.setattr(tiny_backend, "KV_CACHE", "preallocated")
     a = tiny_backend.generate(PROMPTS, max_new_tokens=12)
     assert tiny_backend.info()["kv_cache"] == "preallocated"

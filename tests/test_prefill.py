@@ -34,6 +34,12 @@ def test_buckets_min_rows_and_errors():
         length_buckets([1, -1])
 
 
+def test_empty_rows_never_make_a_bucket_of_their_own():
+    # without the rule: [[0, 1, 2], [3, 4, 5]], a prefill forward over no tokens
+    assert length_buckets([0, 0, 0, 5, 5, 5], max_pad_fraction=0.1, min_rows=2) == [[0, 1, 2, 3, 4, 5]]
+    assert length_buckets([0, 0], min_rows=1) == [[0, 1]]  # nothing to prefill at all: one bucket
+
+
 def test_left_padded_layers_places_rows_and_zeros_masked_positions():
     """Two buckets (rows 2, 0 and row 1) → one batch: prefix columns copied, own tokens
     right-aligned, masked and padded positions exactly 0 (even where the bucket held NaN)."""
@@ -73,14 +79,20 @@ def _both(be, monkeypatch, run):
 
 
 def test_tiny_bucketed_prefill_equals_one_padded_prefill(tiny_backend, monkeypatch):
-    forwards: list[tuple[int, int]] = []
-    hook = tiny_backend.model.register_forward_pre_hook(
-        lambda m, a, kw: forwards.append(tuple(kw["input_ids"].shape)), with_kwargs=True)
+    bucket_passes = {True: 0, False: 0}  # prefill passes that keep no logits, per setting
+
+    def count(m, a, kw):
+        ltk = kw.get("logits_to_keep")
+        if torch.is_tensor(ltk) and ltk.numel() == 0:
+            bucket_passes[tiny_backend.PREFILL_BUCKETS] += 1
+
+    hook = tiny_backend.model.register_forward_pre_hook(count, with_kwargs=True)
     try:
         a, b = _both(tiny_backend, monkeypatch, lambda: tiny_backend.generate(PROMPTS, max_new_tokens=10))
     finally:
         hook.remove()
-    assert len({w for _, w in forwards}) > 3  # buckets of different widths ran
+    n_batches = -(-len(PROMPTS) // tiny_backend.batch_size)
+    assert bucket_passes[False] == 0 and bucket_passes[True] > n_batches  # several buckets per batch
     for x, y in zip(a, b):
         _compare(x, y)
 
@@ -93,6 +105,22 @@ def test_tiny_row_with_nothing_to_prefill_next_to_long_rows(tiny_backend, monkey
     a, b = _both(tiny_backend, monkeypatch, lambda: tiny_backend._generate_batch(seqs, 6))
     for x, y in zip(a, b):
         assert np.isfinite(x.token_logprobs).all()
+        _compare(x, y)
+
+
+def test_tiny_rows_with_nothing_to_prefill_beside_a_bucket_of_long_rows(tiny_backend, monkeypatch):
+    """Three one-token rows (nothing of their own to prefill) and three long rows, buckets of
+    two: no forward pass over zero tokens, every row decodes as one padded prefill does."""
+    seqs = [[7], [9], [11], [5, 6, 7, 8, 9, 10, 11, 12], [40] * 8, [41] * 8]
+    widths: list[int] = []
+    hook = tiny_backend.model.register_forward_pre_hook(
+        lambda m, a, kw: widths.append(kw["input_ids"].shape[-1]), with_kwargs=True)
+    try:
+        a, b = _both(tiny_backend, monkeypatch, lambda: tiny_backend._generate_batch(seqs, 5))
+    finally:
+        hook.remove()
+    assert 0 not in widths
+    for x, y in zip(a, b):
         _compare(x, y)
 
 

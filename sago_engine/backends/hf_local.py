@@ -168,6 +168,7 @@ def _rows_finished_class() -> type:
     return RowsFinished
 
 
+@functools.cache
 def _step_stats_class() -> type:
     """A ``transformers.LogitsProcessor`` class that records, at every decoding step, the
     log-prob of the greedy token and the entropy of the full predictive distribution of each row
@@ -707,8 +708,12 @@ class HFLocalBackend:
             if T:
                 cells = torch.arange(T) < n_row.unsqueeze(1)  # (b, T)
                 at = (rows.unsqueeze(1).expand(-1, T)[cells], (done + torch.arange(T)).expand(len(rows), -1)[cells])
-                lp[at] = torch.stack(stats.logprobs, dim=1).cpu()[cells]
-                ent[at] = torch.stack(stats.entropies, dim=1).cpu()[cells]
+                # generate can run one step past its stop and drop it (transformers' deferred stop
+                # check, on mps): the processor saw that step too; it is always the last
+                if len(stats.logprobs) not in (T, T + 1):
+                    raise RuntimeError(f"{len(stats.logprobs)} step statistics for {T} generated tokens")
+                lp[at] = torch.stack(stats.logprobs[:T], dim=1).cpu()[cells]
+                ent[at] = torch.stack(stats.entropies[:T], dim=1).cpu()[cells]
             done += T
             keep = (~finished).nonzero().squeeze(1)
             if done >= max_new_tokens or len(keep) == 0:

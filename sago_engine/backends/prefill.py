@@ -24,7 +24,9 @@ def length_buckets(lengths: Sequence[int], max_pad_fraction: float = 0.1, min_ro
 
     Rows are taken shortest first; a row joins the current bucket while that bucket has fewer than
     ``min_rows`` rows or its padding (positions added to reach the bucket's longest row) stays at
-    most ``max_pad_fraction`` of its positions; otherwise it starts a new bucket.
+    most ``max_pad_fraction`` of its positions; otherwise it starts a new bucket. Empty rows
+    (length 0) never make a bucket of their own when a longer row exists: they join the first
+    bucket that has tokens.
 
     Args:
         lengths: tokens to prefill per row (≥ 0).
@@ -54,6 +56,9 @@ def length_buckets(lengths: Sequence[int], max_pad_fraction: float = 0.1, min_ro
         total += n
     if cur:
         buckets.append(cur)
+    if len(buckets) > 1 and lengths[buckets[0][-1]] == 0:
+        # a bucket of empty rows would be a forward pass over no tokens: they join the next one
+        buckets[:2] = [buckets[0] + buckets[1]]
     return buckets
 
 
