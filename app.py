@@ -13,7 +13,7 @@ from dashboard import controls, data, exports, frame, urlstate
 from sago_engine.store import Store
 from sago_engine.store_catalog import snapshot_caption
 
-st.set_page_config(page_title="sago — stability of LLM behaviour", layout="wide")
+st.set_page_config(page_title="sago — stability of LLM behaviour", page_icon=str(frame.FAVICON), layout="wide")
 
 frame.password_gate()
 urlstate.start_run()

@@ -18,6 +18,9 @@ from dashboard.access import PASSWORD_SECRET, Access, access_from_env, confined_
 from sago_engine.store_catalog import DEMO_STORE, find_stores
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The browser tab's icon, served by the dashboard itself: a page's ``:material/…:`` icon as the
+#: tab icon would make the browser fetch it from fonts.gstatic.com (no network at run time).
+FAVICON = Path(__file__).resolve().parent / "favicon.png"
 _ROUTED = "_sago_routed"
 
 #: The ten views: (script, title, icon, url path). Profiles is the default page, served at "/".
@@ -40,10 +43,17 @@ def access() -> Access:
     return access_from_env()
 
 
+def offered_views(acc: Access) -> list[tuple[str, str, str, str]]:
+    """The ``VIEWS`` this mode offers (share mode without ``--live``: no Live page)."""
+    return [v for v in VIEWS if acc.live or v[3] != "live"]
+
+
 def nav_pages(acc: Access) -> list:
-    """``st.Page`` objects of the views this mode offers (share mode without ``--live``: no Live page)."""
-    return [st.Page(str(ROOT / path), title=title, icon=icon, url_path=url, default=(i == 0))
-            for i, (path, title, icon, url) in enumerate(VIEWS) if acc.live or url != "live"]
+    """``st.Page`` objects of the views this mode offers. No icon on the page itself: Streamlit
+    makes a page's ``:material/…:`` icon the browser tab's icon, fetched from fonts.gstatic.com;
+    the icons go on the sidebar links (``navigation``), drawn from the bundled font."""
+    return [st.Page(str(ROOT / path), title=title, url_path=url, default=(path == VIEWS[0][0]))
+            for path, title, _icon, url in offered_views(acc)]
 
 
 def require_frame() -> None:
@@ -62,11 +72,12 @@ def require_frame() -> None:
 
 def navigation():
     """``st.navigation`` over this mode's views (hidden) plus sago's own links in the sidebar; returns the page."""
-    pages = nav_pages(access())
+    acc = access()
+    pages = nav_pages(acc)
     nav = st.navigation(pages, position="hidden")
     with st.sidebar:
-        for p in pages:
-            st.page_link(p)
+        for p, (_path, _title, icon, _url) in zip(pages, offered_views(acc)):
+            st.page_link(p, icon=icon)
     return nav
 
 

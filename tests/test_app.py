@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from dashboard.frame import VIEWS
 from tests.factories import make_store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,6 +111,8 @@ def test_share_mode_ignores_session_and_url_paths_out_of_the_folder(tmp_path, mo
     assert [p.proto.label for p in at.get("page_link")] == [
         "Profiles", "Pareto", "Rankings", "Significance", "Sample size", "Prompts", "Variants", "Method choices",
         "Paper reference"]
+    # each link keeps its view's icon (drawn from the bundled font; the pages themselves have none)
+    assert [p.proto.icon for p in at.get("page_link")] == [v[2] for v in VIEWS if v[3] != "live"]
     total = at.dataframe[0].value
     assert set(total["model"]) == {"shared-a", "shared-b"}
 

@@ -63,6 +63,10 @@ def test_every_page_renders_in_a_real_browser(tmp_path):
     store = _browser_store(tmp_path)
     shots = screenshot_dir()
     with dashboard(store) as url, browser_page(1400, 2400) as page:
+        offsite: list[str] = []  # no network at run time: every request stays on the dashboard's host
+        page.on("request", lambda r: offsite.append(r.url)
+                if urllib.parse.urlparse(r.url).scheme in ("http", "https", "ws", "wss")
+                and urllib.parse.urlparse(r.url).hostname not in ("127.0.0.1", "localhost") else None)
         for path in PAGES:  # the first visit goes straight to /pareto: app.py must still route it
             page.goto(f"{url}/{path}", wait_until="domcontentloaded")
             page.locator(CHART).first.wait_for(timeout=60_000)
@@ -75,6 +79,7 @@ def test_every_page_renders_in_a_real_browser(tmp_path):
             page.get_by_text("Presentation mode").first.wait_for(timeout=60_000)
             assert page.get_by_text("Presentation mode").count() == 1, f"/{path} was not routed through app.py"
             page.screenshot(path=str(shots / f"page_{path or 'profiles'}.png"), full_page=True)
+        assert offsite == [], f"requests off the dashboard's host: {sorted(set(offsite))[:5]}"
 
 
 def test_method_choices_page_renders_on_the_demo_store():
