@@ -14,61 +14,57 @@ Sliding-window layers (gemma-3) are left as ``transformers`` builds them.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
 
 
+@functools.cache
 def _layer_class() -> type:
+    """``PreallocatedLayer`` (imported on first use: transformers loads with the model)."""
     from transformers.cache_utils import DynamicLayer
 
-    global _CLASS
-    if _CLASS is None:
+    class PreallocatedLayer(DynamicLayer):
+        """``DynamicLayer`` whose keys / values live in a buffer (B, H, capacity, D).
 
-        class PreallocatedLayer(DynamicLayer):
-            """``DynamicLayer`` whose keys / values live in a buffer (B, H, capacity, D).
+        ``self.keys`` / ``self.values`` stay what ``DynamicLayer`` promises — tensors
+        (B, H, length, D) of the cached positions — but are views of the buffer. Whatever
+        replaces them from outside (``batch_select_indices``, ``batch_repeat_interleave``,
+        ``crop``) is adopted into a new buffer on the next ``update`` (one copy).
+        """
 
-            ``self.keys`` / ``self.values`` stay what ``DynamicLayer`` promises — tensors
-            (B, H, length, D) of the cached positions — but are views of the buffer. Whatever
-            replaces them from outside (``batch_select_indices``, ``batch_repeat_interleave``,
-            ``crop``) is adopted into a new buffer on the next ``update`` (one copy).
-            """
+        #: positions allocated beyond the current length when a buffer is (re)made
+        reserve: int = 64
 
-            #: positions allocated beyond the current length when a buffer is (re)made
-            reserve: int = 64
+        def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
+                   **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            n, k = self.get_seq_length(), key_states.shape[-2]
+            kb = getattr(self, "_kbuf", None)
+            if kb is None or self.keys is not self._kview or n + k > kb.shape[-2]:
+                cap = n + k + max(self.reserve, n if kb is not None and self.keys is self._kview else 0)
+                shape = (*key_states.shape[:-2], cap, key_states.shape[-1])
+                kb = torch.empty(shape, dtype=key_states.dtype, device=key_states.device)
+                vb = torch.empty((*value_states.shape[:-2], cap, value_states.shape[-1]),
+                                 dtype=value_states.dtype, device=value_states.device)
+                if n:
+                    kb[..., :n, :] = self.keys
+                    vb[..., :n, :] = self.values
+                self._kbuf, self._vbuf = kb, vb
+            vb = self._vbuf
+            kb[..., n:n + k, :] = key_states
+            vb[..., n:n + k, :] = value_states
+            self.keys = self._kview = kb[..., :n + k, :]
+            self.values = vb[..., :n + k, :]
+            return self.keys, self.values
 
-            def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
-                       **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
-                if not self.is_initialized:
-                    self.lazy_initialization(key_states, value_states)
-                n, k = self.get_seq_length(), key_states.shape[-2]
-                kb = getattr(self, "_kbuf", None)
-                if kb is None or self.keys is not self._kview or n + k > kb.shape[-2]:
-                    cap = n + k + max(self.reserve, n if kb is not None and self.keys is self._kview else 0)
-                    shape = (*key_states.shape[:-2], cap, key_states.shape[-1])
-                    kb = torch.empty(shape, dtype=key_states.dtype, device=key_states.device)
-                    vb = torch.empty((*value_states.shape[:-2], cap, value_states.shape[-1]),
-                                     dtype=value_states.dtype, device=value_states.device)
-                    if n:
-                        kb[..., :n, :] = self.keys
-                        vb[..., :n, :] = self.values
-                    self._kbuf, self._vbuf = kb, vb
-                vb = self._vbuf
-                kb[..., n:n + k, :] = key_states
-                vb[..., n:n + k, :] = value_states
-                self.keys = self._kview = kb[..., :n + k, :]
-                self.values = vb[..., :n + k, :]
-                return self.keys, self.values
+        def reset(self) -> None:
+            self._kbuf = self._vbuf = self._kview = None
+            super().reset()
 
-            def reset(self) -> None:
-                self._kbuf = self._vbuf = self._kview = None
-                super().reset()
-
-        _CLASS = PreallocatedLayer
-    return _CLASS
-
-
-_CLASS: type | None = None
+    return PreallocatedLayer
 
 
 def preallocated_cache(model: Any, reserve: int) -> Any:

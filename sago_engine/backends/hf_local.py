@@ -611,7 +611,8 @@ class HFLocalBackend:
         for bucket in length_buckets([len(o) for o in own], self.PREFILL_PAD_FRACTION, self.PREFILL_MIN_ROWS):
             b = len(bucket)
             b_ids, b_mask = self._pad_left([own[r] for r in bucket])
-            c = self._empty_cache(0)
+            # with a prefix, room for the bucket's tokens after it (no regrowth, no second copy)
+            c = self._empty_cache(b_ids.shape[1] if prefix_cache is not None else 0)
             if prefix_cache is not None:
                 for li, layer in enumerate(prefix_cache.layers):
                     c.update(layer.keys.expand(b, *layer.keys.shape[1:]),
@@ -706,14 +707,13 @@ class HFLocalBackend:
             # token statistics computed at each step (StepStats); kept only for the (row, step)
             # cells of real reply tokens (up to and including the first EOS)
             if T:
-                cells = torch.arange(T) < n_row.unsqueeze(1)  # (b, T)
-                at = (rows.unsqueeze(1).expand(-1, T)[cells], (done + torch.arange(T)).expand(len(rows), -1)[cells])
+                r, t = (torch.arange(T) < n_row.unsqueeze(1)).nonzero(as_tuple=True)  # (row, step) cells
                 # generate can run one step past its stop and drop it (transformers' deferred stop
                 # check, on mps): the processor saw that step too; it is always the last
                 if len(stats.logprobs) not in (T, T + 1):
                     raise RuntimeError(f"{len(stats.logprobs)} step statistics for {T} generated tokens")
-                lp[at] = torch.stack(stats.logprobs[:T], dim=1).cpu()[cells]
-                ent[at] = torch.stack(stats.entropies[:T], dim=1).cpu()[cells]
+                lp[rows[r], done + t] = torch.stack(stats.logprobs[:T], dim=1).cpu()[r, t]
+                ent[rows[r], done + t] = torch.stack(stats.entropies[:T], dim=1).cpu()[r, t]
             done += T
             keep = (~finished).nonzero().squeeze(1)
             if done >= max_new_tokens or len(keep) == 0:
