@@ -363,7 +363,11 @@ def sago_run(cfg) -> dict:
         t = time.perf_counter()
         be = get_backend(spec)
         timing["load"] += time.perf_counter() - t
-        timing["kernel"] = be.info().get("linear_kernel")
+        info = be.info()
+        pk = info.get("packed_weights") or {}
+        packed = "+".join(k for k in ("mkl", "onednn") if pk.get(k))
+        timing["kernel"] = info.get("linear_kernel") + (f" (packed: {packed}, MKL for {pk['rows']} rows)" if pk.get("mkl")
+                                                        else f" (packed: {packed})" if packed else "")
         meters.append(ForwardMeter(be.model, be.eos_ids))
         gen = be.generate
 

@@ -21,18 +21,44 @@ Choice (``SAGO_LINEAR_KERNEL``):
   oneDNN, and a start-up self-check that oneDNN's product equals ``F.linear`` within float
   noise on this machine; otherwise ``torch``.
 * ``torch`` — torch's default kernel everywhere (MKL on x86 CPU wheels).
+
+Packed weights (``SAGO_PACK_WEIGHTS``, on unless ``0``; ``pack_linear_weights``, called by
+``HFLocalBackend`` with its batch size). Both libraries, called on a plain ``(out, in)`` weight,
+re-lay it out into their blocked format on every call: at a decoding step's few rows that copy
+is a large part of the product (issue #17). Packing lays each weight out once, at load:
+
+* **MKL's packed GEMM** (``cblas_sgemm_pack`` / ``cblas_sgemm_compute`` through
+  ``torch.ops.mkl._mkl_linear``, the op torch's Inductor emits for float32 CPU linear layers) for
+  calls with exactly the pack's row count: a full batch's decoding steps. MKL's packed format is
+  defined for one row count (MKL's documentation), so other row counts never use it. Only on Intel
+  CPUs, where MKL takes its fast path (see above), and after a self-check.
+* **oneDNN's packed weight** (``torch.ops.mkldnn._reorder_linear_weight``) for every other call.
+
+Measured on a 2-core Intel Xeon (``benchmarks/README.md``): one decoding step's linear layers at
+112 rows, weights streamed from memory, smollm2 oneDNN 118 ms → MKL packed 92 ms; the whole
+benchmark's forward time smollm2 11.8 → 10.9 s, qwen2.5-coder-0.5b 22.4 → 21.1 s, greedy replies
+identical. The products are float32 sums in another order (float noise, as between the two
+kernels). The cost is memory: up to two more copies of every linear weight (smollm2 + 1.1 GB),
+packed only while the copies stay within ``PACK_MEMORY_FRACTION`` of the machine's RAM (a fixed
+property of the machine, so the choice is the same on every run there). What was packed is
+recorded with every run (``runs.decoding.packed_weights``). A weight changed in place or moved
+after packing is noticed (version counter, data pointer) and its packs are dropped.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import platform
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["KERNEL_ENV", "KERNELS", "OneDNNLinear", "onednn_linear", "requested_kernel", "onednn_usable",
+__all__ = ["KERNEL_ENV", "KERNELS", "PACK_ENV", "PACK_MEMORY_FRACTION", "OneDNNLinear", "mkl_packed_usable",
+           "onednn_linear", "onednn_pack_usable", "onednn_usable", "pack_linear_weights", "packing_requested", "requested_kernel",
            "use_linear_kernel"]
 
 #: Environment variable that chooses the kernel.
@@ -42,6 +68,11 @@ KERNELS = ("onednn", "torch")
 #: Largest relative difference between oneDNN's and ``F.linear``'s product on the self-check
 #: probe that still counts as float noise (float32 sums of 256 terms: ≈ 1e-6 observed).
 SELF_CHECK_RTOL = 1e-4
+#: Environment variable that turns packed weights off (``0``); on otherwise.
+PACK_ENV = "SAGO_PACK_WEIGHTS"
+#: Largest share of the machine's physical memory that packed copies of a model's linear weights
+#: may take (MKL's packs first, then oneDNN's; a kind that would pass it is not packed).
+PACK_MEMORY_FRACTION = 0.25
 
 
 def onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -53,19 +84,43 @@ def onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | No
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
 
+@dataclass
+class _Packs:
+    """A weight's packed copies (``pack_linear_weights``) and what they were made from."""
+
+    rows: int  # the row count MKL's pack is for
+    mkl: torch.Tensor | None  # MKL's packed B matrix (an opaque mkldnn tensor), or None
+    onednn: torch.Tensor | None  # oneDNN's packed weight (an opaque mkldnn tensor), or None
+    version: int  # weight._version when packed
+    ptr: int  # weight.data_ptr() when packed
+
+
 class OneDNNLinear(nn.Linear):
-    """An ``nn.Linear`` whose forward is oneDNN's float32 inner product.
+    """An ``nn.Linear`` whose forward is oneDNN's float32 inner product (or MKL's packed GEMM).
 
     Same parameters, same state dict, same hooks as ``nn.Linear`` (``use_linear_kernel`` swaps
     the class of existing modules). Input (..., in_features) float32 on CPU → output
-    (..., out_features). Falls back to ``F.linear`` when autograd is recording (oneDNN's op
-    has no backward) or the input is not a float32 CPU tensor.
+    (..., out_features). With packs (``pack_linear_weights``): a call of exactly the MKL pack's
+    row count runs MKL's packed GEMM, any other oneDNN on the packed weight; packs made from a
+    weight that has since changed (in place, or moved) are dropped and the plain weight used.
+    Falls back to ``F.linear`` when autograd is recording (neither op has a backward) or the
+    input is not a float32 CPU tensor.
     """
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # noqa: D102
         if (x.dtype != torch.float32 or x.device.type != "cpu"
                 or (torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad))):
             return F.linear(x, self.weight, self.bias)
+        packs: _Packs | None = self.__dict__.get("_packs")
+        if packs is not None:
+            w = self.weight
+            if w._version != packs.version or w.data_ptr() != packs.ptr:
+                self.__dict__["_packs"] = None  # stale: the weight changed after packing
+            else:
+                if packs.mkl is not None and x.numel() == packs.rows * x.shape[-1]:
+                    return torch.ops.mkl._mkl_linear(x, packs.mkl, w, self.bias, packs.rows)
+                if packs.onednn is not None:
+                    return onednn_linear(x, packs.onednn, self.bias)
         return onednn_linear(x, self.weight, self.bias)
 
 
@@ -81,27 +136,113 @@ def requested_kernel() -> str:
     return val
 
 
-@functools.cache
-def onednn_usable() -> bool:
-    """Whether oneDNN's linear op exists in this torch and matches ``F.linear`` here (checked
-    once per process).
-
-    The self-check multiplies a seeded (8×256)·(256×64) float32 product both ways and accepts
-    oneDNN when the largest difference is within ``SELF_CHECK_RTOL`` of the largest output.
-    """
-    if not torch.backends.mkldnn.is_available():
-        return False
+def _matches_f_linear(product) -> bool:
+    """Whether ``product(x, w, b)`` equals ``F.linear(x, w, b)`` within ``SELF_CHECK_RTOL`` of the
+    largest output on a seeded (8×256)·(256×64) float32 probe (False when the op is missing or
+    rejects it)."""
     try:
         g = torch.Generator().manual_seed(0)
         x = torch.randn(8, 256, generator=g)
         w = torch.randn(64, 256, generator=g)
         b = torch.randn(64, generator=g)
         with torch.inference_mode():
-            got = onednn_linear(x, w, b)
+            got = product(x, w, b)
             want = F.linear(x, w, b)
     except (AttributeError, RuntimeError):
         return False
     return got.shape == want.shape and bool((got - want).abs().max() <= SELF_CHECK_RTOL * want.abs().max())
+
+
+@functools.cache
+def onednn_usable() -> bool:
+    """Whether oneDNN's linear op exists in this torch and matches ``F.linear`` here (checked
+    once per process, ``_matches_f_linear``)."""
+    return torch.backends.mkldnn.is_available() and _matches_f_linear(onednn_linear)
+
+
+def packing_requested() -> bool:
+    """Whether ``SAGO_PACK_WEIGHTS`` asks for packed weights (anything but ``0``/``false``/``no``/``off``)."""
+    return os.environ.get(PACK_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _intel_cpu() -> bool:
+    """Whether this machine's CPU vendor is Intel (``/proc/cpuinfo`` on Linux, else ``platform``)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return "GenuineIntel" in line
+    except OSError:
+        pass
+    return "intel" in (platform.processor() or "").lower()
+
+
+@functools.cache
+def mkl_packed_usable() -> bool:
+    """Whether MKL's packed GEMM is used here: torch built with MKL and its ``mkl::_mkl_linear``
+    op, an Intel CPU (MKL's fast code paths are Intel's; on AMD MKL is slower than oneDNN, see the
+    module doc), and a start-up self-check (``_matches_f_linear``, packed for the probe's 8 rows).
+    Checked once per process."""
+    return (torch.backends.mkl.is_available() and _intel_cpu() and _matches_f_linear(
+        lambda x, w, b: torch.ops.mkl._mkl_linear(x, torch.ops.mkl._mkl_reorder_linear_weight(w, 8), w, b, 8)))
+
+
+@functools.cache
+def onednn_pack_usable() -> bool:
+    """Whether oneDNN's weight packing op exists and its product matches ``F.linear`` here
+    (``_matches_f_linear``; checked once per process)."""
+    return onednn_usable() and _matches_f_linear(
+        lambda x, w, b: onednn_linear(x, torch.ops.mkldnn._reorder_linear_weight(w, 8), b))
+
+
+def _total_memory() -> int:
+    """The machine's physical memory in bytes (psutil)."""
+    import psutil
+
+    return int(psutil.virtual_memory().total)
+
+
+def pack_linear_weights(model: nn.Module, rows: int, *, memory_bytes: int | None = None) -> dict[str, Any] | None:
+    """Pack every ``OneDNNLinear`` weight of ``model`` once (see the module doc), for the run record.
+
+    Args:
+        model: a model after ``use_linear_kernel`` (modules that are not ``OneDNNLinear`` — the
+            ``torch`` kernel, bf16, GPU — are left alone; packs replace earlier ones).
+        rows: the row count of MKL's pack (≥ 1): the decoding batch size (``HFLocalBackend``'s
+            ``batch_size``); a call with exactly this many rows (batch × positions) runs MKL's
+            packed GEMM, any other oneDNN's packed weight.
+        memory_bytes: the memory the packed copies are measured against (default: the machine's
+            physical memory); copies are made only while their total stays within
+            ``PACK_MEMORY_FRACTION`` of it, MKL's first (it speeds up most), then oneDNN's.
+    Returns:
+        None when nothing is packed (``SAGO_PACK_WEIGHTS=0``, no ``OneDNNLinear`` module); else
+        ``{"rows": rows, "mkl": bool, "onednn": bool, "bytes": extra bytes held}`` (bytes: the
+        packed copies, counted as float32 weights).
+    Raises:
+        ValueError: ``rows`` < 1.
+    """
+    if rows < 1:
+        raise ValueError(f"rows must be >= 1, got {rows}")
+    mods = [m for m in model.modules() if type(m) is OneDNNLinear]
+    if not mods or not packing_requested():
+        for m in mods:
+            m.__dict__["_packs"] = None
+        return None
+    size = sum(m.weight.numel() * m.weight.element_size() for m in mods)
+    budget = PACK_MEMORY_FRACTION * (_total_memory() if memory_bytes is None else memory_bytes)
+    use_mkl = mkl_packed_usable() and size <= budget
+    use_dnn = onednn_pack_usable() and size * (1 + use_mkl) <= budget
+    with torch.no_grad():
+        for m in mods:
+            w = m.weight.detach()
+            m.__dict__["_packs"] = _Packs(
+                rows=int(rows),
+                mkl=torch.ops.mkl._mkl_reorder_linear_weight(w, int(rows)) if use_mkl else None,
+                onednn=torch.ops.mkldnn._reorder_linear_weight(w, int(rows)) if use_dnn else None,
+                version=m.weight._version, ptr=m.weight.data_ptr())
+    if not (use_mkl or use_dnn):
+        return {"rows": int(rows), "mkl": False, "onednn": False, "bytes": 0}
+    return {"rows": int(rows), "mkl": use_mkl, "onednn": use_dnn, "bytes": int(size * (use_mkl + use_dnn))}
 
 
 def use_linear_kernel(model: nn.Module, dtype: str, device: str, kernel: str | None = None) -> str:
@@ -128,4 +269,5 @@ def use_linear_kernel(model: nn.Module, dtype: str, device: str, kernel: str | N
     for mod in model.modules():
         if type(mod) is src:
             mod.__class__ = dst
+            mod.__dict__.pop("_packs", None)
     return kernel

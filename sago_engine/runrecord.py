@@ -45,14 +45,16 @@ def local_decoding_record(info: dict, max_new_tokens: int, batch_size: int | Non
         "threads" (torch's CPU threads), "drop_finished_fraction" (when finished rows leave a
         decoding batch, ``HFLocalBackend.DROP_FINISHED_FRACTION``), "kv_cache" (``"preallocated"``
         | ``"dynamic"``, ``HFLocalBackend.KV_CACHE``), "prefill_buckets" (``{"max_pad_fraction",
-        "min_rows"}`` or None: one padded prefill per batch)}``; keys the backend does not
+        "min_rows"}`` or None: one padded prefill per batch), "packed_weights" (``{"rows", "mkl",
+        "onednn", "bytes"}``, ``sago_engine.kernels.pack_linear_weights``; absent when nothing was
+        packed)}``; keys the backend does not
         report are left out.
     """
     dec = {k: v for k, v in (info.get("decoding") or {}).items() if k not in ("greedy", "batch_size", "max_new_tokens")}
     out = {"greedy": True, "max_new_tokens": max_new_tokens, "batch_size": batch_size, **dec}
     if info.get("chat_template") is not None:
         out["chat_template"] = info["chat_template"]
-    for key in ("linear_kernel", "threads", "drop_finished_fraction", "kv_cache", "prefill_buckets"):
+    for key in ("linear_kernel", "threads", "drop_finished_fraction", "kv_cache", "prefill_buckets", "packed_weights"):
         if info.get(key) is not None:
             out[key] = info[key]
     return out

@@ -8,7 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sago_engine.kernels import KERNEL_ENV, OneDNNLinear, onednn_usable, requested_kernel, use_linear_kernel
+from sago_engine.kernels import (KERNEL_ENV, PACK_ENV, PACK_MEMORY_FRACTION, OneDNNLinear, mkl_packed_usable,
+                                 onednn_pack_usable, onednn_usable, pack_linear_weights, requested_kernel,
+                                 use_linear_kernel)
 from sago_engine.models import load_model, tiny_random_model
 
 #: What counts as float noise between two float32 kernels: relative to the largest magnitude
@@ -115,3 +117,125 @@ def test_smollm2_forward_is_the_same_under_both_kernels(monkeypatch):
     top2 = b.logits[0, -1].topk(2).values
     assert top2[0] - top2[1] > 2 * KERNEL_RTOL * scale >= 2 * diff  # a clear argmax: the check below is not noise
     assert a.logits[0, -1].argmax() == b.logits[0, -1].argmax()
+
+
+# --------------------------------------------------------------------------- packed weights
+
+
+def _ops_run(fn) -> set[str]:
+    """Names of the operators ``fn()`` ran (torch.profiler, CPU)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    return {e.key for e in prof.key_averages()}
+
+
+def _packed_net(rows: int, memory_bytes: int = 10**12) -> tuple[nn.Module, dict | None]:
+    torch.manual_seed(3)
+    net = nn.Sequential(nn.Linear(96, 40), nn.Linear(40, 24, bias=False))
+    use_linear_kernel(net, "float32", "cpu", kernel="onednn")
+    return net, pack_linear_weights(net, rows, memory_bytes=memory_bytes)
+
+
+def _assert_like_f_linear(net: nn.Module, x: torch.Tensor) -> None:
+    with torch.inference_mode():
+        got = net(x)
+        want = F.linear(F.linear(x, net[0].weight, net[0].bias), net[1].weight)
+    assert got.shape == want.shape
+    assert (got - want).abs().max() <= KERNEL_RTOL * want.abs().max()
+
+
+@needs_onednn
+def test_packed_weights_run_mkl_for_the_pack_rows_and_onednn_otherwise(monkeypatch):
+    """A call of exactly the pack's row count (here 2 × 3 positions) runs MKL's packed GEMM where
+    usable, any other row count oneDNN's packed weight; both equal F.linear within float noise."""
+    monkeypatch.delenv(PACK_ENV, raising=False)
+    net, rec = _packed_net(rows=6)
+    mkl = mkl_packed_usable()
+    n_bytes = (96 * 40 + 40 * 24) * 4
+    assert rec == {"rows": 6, "mkl": mkl, "onednn": onednn_pack_usable(), "bytes": n_bytes * (mkl + onednn_pack_usable())}
+    g = torch.Generator().manual_seed(4)
+    six, five = torch.randn(2, 3, 96, generator=g), torch.randn(5, 96, generator=g)
+    ops = _ops_run(lambda: _assert_like_f_linear(net, six))
+    assert ("mkl::_mkl_linear" in ops) == mkl
+    ops = _ops_run(lambda: _assert_like_f_linear(net, five))
+    assert "mkl::_mkl_linear" not in ops and "mkldnn::_linear_pointwise" in ops
+
+
+@needs_onednn
+def test_packs_of_a_changed_weight_are_dropped(monkeypatch):
+    """A weight changed in place after packing (no_grad arithmetic, load_state_dict) is used as it
+    is now, never through its stale packs."""
+    monkeypatch.delenv(PACK_ENV, raising=False)
+    net, _ = _packed_net(rows=5)
+    x = torch.randn(5, 96, generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        net[0].weight.mul_(-2.0)
+    _assert_like_f_linear(net, x)
+    assert net[0].__dict__["_packs"] is None and net[1].__dict__["_packs"] is not None
+    state = {k: v * 3 for k, v in net.state_dict().items()}
+    net.load_state_dict(state)
+    _assert_like_f_linear(net, x)
+    assert net[1].__dict__["_packs"] is None
+
+
+@needs_onednn
+def test_packing_follows_the_env_and_the_memory_cap(monkeypatch):
+    monkeypatch.delenv(PACK_ENV, raising=False)
+    size = (96 * 40 + 40 * 24) * 4  # float32 bytes of the two weights
+    full = size / PACK_MEMORY_FRACTION  # memory at which one packed copy just fits
+    mkl, dnn = mkl_packed_usable(), onednn_pack_usable()
+    _, rec = _packed_net(rows=4, memory_bytes=int(full))
+    assert rec == {"rows": 4, "mkl": mkl, "onednn": dnn and not mkl, "bytes": size if (mkl or dnn) else 0}
+    _, rec = _packed_net(rows=4, memory_bytes=int(full) - 8)
+    assert rec == {"rows": 4, "mkl": False, "onednn": False, "bytes": 0}
+    monkeypatch.setenv(PACK_ENV, "0")
+    net, rec = _packed_net(rows=4)
+    assert rec is None and net[0].__dict__["_packs"] is None
+    _assert_like_f_linear(net, torch.randn(4, 96))
+    with pytest.raises(ValueError, match="rows must be >= 1"):
+        pack_linear_weights(net, 0)
+
+
+@needs_onednn
+def test_backend_packs_for_its_batch_size_and_records_it(monkeypatch):
+    from sago_engine.backends.hf_local import HFLocalBackend
+    from sago_engine.runrecord import local_decoding_record
+
+    monkeypatch.delenv(PACK_ENV, raising=False)
+    monkeypatch.delenv(KERNEL_ENV, raising=False)
+    be = HFLocalBackend("tiny-random", dtype="float32", device="cpu", batch_size=5)
+    rec = be.info()["packed_weights"]
+    assert rec["rows"] == 5 and rec["onednn"] == onednn_pack_usable() and rec["mkl"] == mkl_packed_usable()
+    assert local_decoding_record(be.info(), 8, 5)["packed_weights"] == rec
+    monkeypatch.setenv(KERNEL_ENV, "torch")
+    be = HFLocalBackend("tiny-random", dtype="float32", device="cpu", batch_size=5)
+    assert be.info()["packed_weights"] is None
+    assert "packed_weights" not in local_decoding_record(be.info(), 8, 5)
+
+
+@needs_onednn
+@pytest.mark.slow
+def test_smollm_replies_are_the_same_with_packed_weights(smollm_backend, monkeypatch):
+    """Real model, a full batch of 8 (its decoding steps run MKL's packed GEMM where usable): the
+    same greedy replies as on plain weights, log-probs / entropies / hidden states within float noise."""
+    from tests.test_backend import PROMPTS
+    from tests.test_prefill import _compare
+
+    be = smollm_backend
+    prompts = PROMPTS[:8]
+    monkeypatch.delenv(PACK_ENV, raising=False)
+    assert pack_linear_weights(be.model, 8)["rows"] == 8
+    a: list = []
+    ops_a = _ops_run(lambda: a.extend(be.generate(prompts, max_new_tokens=16)))
+    assert ("mkl::_mkl_linear" in ops_a) == mkl_packed_usable()
+    monkeypatch.setenv(PACK_ENV, "0")
+    try:
+        assert pack_linear_weights(be.model, 8) is None
+        b = be.generate(prompts, max_new_tokens=16)
+    finally:
+        monkeypatch.delenv(PACK_ENV)
+        pack_linear_weights(be.model, 8)  # the session's backend as it was built
+    for x, y in zip(a, b):
+        _compare(x, y)

@@ -13,6 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from ..kernels import pack_linear_weights
 from ..kvcache import preallocated_cache
 from ..models import load_model
 from ..types import GenerationResult
@@ -293,6 +294,10 @@ class HFLocalBackend:
             self.model, self.tokenizer, self._info = load_model(key, dtype=dtype, device=device)
         self.model_id = key
         self.batch_size = batch_size
+        # weights laid out once for the CPU kernels (a full batch's decoding steps: MKL's packed
+        # GEMM); None where nothing is packed (kernel torch, bf16, GPU, SAGO_PACK_WEIGHTS=0)
+        self.packed_weights = (pack_linear_weights(self.model, batch_size)
+                               if self._info.get("linear_kernel") == "onednn" else None)
         self.device = torch.device(self._info["device"])
         self.chat = bool(self._info["chat"])
         eos = self.model.generation_config.eos_token_id
@@ -327,7 +332,8 @@ class HFLocalBackend:
             passed to ``generate`` — ``neutral_generation_config``'s ``to_diff_dict()`` — and
             ``model_generation_config_ignored``: the model folder's own, not applied),
             ``eos_token_ids``, ``chat_template`` (``template_record()``), ``threads``,
-            ``shared_prefix_cache``, ``drop_finished_fraction``, and from ``load_model`` ``linear_kernel``.
+            ``shared_prefix_cache``, ``drop_finished_fraction``, ``packed_weights``
+            (``kernels.pack_linear_weights``' record or None), and from ``load_model`` ``linear_kernel``.
         """
         dec = DecodingConfig(batch_size=self.batch_size).as_dict()
         dec.pop("max_new_tokens")
@@ -348,6 +354,7 @@ class HFLocalBackend:
             "shared_prefix_cache": True,
             "drop_finished_fraction": self.DROP_FINISHED_FRACTION,
             "kv_cache": self.KV_CACHE,
+            "packed_weights": self.packed_weights,
             "prefill_buckets": ({"max_pad_fraction": self.PREFILL_PAD_FRACTION, "min_rows": self.PREFILL_MIN_ROWS}
                                 if self.PREFILL_BUCKETS else None),
             "attention_window": self.attention_window,

@@ -75,7 +75,8 @@ class Writes:
             self.insert_df("runs", pd.DataFrame([row]))
 
     #: ``decoding`` keys whose change on a resume is recorded (they do not enter the run id).
-    RESUME_WATCH = ("linear_kernel", "threads", "drop_finished_fraction", "kv_cache", "prefill_buckets")
+    RESUME_WATCH = ("linear_kernel", "threads", "drop_finished_fraction", "kv_cache", "prefill_buckets",
+                    "packed_weights")
 
     def _note_resume_changes(self, run_id: str, stored: tuple, run: dict[str, Any]) -> None:
         def obj(v: Any) -> dict:
