@@ -27,12 +27,13 @@ Checks (exit status 1 if they fail): greedy responses identical, and every delta
 Metering (``ForwardMeter``, hooks on the model and every ``nn.Linear``):
 
 * **executed FLOPs**: 2·rows·in·out of every Linear call (prefill, every decode step, the LM
-  head), padding and finished rows included; attention score/value products not counted (a
-  ≈3 % undercount at these lengths).
+  head), padding and finished rows included, plus attention's score and value products:
+  4 · heads · head_dim per (query, key) pair per layer, every row × query × mask column.
 * **useful FLOPs**: the part of each Linear call that falls on real prompt tokens (not left
   padding; the shared chat-template prefix, prefilled once at batch 1, counts once) and real
   reply tokens (not a row that already emitted EOS and keeps decoding with its batch, nor the
-  step whose input is the EOS itself).
+  step whose input is the EOS itself), plus the attention pairs of those tokens with the real
+  tokens they attend to (causal, within a layer's sliding window if it has one).
 * **decode bytes**: per decode step, every Linear's weight + bias in its dtype (a tied
   embedding once, as the LM head) plus the KV cache read (2 × layers × kv_heads × head_dim ×
   cached length × rows × element size).
@@ -98,7 +99,10 @@ class ForwardMeter:
     feeds each row's last prompt token after a bucketed prefill).
 
     * **executed** FLOPs: 2·rows·in·out of every ``nn.Linear`` call, padding and finished rows
-      included (attention score/value products not counted).
+      included; plus attention's score (QKᵀ) and value (PV) products, 4 · heads · head_dim FLOPs
+      per (query, key) pair per layer, over every row × input position × ``attention_mask``
+      column (what a masked dense attention kernel computes; a call without a mask — the shared
+      prefix — counts its causal pairs).
     * **useful** FLOPs: the share of each Linear call's executed FLOPs that falls on useful input
       rows. A position is useful when it is a real token: in a prefill, a column of the last
       ``T`` columns of ``attention_mask`` that is 1 (left padding is not; a call without a mask is
@@ -108,7 +112,8 @@ class ForwardMeter:
       per generate call: reset by every prefill call, set once a row's decode input is an EOS id.
       A Linear that sees one position per row (the LM head under ``logits_to_keep=1``) counts a
       row as useful when that row's last position is; one that sees no row (the LM head of a
-      pass that keeps no logits) is not counted.
+      pass that keeps no logits) is not counted. Useful attention pairs: a useful position with
+      the real (mask 1) positions at or before it, within the layer's sliding window if any.
     * **decode bytes**: per decode step every Linear's weight (+ bias) in its dtype, each tensor
       once (a tied embedding counts once, as the LM head), plus the KV cache read,
       2 × layers × kv_heads × head_dim × cached length × rows × element size (norm weights and
@@ -139,6 +144,15 @@ class ForwardMeter:
         self._kv_per_pos = (2 * cfg.num_hidden_layers * (getattr(cfg, "num_key_value_heads", None) or heads)
                             * (getattr(cfg, "head_dim", None) or cfg.hidden_size // heads))
         self._kv_elem = next(model.parameters()).element_size()
+        # attention: FLOPs per (query, key) pair summed over layers, grouped by sliding window
+        head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // heads
+        types = getattr(cfg, "layer_types", None) or ["full_attention"] * cfg.num_hidden_layers
+        win = getattr(cfg, "sliding_window", None)
+        self._attn_pair_flops: dict[int | None, int] = {}
+        for t in types:
+            w = win if (t == "sliding_attention" and win) else None
+            self._attn_pair_flops[w] = self._attn_pair_flops.get(w, 0) + 4 * heads * head_dim
+        self.attn_flops = self.attn_useful_flops = 0
         seen, wb = set(), 0
         self._hooks = [model.register_forward_pre_hook(self._pre, with_kwargs=True),
                        model.register_forward_hook(self._post)]
@@ -173,14 +187,45 @@ class ForwardMeter:
             kv_len = mask.shape[1] if torch.is_tensor(mask) and mask.dim() == 2 else 0
             self.phase["decode"]["bytes"] += self.weight_bytes + self._kv_per_pos * kv_len * B * self._kv_elem
         self._B, self._T = B, T
+        self._f0, self._u0 = self.flops, self.useful_flops
+        self._attention(mask if torch.is_tensor(mask) and mask.dim() == 2 and mask.shape[0] == B else None, new, B, T)
         self._pos_useful = int(new.sum())
         self._rows_useful = int(new[:, -1].sum()) if T else 0
         ph = self.phase[self._cur]
         ph["tokens"] += B * T
         ph["useful_tokens"] += self._pos_useful
-        self._f0, self._u0 = self.flops, self.useful_flops
         _sync()
         self._t0 = time.perf_counter()
+
+    def _attention(self, mask: torch.Tensor | None, useful: torch.Tensor, B: int, T: int) -> None:
+        """Add one forward call's attention FLOPs (executed and useful) to the totals.
+
+        ``mask`` (B, K) over cached + new positions (None: no mask, no cache — the shared prefix,
+        causal); ``useful`` (B, T) bool, the call's useful input positions."""
+        if T == 0:
+            return
+        if mask is None:
+            pairs = T * (T + 1) // 2 * B  # causal, no padding: every pair is a real one
+            for w, f in self._attn_pair_flops.items():
+                n = pairs if w is None or w >= T else sum(min(i + 1, w) for i in range(T)) * B
+                self.flops += f * n
+                self.useful_flops += f * n
+                self.attn_flops += f * n
+                self.attn_useful_flops += f * n
+            return
+        m = mask.bool().cpu().long()
+        K = m.shape[1]
+        cs = torch.cat([torch.zeros(B, 1, dtype=torch.long), m.cumsum(1)], dim=1)  # cs[:, c+1] = real keys ≤ c
+        cols = torch.arange(K - T, K)  # the query positions' mask columns
+        for w, f in self._attn_pair_flops.items():
+            executed = B * T * K
+            lo = torch.clamp(cols + 1 - w, min=0) if w is not None else torch.zeros_like(cols)
+            keys = cs[:, cols + 1] - cs[:, lo]  # (B, T) real keys each query attends to
+            n_useful = int((keys * useful.long()).sum())
+            self.flops += f * executed
+            self.useful_flops += f * n_useful
+            self.attn_flops += f * executed
+            self.attn_useful_flops += f * n_useful
 
     def _post(self, module, args, output) -> None:
         _sync()  # CUDA kernels run asynchronously: time them to completion
@@ -518,7 +563,9 @@ def main() -> int:
     print(f"sago forward by phase: {m.phases(ceiling)}")
     print(f"sago useful work: {m.useful_flops / m.flops:.1%} of executed FLOPs "
           f"(prefill {m.phase['prefill']['useful_flops'] / max(1, m.phase['prefill']['flops']):.1%}, "
-          f"decode {dec['useful_flops'] / max(1, dec['flops']):.1%})"
+          f"decode {dec['useful_flops'] / max(1, dec['flops']):.1%}); attention products "
+          f"{m.attn_useful_flops / 1e12:.3f} of the {m.useful_flops / 1e12:.2f} useful TFLOP "
+          f"({m.attn_flops / 1e12:.3f} executed)"
           + (f"; {m.unmatched_linear_calls} Linear calls of unknown row layout counted useful" if m.unmatched_linear_calls else ""))
     print(f"matmul ceiling ({a.dtype}, best square product): {ceiling:.1f} GFLOP/s ("
           + ", ".join(f"{k} {v:.1f}" for k, v in ceilings.items())

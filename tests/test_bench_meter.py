@@ -84,24 +84,38 @@ def _check(bench, be, buckets: bool) -> None:
     assert dec["useful_tokens"] == dec["tokens"]  # every row fed is unfinished and real
     assert meter.calls == 2 + steps
 
+    # attention: 4·heads·head_dim FLOPs per (query, key) pair per layer. Executed: every row ×
+    # query × mask column; useful: each real query with the real keys at or before it.
+    cfg = be.model.config
+    f_pair = 4 * cfg.num_attention_heads * (cfg.hidden_size // cfg.num_attention_heads) * cfg.num_hidden_layers
+    kv_lens = [n_shared + max(own) - fed_last + k for k in range(1, steps + 1)]  # mask columns per decode step
+    rows_at = [[0, 1]] * (1 + fed_last) + [[1]] * (max_new - 2)  # rows present at each decode step
+    dec_attn_exec = f_pair * sum(L * len(r) for L, r in zip(kv_lens, rows_at))
+    dec_attn_useful = f_pair * sum(n_shared + own[b] - fed_last + k
+                                   for k, r in enumerate(rows_at, start=1) for b in r)
+    W = max(own) - fed_last  # own columns of the prefill call
+    pre_attn_exec = f_pair * (n_shared * (n_shared + 1) // 2 + 2 * W * (n_shared + W))  # prefix call: causal
+    pre_attn_useful = f_pair * (n_shared * (n_shared + 1) // 2
+                                + sum(n_shared + j for b in (0, 1) for j in range(1, own[b] - fed_last + 1)))
+    assert (meter.attn_flops, meter.attn_useful_flops) == (pre_attn_exec + dec_attn_exec,
+                                                           pre_attn_useful + dec_attn_useful)
+
     # FLOPs: per token, every Linear's 2·in·out; the LM head sees one position per row in generate's calls
     lin = [m for m in be.model.modules() if isinstance(m, torch.nn.Linear)]
     head = be.model.get_output_embeddings()
     f_head = 2 * head.in_features * head.out_features
     f_body = sum(2 * m.in_features * m.out_features for m in lin) - f_head
-    assert dec["useful_flops"] == dec["useful_tokens"] * (f_body + f_head)
-    assert dec["flops"] == dec["tokens"] * (f_body + f_head)
+    assert dec["useful_flops"] == dec["useful_tokens"] * (f_body + f_head) + dec_attn_useful
+    assert dec["flops"] == dec["tokens"] * (f_body + f_head) + dec_attn_exec
     own_head = 0 if buckets else 2 * f_head  # the bucketed prefill keeps no logits: no LM head
-    prefix_head = pre["flops"] - (pre["tokens"] * f_body + own_head)
+    prefix_head = pre["flops"] - (pre["tokens"] * f_body + own_head) - pre_attn_exec
     assert prefix_head % f_head == 0 and prefix_head // f_head in (1, n_shared)  # prefix call's LM head rows
-    assert pre["useful_flops"] == pre["useful_tokens"] * f_body + own_head + prefix_head
+    assert pre["useful_flops"] == pre["useful_tokens"] * f_body + own_head + prefix_head + pre_attn_useful
     assert meter.useful_flops == pre["useful_flops"] + dec["useful_flops"]
     assert meter.unmatched_linear_calls == 0
 
     # decode bytes: weights once per step (tied embedding = LM head) + the KV cache read
     wbytes = sum({p.data_ptr(): p.numel() * p.element_size() for m in lin for p in (m.weight, m.bias) if p is not None}.values())
     assert meter.weight_bytes == wbytes
-    cfg = be.model.config
     kv = 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * (cfg.hidden_size // cfg.num_attention_heads) * 4
-    kv_lens = [n_shared + max(own) - fed_last + k for k in range(1, steps + 1)]  # mask columns per decode step
     assert dec["bytes"] == steps * wbytes + sum(kv * L * b for L, b in zip(kv_lens, batch_rows))
