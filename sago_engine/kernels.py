@@ -7,7 +7,8 @@ not take its fastest code path: on a 2-core AMD EPYC with AVX-512 (benchmarks/RE
 inside the same torch wheel (``torch.backends.mkldnn``); this module routes every plain
 ``nn.Linear`` of a loaded float32 CPU model through oneDNN's inner product
 (``torch.ops.mkldnn._linear_pointwise``, the op torch's own Inductor CPU backend emits for
-linear layers) on the weights in place — no second copy of the weights, no reduced precision.
+linear layers) — no reduced precision; with ``SAGO_PACK_WEIGHTS=0`` on the weights in place, with
+no second copy (packing, below, keeps laid-out copies).
 
 The products are float32 throughout; they differ from MKL's only in summation order (relative
 ≈ 1e-6, float noise): smollm2's logits and hidden states agree within 1e-4 of their magnitude
@@ -29,20 +30,31 @@ is a large part of the product (issue #17). Packing lays each weight out once, a
 
 * **MKL's packed GEMM** (``cblas_sgemm_pack`` / ``cblas_sgemm_compute`` through
   ``torch.ops.mkl._mkl_linear``, the op torch's Inductor emits for float32 CPU linear layers) for
-  calls with exactly the pack's row count: a full batch's decoding steps. MKL's packed format is
-  defined for one row count (MKL's documentation), so other row counts never use it. Only on Intel
-  CPUs, where MKL takes its fast path (see above), and after a self-check.
+  calls whose rows (batch × positions) are exactly the pack's row count, the backend's batch
+  size: a full batch's decoding steps (and, rarely, a prefill or teacher-forcing call of that
+  many positions). MKL's packed format is defined for the row count it was packed for (its
+  ``pack_get_size`` takes m, n, k), so other row counts never use it. Only on Intel CPUs, where
+  MKL takes its fast path (see above), and after a self-check.
 * **oneDNN's packed weight** (``torch.ops.mkldnn._reorder_linear_weight``) for every other call.
 
-Measured on a 2-core Intel Xeon (``benchmarks/README.md``): one decoding step's linear layers at
-112 rows, weights streamed from memory, smollm2 oneDNN 118 ms → MKL packed 92 ms; the whole
-benchmark's forward time smollm2 11.8 → 10.9 s, qwen2.5-coder-0.5b 22.4 → 21.1 s, greedy replies
-identical. The products are float32 sums in another order (float noise, as between the two
-kernels). The cost is memory: up to two more copies of every linear weight (smollm2 + 1.1 GB),
-packed only while the copies stay within ``PACK_MEMORY_FRACTION`` of the machine's RAM (a fixed
-property of the machine, so the choice is the same on every run there). What was packed is
-recorded with every run (``runs.decoding.packed_weights``). A weight changed in place or moved
-after packing is noticed (version counter, data pointer) and its packs are dropped.
+Measured on a 2-core Intel Xeon (``benchmarks/README.md``, "Packed weights"): one decoding step's
+linear layers at 112 rows, weights streamed from memory, smollm2 oneDNN 118 ms → MKL packed
+92 ms; the benchmark's forward time in one process, smollm2 11.8 → 10.9 s, qwen2.5-coder-0.5b
+22.4 → 21.1 s, greedy replies identical. The products are float32 sums in another order (float
+noise, as between the two kernels). What that adds: a full batch's decoding steps run another
+kernel than a partial batch's, so a prompt's numbers move by float noise with the fullness of its
+batch (smollm2, the same prompt in a batch of 8 vs 7: |Δ log-prob| ≤ 2.8e-5, |Δ hidden| ≤ 2e-4;
+with packing off these were bit-identical) — far below ``scoring``'s noise floor; where a
+chunk's rows fit one batch (demo.toml's 112), a base prompt and its variants share the kernel
+at every step. The cost is memory: up to two
+more copies of every linear weight (smollm2 + 1.1 GB), made only while the copies stay within
+``PACK_MEMORY_FRACTION`` of the machine's memory (physical, or the cgroup's limit if lower: fixed
+for the machine, so the choice is the same on every run there). What was packed is recorded with
+every run (``runs.decoding.packed_weights``). A weight changed in place (version counter) or
+replaced (data pointer; the packs keep the packed-from storage alive, so its address cannot be
+reused) after packing is noticed and its packs are dropped. A packed module pickles / deep-copies
+without its packs. Weights that are inference tensors (a model built under
+``torch.inference_mode``, which keeps no version counter) are not packed.
 """
 
 from __future__ import annotations
@@ -93,6 +105,7 @@ class _Packs:
     onednn: torch.Tensor | None  # oneDNN's packed weight (an opaque mkldnn tensor), or None
     version: int  # weight._version when packed
     ptr: int  # weight.data_ptr() when packed
+    source: torch.Tensor  # the packed-from weight (keeps its storage, hence ``ptr``, from being reused)
 
 
 class OneDNNLinear(nn.Linear):
@@ -122,6 +135,12 @@ class OneDNNLinear(nn.Linear):
                 if packs.onednn is not None:
                     return onednn_linear(x, packs.onednn, self.bias)
         return onednn_linear(x, self.weight, self.bias)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # pickle / deepcopy / torch.save: the packs (opaque tensors) stay behind
+        state = self.__dict__.copy()
+        state.pop("_packs", None)
+        return state
 
 
 def requested_kernel() -> str:
@@ -196,10 +215,20 @@ def onednn_pack_usable() -> bool:
 
 
 def _total_memory() -> int:
-    """The machine's physical memory in bytes (psutil)."""
+    """The memory this process may use, in bytes: physical memory (psutil), or the cgroup's limit
+    when one is set and lower (``/sys/fs/cgroup/memory.max`` v2, ``memory/memory.limit_in_bytes`` v1)."""
     import psutil
 
-    return int(psutil.virtual_memory().total)
+    total = int(psutil.virtual_memory().total)
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path, encoding="ascii") as f:
+                val = f.read().strip()
+        except OSError:
+            continue
+        if val.isdigit():
+            total = min(total, int(val))
+    return total
 
 
 def pack_linear_weights(model: nn.Module, rows: int, *, memory_bytes: int | None = None) -> dict[str, Any] | None:
@@ -215,18 +244,20 @@ def pack_linear_weights(model: nn.Module, rows: int, *, memory_bytes: int | None
             physical memory); copies are made only while their total stays within
             ``PACK_MEMORY_FRACTION`` of it, MKL's first (it speeds up most), then oneDNN's.
     Returns:
-        None when nothing is packed (``SAGO_PACK_WEIGHTS=0``, no ``OneDNNLinear`` module); else
-        ``{"rows": rows, "mkl": bool, "onednn": bool, "bytes": extra bytes held}`` (bytes: the
-        packed copies, counted as float32 weights).
+        None when packing is off (``SAGO_PACK_WEIGHTS=0``) or does not apply (no ``OneDNNLinear``
+        module whose weight is a normal tensor); else ``{"rows": rows, "mkl": bool, "onednn":
+        bool, "bytes": extra bytes held}`` (bytes: the packed copies, counted as float32
+        weights; both False and 0 bytes when the memory cap left nothing packed).
     Raises:
         ValueError: ``rows`` < 1.
     """
     if rows < 1:
         raise ValueError(f"rows must be >= 1, got {rows}")
     mods = [m for m in model.modules() if type(m) is OneDNNLinear]
+    for m in mods:
+        m.__dict__["_packs"] = None
+    mods = [m for m in mods if not m.weight.is_inference()]  # no version counter to watch
     if not mods or not packing_requested():
-        for m in mods:
-            m.__dict__["_packs"] = None
         return None
     size = sum(m.weight.numel() * m.weight.element_size() for m in mods)
     budget = PACK_MEMORY_FRACTION * (_total_memory() if memory_bytes is None else memory_bytes)
@@ -239,7 +270,7 @@ def pack_linear_weights(model: nn.Module, rows: int, *, memory_bytes: int | None
                 rows=int(rows),
                 mkl=torch.ops.mkl._mkl_reorder_linear_weight(w, int(rows)) if use_mkl else None,
                 onednn=torch.ops.mkldnn._reorder_linear_weight(w, int(rows)) if use_dnn else None,
-                version=m.weight._version, ptr=m.weight.data_ptr())
+                version=m.weight._version, ptr=m.weight.data_ptr(), source=w)
     if not (use_mkl or use_dnn):
         return {"rows": int(rows), "mkl": False, "onednn": False, "bytes": 0}
     return {"rows": int(rows), "mkl": use_mkl, "onednn": use_dnn, "bytes": int(size * (use_mkl + use_dnn))}

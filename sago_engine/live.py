@@ -156,7 +156,7 @@ def batch_slices(n: int, first: int = 3, size: int = 8) -> list[slice]:
 def load_backend(model: str, dtype: str = "float32", device: str = "cpu", batch_size: int = 8):
     """Load a local model (zoo key, ``"tiny-random"`` or folder) through ``backends.get_backend``.
 
-    Sets torch's thread count to ``$SAGO_LIVE_THREADS`` when given (else torch's default, one per
+    Weights are not packed (``HFLocalBackend(pack_weights=False)``). Sets torch's thread count to ``$SAGO_LIVE_THREADS`` when given (else torch's default, one per
     core) unless ``SAGO_THREADS`` is set.
 
     Raises:
@@ -171,8 +171,10 @@ def load_backend(model: str, dtype: str = "float32", device: str = "cpu", batch_
         # with 1; under heavy load from other processes 1 thread was ~10x faster (OpenMP threads
         # spin against them). So torch's default unless SAGO_LIVE_THREADS says otherwise.
         torch.set_num_threads(max(1, int(os.environ["SAGO_LIVE_THREADS"])))
+    # not packed (kernels.pack_linear_weights): a live model stays loaded for the server's life,
+    # and its few rows per call gain little from the extra copies of its weights
     return get_backend({"name": "hf_local", "model": model, "dtype": dtype, "device": device,
-                        "batch_size": batch_size})
+                        "batch_size": batch_size, "pack_weights": False})
 
 
 # ---------------------------------------------------------------- background warm-up (issue #15.7)

@@ -46,8 +46,8 @@ def local_decoding_record(info: dict, max_new_tokens: int, batch_size: int | Non
         decoding batch, ``HFLocalBackend.DROP_FINISHED_FRACTION``), "kv_cache" (``"preallocated"``
         | ``"dynamic"``, ``HFLocalBackend.KV_CACHE``), "prefill_buckets" (``{"max_pad_fraction",
         "min_rows"}`` or None: one padded prefill per batch), "packed_weights" (``{"rows", "mkl",
-        "onednn", "bytes"}``, ``sago_engine.kernels.pack_linear_weights``; absent when nothing was
-        packed)}``; keys the backend does not
+        "onednn", "bytes"}``, ``sago_engine.kernels.pack_linear_weights``; absent when packing is
+        off or does not apply)}``; keys the backend does not
         report are left out.
     """
     dec = {k: v for k, v in (info.get("decoding") or {}).items() if k not in ("greedy", "batch_size", "max_new_tokens")}

@@ -181,6 +181,50 @@ def test_packs_of_a_changed_weight_are_dropped(monkeypatch):
 
 
 @needs_onednn
+def test_packs_of_a_replaced_weight_are_dropped(monkeypatch):
+    """A weight whose tensor is replaced (``.data =``, a dtype round trip) gets a new address —
+    the packs keep the old storage alive, so it cannot be reused — and is used as it is now."""
+    monkeypatch.delenv(PACK_ENV, raising=False)
+    x = torch.randn(5, 96, generator=torch.Generator().manual_seed(6))
+    for _ in range(10):  # an address reused by chance would show in some round
+        net, _ = _packed_net(rows=5)
+        old = net[0].weight.data
+        net[0].weight.data = old * 0 + 1  # the old tensor's storage is free to reuse...
+        del old
+        net[0].weight.data = torch.randn(40, 96)  # ...by this one, were it not held by the packs
+        _assert_like_f_linear(net, x)
+        net.to(torch.bfloat16).to(torch.float32)
+        _assert_like_f_linear(net, x)
+
+
+@needs_onednn
+def test_packed_modules_copy_and_pickle_without_their_packs(monkeypatch):
+    import copy
+    import pickle
+
+    monkeypatch.delenv(PACK_ENV, raising=False)
+    net, _ = _packed_net(rows=5)
+    x = torch.randn(5, 96, generator=torch.Generator().manual_seed(7))
+    for other in (copy.deepcopy(net), pickle.loads(pickle.dumps(net))):
+        assert other[0].__dict__.get("_packs") is None and type(other[0]) is OneDNNLinear
+        _assert_like_f_linear(other, x)
+    assert net[0].__dict__["_packs"] is not None  # the original keeps its own
+
+
+@needs_onednn
+def test_inference_tensor_weights_are_not_packed(monkeypatch):
+    """A model built under inference_mode has weights without a version counter: nothing to
+    watch, so nothing is packed (and building the backend does not fail)."""
+    from sago_engine.backends.hf_local import HFLocalBackend
+
+    monkeypatch.delenv(PACK_ENV, raising=False)
+    with torch.inference_mode():
+        be = HFLocalBackend("tiny-random", dtype="float32", device="cpu", batch_size=2)
+        assert be.info()["packed_weights"] is None
+        assert len(be.generate(["hi", "Name three colours."], max_new_tokens=3)) == 2
+
+
+@needs_onednn
 def test_packing_follows_the_env_and_the_memory_cap(monkeypatch):
     monkeypatch.delenv(PACK_ENV, raising=False)
     size = (96 * 40 + 40 * 24) * 4  # float32 bytes of the two weights
@@ -209,6 +253,14 @@ def test_backend_packs_for_its_batch_size_and_records_it(monkeypatch):
     rec = be.info()["packed_weights"]
     assert rec["rows"] == 5 and rec["onednn"] == onednn_pack_usable() and rec["mkl"] == mkl_packed_usable()
     assert local_decoding_record(be.info(), 8, 5)["packed_weights"] == rec
+    packs = [m.__dict__.get("_packs") for m in be.model.modules() if isinstance(m, nn.Linear)]
+    assert packs and all(p is not None and p.rows == 5 for p in packs)
+    # the Live page's models are not packed (they stay loaded for the server's life)
+    from sago_engine.live import load_backend
+
+    live = load_backend("tiny-random", batch_size=5)
+    assert live.info()["packed_weights"] is None
+    assert all(m.__dict__.get("_packs") is None for m in live.model.modules() if isinstance(m, nn.Linear))
     monkeypatch.setenv(KERNEL_ENV, "torch")
     be = HFLocalBackend("tiny-random", dtype="float32", device="cpu", batch_size=5)
     assert be.info()["packed_weights"] is None

@@ -602,3 +602,24 @@ def test_resume_under_other_numerics_is_recorded(tmp_path):
     assert dec["linear_kernel"] == "onednn"  # the first record stays
     assert dec["resumed_with"] == [{"started_at": "2026-12-01 10:00:00", "decoding": {"linear_kernel": "torch"},
                                     "versions": {"torch": "2.14.0"}}]
+
+
+def test_resume_without_a_watched_setting_is_recorded(tmp_path):
+    """A setting the first record had and the resume's lacks (packing turned off: the key is left
+    out) is a change to None; one the resume adds is a change too."""
+    import datetime as dt
+
+    packed = {"rows": 112, "mkl": True, "onednn": True, "bytes": 1}
+    rec = {"run_id": "r1", "model": "m", "backend": "hf_local", "status": "running",
+           "decoding": {"greedy": True, "linear_kernel": "onednn", "packed_weights": packed},
+           "versions": {"torch": "2.13.0"}, "started_at": dt.datetime(2026, 12, 1, 8, 0)}
+    with open_store(tmp_path / "s.duckdb", read_only=False, create=True) as st:
+        st.upsert_run(rec)
+        off = {k: v for k, v in rec["decoding"].items() if k != "packed_weights"}
+        st.upsert_run({**rec, "decoding": off, "started_at": dt.datetime(2026, 12, 1, 9, 0)})
+        st.upsert_run({**rec, "decoding": {**off, "threads": 2}, "started_at": dt.datetime(2026, 12, 1, 10, 0)})
+        dec = json.loads(st.runs().loc[0, "decoding"])
+    assert dec["packed_weights"] == packed
+    assert dec["resumed_with"] == [
+        {"started_at": "2026-12-01 09:00:00", "decoding": {"packed_weights": None}, "versions": {}},
+        {"started_at": "2026-12-01 10:00:00", "decoding": {"packed_weights": None, "threads": 2}, "versions": {}}]

@@ -263,6 +263,7 @@ class HFLocalBackend:
         model: str | None = None,
         seed: int = 0,
         chat_template_kwargs: dict[str, Any] | None = None,
+        pack_weights: bool = True,
     ) -> None:
         """Load the model (see ``sago_engine.models.load_model``).
 
@@ -275,6 +276,9 @@ class HFLocalBackend:
                 "model": ...})`` works); ignored if ``model_key_or_path`` is given.
             seed: weight seed, used only for ``"tiny-random"``.
             chat_template_kwargs: extra chat-template variables (see ``template_kwargs``).
+            pack_weights: lay the linear weights out once for the CPU kernels
+                (``kernels.pack_linear_weights`` for ``batch_size`` rows; also subject to
+                ``SAGO_PACK_WEIGHTS``); False keeps the plain weights only (less memory).
         Raises:
             ValueError: bad arguments, unknown model, a (dtype, device) pair this machine does
                 not offer (``models.check_device``), template variables the template lacks;
@@ -297,7 +301,7 @@ class HFLocalBackend:
         # weights laid out once for the CPU kernels (a full batch's decoding steps: MKL's packed
         # GEMM); None where nothing is packed (kernel torch, bf16, GPU, SAGO_PACK_WEIGHTS=0)
         self.packed_weights = (pack_linear_weights(self.model, batch_size)
-                               if self._info.get("linear_kernel") == "onednn" else None)
+                               if pack_weights and self._info.get("linear_kernel") == "onednn" else None)
         self.device = torch.device(self._info["device"])
         self.chat = bool(self._info["chat"])
         eos = self.model.generation_config.eos_token_id

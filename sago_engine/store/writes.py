@@ -59,8 +59,8 @@ class Writes:
         The first record of a run (settings, versions, hashes) is what produced its first rows,
         so a resume never rewrites it. A resume under other numerics that do not change the run
         id (``RESUME_WATCH`` keys of ``decoding``: linear kernel, threads, row dropping, KV cache,
-        prefill buckets; any
-        library version) is appended to ``decoding["resumed_with"]`` as ``{"started_at",
+        prefill buckets, packed weights — a key the new record lacks counts as changed to None;
+        any library version) is appended to ``decoding["resumed_with"]`` as ``{"started_at",
         "decoding": {key: new}, "versions": {name: new}}``, so the record says the run is mixed.
         """
         row = {k: (_json(v) if isinstance(v, (dict, list, tuple)) else v) for k, v in run.items()}
@@ -85,7 +85,10 @@ class Writes:
 
         dec_old, ver_old = obj(stored[0]), obj(stored[1])
         dec_new, ver_new = obj(run.get("decoding")), obj(run.get("versions"))
-        dec = {k: dec_new[k] for k in self.RESUME_WATCH if k in dec_new and dec_new[k] != dec_old.get(k)}
+        # a key present in either record and different (absent = None: e.g. packing turned off);
+        # an update without a decoding record (status, finished_at) changes nothing
+        dec = {k: dec_new.get(k) for k in self.RESUME_WATCH
+               if (k in dec_new or k in dec_old) and dec_new.get(k) != dec_old.get(k)} if dec_new else {}
         ver = {k: v for k, v in ver_new.items() if ver_old and v != ver_old.get(k)}
         if not dec and not ver:
             return
