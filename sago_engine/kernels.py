@@ -37,8 +37,8 @@ is a large part of the product (issue #17). Packing lays each weight out once, a
   MKL takes its fast path (see above), and after a self-check.
 * **oneDNN's packed weight** (``torch.ops.mkldnn._reorder_linear_weight``) for every other call.
 
-Measured on a 2-core Intel Xeon (``benchmarks/README.md``, "Packed weights"): one decoding step's
-linear layers at 112 rows, weights streamed from memory, smollm2 oneDNN 118 ms → MKL packed
+Measured on a 2-core Intel Xeon (``benchmarks/README.md``, "Intel Xeon: packed weights…"): one
+decoding step's linear layers at 112 rows, weights streamed from memory, smollm2 oneDNN 118 ms → MKL packed
 92 ms; the benchmark's forward time in one process, smollm2 11.8 → 10.9 s, qwen2.5-coder-0.5b
 22.4 → 21.1 s, greedy replies identical. The products are float32 sums in another order (float
 noise, as between the two kernels). What that adds: a full batch's decoding steps run another
