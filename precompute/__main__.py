@@ -29,8 +29,9 @@ def merge_main(argv: list[str]) -> int:
     return 0
 
 
-def print_plan(cfg, runner, shard) -> None:
-    """Print prompts, variants, kept counts and pending prompt units per model (``--plan``)."""
+def print_plan(cfg, runner, shard, only_models=None) -> None:
+    """Print prompts, variants, kept counts and pending prompt units per model (``--plan``; the
+    models of ``only_models`` — keys or names, as ``--model`` — when given)."""
     from pathlib import Path
 
     from sago_engine.store import open_store
@@ -50,6 +51,8 @@ def print_plan(cfg, runner, shard) -> None:
         print("warning: a run needs these API keys, unset now: " + "; ".join(missing))
     ids = [p.prompt_id for p in runner.shard_prompts(plan.prompts, cfg.chunk_prompts, shard)]
     for m in cfg.models:
+        if only_models and m.key not in only_models and m.name not in only_models:
+            continue  # as runner.run skips it
         rid = runner.run_id_for(cfg, m, plan)
         done = store.done_units(rid) if store else set()
         part = f" (shard {shard[0]}/{shard[1]}: {len(ids)} prompts)" if shard else ""
@@ -148,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.plan:
         try:
-            print_plan(cfg, runner, args.shard)
+            print_plan(cfg, runner, args.shard, args.model)
         except (DatasetError, StoreError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2

@@ -70,8 +70,8 @@ import torch.nn.functional as F
 from torch import nn
 
 __all__ = ["KERNEL_ENV", "KERNELS", "PACK_ENV", "PACK_MEMORY_FRACTION", "OneDNNLinear", "mkl_packed_usable",
-           "onednn_linear", "onednn_pack_usable", "onednn_usable", "pack_linear_weights", "packing_requested", "requested_kernel",
-           "use_linear_kernel"]
+           "onednn_linear", "onednn_pack_usable", "onednn_usable", "pack_linear_weights", "packing_requested",
+           "requested_kernel", "use_linear_kernel"]
 
 #: Environment variable that chooses the kernel.
 KERNEL_ENV = "SAGO_LINEAR_KERNEL"
@@ -241,7 +241,8 @@ def pack_linear_weights(model: nn.Module, rows: int, *, memory_bytes: int | None
             ``batch_size``); a call with exactly this many rows (batch × positions) runs MKL's
             packed GEMM, any other oneDNN's packed weight.
         memory_bytes: the memory the packed copies are measured against (default: the machine's
-            physical memory); copies are made only while their total stays within
+            physical memory, or its cgroup's limit if lower); copies are made only while their
+            total stays within
             ``PACK_MEMORY_FRACTION`` of it, MKL's first (it speeds up most), then oneDNN's.
     Returns:
         None when packing is off (``SAGO_PACK_WEIGHTS=0``) or does not apply (no ``OneDNNLinear``

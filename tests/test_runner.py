@@ -149,6 +149,18 @@ def test_cli_help_and_bad_config(tmp_path, capsys):
     assert "unknown model 'gpt-7'" in capsys.readouterr().err
 
 
+def test_plan_lists_only_the_models_asked_for(tmp_path, capsys):
+    """``--plan --model X`` lists X's run only, as the run itself would do only X's."""
+    text = TINY + CAP_MODELS
+    conf = _cfg(tmp_path, text.replace('label = "tiny·cap3"', 'label = "tiny-a"').replace('label = "tiny·cap9"', 'label = "tiny-b"'))
+    assert cli_main(["--config", str(conf), "--plan"]) == 0
+    both = capsys.readouterr().out
+    assert "tiny-a: run" in both and "tiny-b: run" in both
+    assert cli_main(["--config", str(conf), "--plan", "--model", "tiny-b"]) == 0
+    one = capsys.readouterr().out
+    assert "tiny-b: run" in one and "tiny-a: run" not in one
+
+
 # ----------------------------------------------------------------------------- reply-cap ablation (issue #16 item 2)
 
 CAP_MODELS = '''
