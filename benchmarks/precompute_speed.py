@@ -169,7 +169,9 @@ class ForwardMeter:
         ids = kwargs.get("input_ids", args[0] if args else None)
         mask = kwargs.get("attention_mask")
         B, T = (ids.shape[0], ids.shape[-1]) if ids is not None else (0, 0)
-        if torch.is_tensor(mask) and mask.dim() == 2 and mask.shape[0] == B:
+        if not (torch.is_tensor(mask) and mask.dim() == 2 and mask.shape[0] == B):
+            mask = None  # no (B, K) mask: every position real
+        if mask is not None:
             new = mask[:, -T:].bool().cpu() if T else torch.zeros(B, 0, dtype=torch.bool)
         else:
             new = torch.ones(B, T, dtype=torch.bool)
@@ -184,11 +186,11 @@ class ForwardMeter:
             is_eos = torch.isin(ids[:, -1].cpu(), self.eos)
             new = new & ~(self._finished | is_eos).unsqueeze(1)
             self._finished |= is_eos
-            kv_len = mask.shape[1] if torch.is_tensor(mask) and mask.dim() == 2 else 0
+            kv_len = mask.shape[1] if mask is not None else 0
             self.phase["decode"]["bytes"] += self.weight_bytes + self._kv_per_pos * kv_len * B * self._kv_elem
         self._B, self._T = B, T
         self._f0, self._u0 = self.flops, self.useful_flops
-        self._attention(mask if torch.is_tensor(mask) and mask.dim() == 2 and mask.shape[0] == B else None, new, B, T)
+        self._attention(mask, new, B, T)
         self._pos_useful = int(new.sum())
         self._rows_useful = int(new[:, -1].sum()) if T else 0
         ph = self.phase[self._cur]
@@ -204,24 +206,16 @@ class ForwardMeter:
         causal); ``useful`` (B, T) bool, the call's useful input positions."""
         if T == 0:
             return
-        if mask is None:
-            pairs = T * (T + 1) // 2 * B  # causal, no padding: every pair is a real one
-            for w, f in self._attn_pair_flops.items():
-                n = pairs if w is None or w >= T else sum(min(i + 1, w) for i in range(T)) * B
-                self.flops += f * n
-                self.useful_flops += f * n
-                self.attn_flops += f * n
-                self.attn_useful_flops += f * n
-            return
-        m = mask.bool().cpu().long()
+        m = torch.ones(B, T, dtype=torch.long) if mask is None else mask.bool().cpu().long()
         K = m.shape[1]
         cs = torch.cat([torch.zeros(B, 1, dtype=torch.long), m.cumsum(1)], dim=1)  # cs[:, c+1] = real keys ≤ c
         cols = torch.arange(K - T, K)  # the query positions' mask columns
         for w, f in self._attn_pair_flops.items():
-            executed = B * T * K
             lo = torch.clamp(cols + 1 - w, min=0) if w is not None else torch.zeros_like(cols)
             keys = cs[:, cols + 1] - cs[:, lo]  # (B, T) real keys each query attends to
             n_useful = int((keys * useful.long()).sum())
+            # without a mask the kernel runs causally (its pairs, all real); with one, densely
+            executed = n_useful if mask is None else B * T * K
             self.flops += f * executed
             self.useful_flops += f * n_useful
             self.attn_flops += f * executed

@@ -104,8 +104,7 @@ class _Packs:
     mkl: torch.Tensor | None  # MKL's packed B matrix (an opaque mkldnn tensor), or None
     onednn: torch.Tensor | None  # oneDNN's packed weight (an opaque mkldnn tensor), or None
     version: int  # weight._version when packed
-    ptr: int  # weight.data_ptr() when packed
-    source: torch.Tensor  # the packed-from weight (keeps its storage, hence ``ptr``, from being reused)
+    source: torch.Tensor  # the packed-from weight: its storage stays alive, so its address is never reused
 
 
 class OneDNNLinear(nn.Linear):
@@ -127,7 +126,7 @@ class OneDNNLinear(nn.Linear):
         packs: _Packs | None = self.__dict__.get("_packs")
         if packs is not None:
             w = self.weight
-            if w._version != packs.version or w.data_ptr() != packs.ptr:
+            if w._version != packs.version or w.data_ptr() != packs.source.data_ptr():
                 self.__dict__["_packs"] = None  # stale: the weight changed after packing
             else:
                 if packs.mkl is not None and x.numel() == packs.rows * x.shape[-1]:
@@ -264,17 +263,17 @@ def pack_linear_weights(model: nn.Module, rows: int, *, memory_bytes: int | None
     budget = PACK_MEMORY_FRACTION * (_total_memory() if memory_bytes is None else memory_bytes)
     use_mkl = mkl_packed_usable() and size <= budget
     use_dnn = onednn_pack_usable() and size * (1 + use_mkl) <= budget
-    with torch.no_grad():
-        for m in mods:
-            w = m.weight.detach()
-            m.__dict__["_packs"] = _Packs(
-                rows=int(rows),
-                mkl=torch.ops.mkl._mkl_reorder_linear_weight(w, int(rows)) if use_mkl else None,
-                onednn=torch.ops.mkldnn._reorder_linear_weight(w, int(rows)) if use_dnn else None,
-                version=m.weight._version, ptr=m.weight.data_ptr(), source=w)
-    if not (use_mkl or use_dnn):
-        return {"rows": int(rows), "mkl": False, "onednn": False, "bytes": 0}
-    return {"rows": int(rows), "mkl": use_mkl, "onednn": use_dnn, "bytes": int(size * (use_mkl + use_dnn))}
+    rows = int(rows)
+    if use_mkl or use_dnn:
+        with torch.no_grad():
+            for m in mods:
+                w = m.weight.detach()
+                m.__dict__["_packs"] = _Packs(
+                    rows=rows,
+                    mkl=torch.ops.mkl._mkl_reorder_linear_weight(w, rows) if use_mkl else None,
+                    onednn=torch.ops.mkldnn._reorder_linear_weight(w, rows) if use_dnn else None,
+                    version=m.weight._version, source=w)
+    return {"rows": rows, "mkl": use_mkl, "onednn": use_dnn, "bytes": int(size * (use_mkl + use_dnn))}
 
 
 def use_linear_kernel(model: nn.Module, dtype: str, device: str, kernel: str | None = None) -> str:

@@ -156,8 +156,9 @@ def batch_slices(n: int, first: int = 3, size: int = 8) -> list[slice]:
 def load_backend(model: str, dtype: str = "float32", device: str = "cpu", batch_size: int = 8):
     """Load a local model (zoo key, ``"tiny-random"`` or folder) through ``backends.get_backend``.
 
-    Weights are not packed (``HFLocalBackend(pack_weights=False)``). Sets torch's thread count to ``$SAGO_LIVE_THREADS`` when given (else torch's default, one per
-    core) unless ``SAGO_THREADS`` is set.
+    Weights are not packed (``HFLocalBackend(pack_weights=False)``). Sets torch's thread count to
+    ``$SAGO_LIVE_THREADS`` when given (else torch's default, one per core) unless ``SAGO_THREADS``
+    is set.
 
     Raises:
         whatever the backend raises (ModelUnavailableError, ValueError, OSError …); the page shows it.

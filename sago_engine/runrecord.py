@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import importlib.metadata as md
 
+#: ``runs.decoding`` keys that record how a local backend computes (``HFLocalBackend.info()``)
+#: without entering the run id: a resume under other values is listed (``Store.upsert_run``).
+ENGINE_DECODING_KEYS = ("linear_kernel", "threads", "drop_finished_fraction", "kv_cache", "prefill_buckets",
+                        "packed_weights")
+
 VERSION_PACKAGES = ("sago", "torch", "transformers", "gguf", "accelerate", "sacrebleu", "bert-score", "duckdb", "numpy", "scipy")
 
 
@@ -54,7 +59,7 @@ def local_decoding_record(info: dict, max_new_tokens: int, batch_size: int | Non
     out = {"greedy": True, "max_new_tokens": max_new_tokens, "batch_size": batch_size, **dec}
     if info.get("chat_template") is not None:
         out["chat_template"] = info["chat_template"]
-    for key in ("linear_kernel", "threads", "drop_finished_fraction", "kv_cache", "prefill_buckets", "packed_weights"):
+    for key in ENGINE_DECODING_KEYS:
         if info.get(key) is not None:
             out[key] = info[key]
     return out

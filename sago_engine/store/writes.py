@@ -10,6 +10,7 @@ from typing import Any, Iterator
 import duckdb
 import pandas as pd
 
+from sago_engine.runrecord import ENGINE_DECODING_KEYS
 from sago_engine.store import layout, suffstats
 from sago_engine.store.schema import EXTRA_TABLES, TABLES, USAGE_EXTRA_COUNTERS, StoreError
 
@@ -75,8 +76,7 @@ class Writes:
             self.insert_df("runs", pd.DataFrame([row]))
 
     #: ``decoding`` keys whose change on a resume is recorded (they do not enter the run id).
-    RESUME_WATCH = ("linear_kernel", "threads", "drop_finished_fraction", "kv_cache", "prefill_buckets",
-                    "packed_weights")
+    RESUME_WATCH = ENGINE_DECODING_KEYS
 
     def _note_resume_changes(self, run_id: str, stored: tuple, run: dict[str, Any]) -> None:
         def obj(v: Any) -> dict:
@@ -85,10 +85,9 @@ class Writes:
 
         dec_old, ver_old = obj(stored[0]), obj(stored[1])
         dec_new, ver_new = obj(run.get("decoding")), obj(run.get("versions"))
-        # a key present in either record and different (absent = None: e.g. packing turned off);
-        # an update without a decoding record (status, finished_at) changes nothing
-        dec = {k: dec_new.get(k) for k in self.RESUME_WATCH
-               if (k in dec_new or k in dec_old) and dec_new.get(k) != dec_old.get(k)} if dec_new else {}
+        # absent counts as None (e.g. packing turned off); an update without a decoding record
+        # (status, finished_at) changes nothing
+        dec = {k: dec_new.get(k) for k in self.RESUME_WATCH if dec_new.get(k) != dec_old.get(k)} if dec_new else {}
         ver = {k: v for k, v in ver_new.items() if ver_old and v != ver_old.get(k)}
         if not dec and not ver:
             return
