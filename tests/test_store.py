@@ -19,13 +19,13 @@ from sago_engine.store import APP_ID, SCHEMA_VERSION, TABLES, StoreError, open_s
 def test_create_sets_schema_version_and_meta(tmp_path):
     path = tmp_path / "s.duckdb"
     with open_store(path, read_only=False, create=True) as st:
-        assert st.schema_version() == SCHEMA_VERSION == 3
+        assert st.schema_version() == SCHEMA_VERSION == 4
         meta = dict(st.con.execute("SELECT key, value FROM meta").fetchall())
         assert meta == {"app": APP_ID, "schema_version": str(SCHEMA_VERSION), "layout_version": "1"}
         assert st.counts() == {t: 0 for t in TABLES}
     # reopen read-only, and again with create=True (existing store is kept, not re-initialised)
     with open_store(path) as st:
-        assert st.read_only and st.schema_version() == 3
+        assert st.read_only and st.schema_version() == 4
     with open_store(path, read_only=False, create=True) as st:
         assert st.con.execute("SELECT count(*) FROM meta").fetchone()[0] == 3
 
@@ -104,7 +104,7 @@ def test_older_schema_version(tmp_path):
     with pytest.raises(StoreError) as ei:
         open_store(path)
     msg = str(ei.value)
-    assert "version 0" in msg and f"versions 1, 2, {SCHEMA_VERSION}" in msg
+    assert "version 0" in msg and f"versions 1, 2, 3, {SCHEMA_VERSION}" in msg
 
 
 def test_missing_schema_version_counts_as_zero(tmp_path):
@@ -402,7 +402,7 @@ def test_schema_v2_store_reads_and_gains_token_ids_on_a_writable_open(tmp_path):
         got = st.con.execute("SELECT response_id, response, token_ids FROM responses ORDER BY 1").fetchall()
     assert got == [("a", "x ", None), ("b", "y\t", [5, 0])]
     with open_store(old, read_only=False) as st:
-        assert st.schema_version() == 3
+        assert st.schema_version() == SCHEMA_VERSION
         assert st.con.execute("SELECT token_ids FROM responses").fetchall() == [(None,)]
 
 
@@ -547,7 +547,7 @@ def test_old_store_without_statistics_reads_the_same_and_gains_them_on_a_writabl
         pd.testing.assert_frame_equal(st.ablation_frame()["cells"], want_ab["cells"], check_exact=False, rtol=1e-12)
         pd.testing.assert_frame_equal(st.ablation_frame()["length"], want_ab["length"], check_exact=False, rtol=1e-12)
     with open_store(p, read_only=False) as st:
-        assert st.schema_version() == 3 and st.stats_materialised and st.stats_counts() == counts
+        assert st.schema_version() == SCHEMA_VERSION and st.stats_materialised and st.stats_counts() == counts
         assert not st._has_table("prompt_scores")
         pd.testing.assert_frame_equal(st.prompt_scores(), want, check_exact=False, rtol=1e-12)
 

@@ -14,7 +14,7 @@ import duckdb
 
 from sago_engine.store import layout, suffstats
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 APP_ID = "sago-store"
 
 _DDL = """
@@ -226,10 +226,36 @@ EXTRA_TABLES += ("base_repeats", "noise_floor")
 USAGE_EXTRA_COUNTERS = ("reasoning_tokens", "cached_tokens", "cache_write_tokens")
 # ================================================================== end schema v3 additions
 
+# ====================================================================== schema v4
+#: Schema version 4 (one change for the whole round; every addition is additive and idempotent):
+#:
+#: - ``runs.origin`` (JSON): where a run's rows come from when sago did not measure them itself —
+#:   NULL for sago's own runs; for an external (imported) run ``{"kind": "imported", "source": ...,
+#:   "sha256": ..., "definitions": {...}}`` (the file, its digest and the axis definitions its values
+#:   follow).
+#: - ``variants.skip_reason``: why a variant is not run (``kept`` false): the semantic filter, or a
+#:   no-op (the variant text equals its base prompt); NULL for a kept variant.
+#: - ``responses.request``: the model input exactly as sent (the chat template rendered, or the API
+#:   messages as JSON); NULL where not recorded.
+#: - ``responses.raw_response``: the reply as received when sago stores a cleaned ``response``
+#:   (e.g. an imported reply with a leaked prompt tail); NULL when ``response`` is the raw reply.
+#: - ``run_usage.invalid_logprobs``: replies whose server log-probs were unusable (sentinels,
+#:   positive or non-finite values), summed like the other counters.
+_V4_DDL = """
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS origin JSON;
+ALTER TABLE variants ADD COLUMN IF NOT EXISTS skip_reason VARCHAR;
+ALTER TABLE responses ADD COLUMN IF NOT EXISTS request VARCHAR;
+ALTER TABLE responses ADD COLUMN IF NOT EXISTS raw_response VARCHAR;
+ALTER TABLE run_usage ADD COLUMN IF NOT EXISTS invalid_logprobs BIGINT DEFAULT 0;
+"""
+_MIGRATIONS = _MIGRATIONS + (_V4_DDL,)
+USAGE_EXTRA_COUNTERS += ("invalid_logprobs",)
+# ================================================================== end schema v4
+
 #: Every table of a fresh store (the statistics tables last).
-CREATE_SQL = _DDL + _FIDELITY_DDL + suffstats.STATS_DDL
+CREATE_SQL = _DDL + _FIDELITY_DDL + _V4_DDL + suffstats.STATS_DDL
 #: Schema versions this sago opens (older ones are migrated on a writable open).
-READABLE_VERSIONS = (1, 2, SCHEMA_VERSION)
+READABLE_VERSIONS = (1, 2, 3, SCHEMA_VERSION)
 
 
 class StoreError(RuntimeError):
