@@ -68,7 +68,13 @@ _OPTION_LABELS: dict[str, str] = {
     "user_last_blocks": "last user token, blocks only",
     "user_mean_blocks": "mean over user tokens, blocks only",
     "rescaled": "rescaled MiniLM",
+    "authors": "authors' released values",
 }
+
+#: Option of the axes an imported run of the SAGO authors' released rows is stored under
+#: (``cos@authors`` … ``mr@authors``): their numbers under their own definitions
+#: (``sago_engine.external.authors_format.AUTHORS_DEFINITIONS``), never a plain axis.
+AUTHORS_OPTION = "authors"
 
 
 def base_axis(name: str) -> str:

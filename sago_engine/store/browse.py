@@ -7,6 +7,7 @@ through ``where.filter_where``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
@@ -53,6 +54,26 @@ class Browse:
         if run_id is None:
             return self.con.execute("SELECT * FROM api_responses ORDER BY response_id").df()
         return self.con.execute("SELECT * FROM api_responses WHERE run_id = ? ORDER BY response_id", [run_id]).df()
+
+    def imported_rows(self, run_id: str | None = None) -> pd.DataFrame:
+        """Rows of imported external files exactly as read (``imported_rows``): run_id, source,
+        row_index, prompt_id, variant_id and ``columns`` (dict column → text, every column of the
+        source row); optionally of one run, ordered by source and row. Empty for a store without
+        the table."""
+        cols = ["run_id", "source", "row_index", "prompt_id", "variant_id", "columns"]
+        if not self._has_table("imported_rows"):
+            return pd.DataFrame(columns=cols)
+        where, params = ("WHERE run_id = ?", [run_id]) if run_id is not None else ("", [])
+        df = self.con.execute(f"SELECT {', '.join(cols)} FROM imported_rows {where} "
+                              "ORDER BY run_id, source, row_index", params).df()
+        df["columns"] = [json.loads(c) for c in df["columns"]]
+        return df
+
+    def run_origins(self) -> pd.DataFrame:
+        """run_id, model, backend and ``origin`` (parsed JSON, None for sago's own runs) of every run."""
+        df = self.con.execute("SELECT run_id, model, backend, origin FROM runs ORDER BY model, run_id").df()
+        df["origin"] = [json.loads(o) if isinstance(o, str) else None for o in df["origin"]]
+        return df
 
     def done_units(self, run_id: str) -> set[str]:
         """Prompt ids whose unit (base + all variants) is finished for this run."""

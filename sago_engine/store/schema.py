@@ -241,15 +241,31 @@ USAGE_EXTRA_COUNTERS = ("reasoning_tokens", "cached_tokens", "cache_write_tokens
 #:   (e.g. an imported reply with a leaked prompt tail); NULL when ``response`` is the raw reply.
 #: - ``run_usage.invalid_logprobs``: replies whose server log-probs were unusable (sentinels,
 #:   positive or non-finite values), summed like the other counters.
+#: - ``imported_rows``: every row of an imported external results file exactly as read (each
+#:   column as text, JSON object ``columns``), keyed by (run, source file, data row index), with the
+#:   prompt and variant it was stored as — so no column of the source is lost
+#:   (``sago_engine.external.importer``).
+_IMPORTED_ROWS_DDL = """
+CREATE TABLE IF NOT EXISTS imported_rows (
+    run_id VARCHAR NOT NULL,
+    source VARCHAR NOT NULL,
+    row_index INTEGER NOT NULL,
+    prompt_id VARCHAR,
+    variant_id VARCHAR,
+    columns JSON NOT NULL,
+    PRIMARY KEY (run_id, source, row_index)
+);
+"""
 _V4_DDL = """
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS origin JSON;
 ALTER TABLE variants ADD COLUMN IF NOT EXISTS skip_reason VARCHAR;
 ALTER TABLE responses ADD COLUMN IF NOT EXISTS request VARCHAR;
 ALTER TABLE responses ADD COLUMN IF NOT EXISTS raw_response VARCHAR;
 ALTER TABLE run_usage ADD COLUMN IF NOT EXISTS invalid_logprobs BIGINT DEFAULT 0;
-"""
+""" + _IMPORTED_ROWS_DDL
 _MIGRATIONS = _MIGRATIONS + (_V4_DDL,)
 USAGE_EXTRA_COUNTERS += ("invalid_logprobs",)
+EXTRA_TABLES += ("imported_rows",)
 # ================================================================== end schema v4
 
 #: Every table of a fresh store (the statistics tables last).
@@ -312,6 +328,9 @@ def migrate_if_needed(con: duckdb.DuckDBPyConnection) -> bool:
     Returns True if it migrated."""
     version = int(dict(con.execute("SELECT key, value FROM meta").fetchall())["schema_version"])
     if version >= SCHEMA_VERSION and suffstats.has_stats(con) and has_table(con, "noise_floor"):
+        if not has_table(con, "imported_rows"):  # a version-4 store written before this table
+            con.execute(_IMPORTED_ROWS_DDL)
+            return True
         return False
     con.execute("BEGIN TRANSACTION")
     try:
