@@ -29,6 +29,34 @@ def merge_main(argv: list[str]) -> int:
     return 0
 
 
+def import_authors_main(argv: list[str]) -> int:
+    """``python -m precompute import-authors DIR --store OUT``: the SAGO authors' released rows as labelled runs."""
+    ap = argparse.ArgumentParser(
+        prog="python -m precompute import-authors",
+        description="Import the per-row results of the SAGO authors' repository (a clone of "
+                    "Styled-Prompts-Shifted-Behavior-v2) as labelled external runs: their values as <axis>@authors, "
+                    "leaked prompt tails cut from the replies, and sago's Δ-BLEU/Δ-BERT/Δ-MR recomputed on them.",
+    )
+    ap.add_argument("dir", help="the clone (or its results/ folder)")
+    ap.add_argument("--store", required=True, help="the store to write (created if new)")
+    ap.add_argument("--model", action="append", dest="models", help="an authors' model key (repeatable); default: all")
+    ap.add_argument("--all-runs", action="store_true", help="import every run of a cell, not only the latest")
+    ap.add_argument("--no-recompute", action="store_true", help="skip the run with sago's text axes")
+    args = ap.parse_args(argv)
+    from sago_engine.external.authors_format import AuthorsFormatError
+    from sago_engine.external.importer import import_authors
+    from sago_engine.store import StoreError
+
+    try:
+        summary = import_authors(args.dir, args.store, models=args.models, all_runs=args.all_runs,
+                                 recompute=not args.no_recompute, log=lambda s: print(s, file=sys.stderr))
+    except (FileNotFoundError, AuthorsFormatError, StoreError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(summary, default=str))
+    return 0
+
+
 def print_plan(cfg, runner, shard, only_models=None) -> None:
     """Print prompts, variants, kept counts and pending prompt units per model (``--plan``; the
     models of ``only_models`` — keys or names, as ``--model`` — when given)."""
@@ -85,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "merge":
         return merge_main(argv[1:])
+    if argv and argv[0] == "import-authors":
+        return import_authors_main(argv[1:])
     ap = argparse.ArgumentParser(
         prog="python -m precompute",
         description=(
@@ -93,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
             "Re-running skips every prompt already finished for the same run (no new rows, no model calls). "
             "The runner writes a private working copy and publishes consistent snapshots to the store, so the "
             "dashboard can read it during a run; a killed run resumes with the same command. "
-            "Subcommand: `python -m precompute merge --out OUT IN...` combines --shard outputs."
+            "Subcommands: `python -m precompute merge --out OUT IN...` combines --shard outputs; "
+            "`python -m precompute import-authors DIR --store OUT` imports the SAGO authors' released rows."
         ),
     )
     ap.add_argument("--config", required=True, help="TOML run config, e.g. precompute/configs/demo.toml")

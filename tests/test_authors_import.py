@@ -1,0 +1,220 @@
+"""Import of the SAGO authors' released rows (files written by tests/authors_files.py in their format)."""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+
+import duckdb
+import pytest
+
+from authors_files import GEMMA_ROWS, L_TAIL, LLAMA_LENGTH_ROWS, P0, P1, SALAD, make_clone
+from sago_engine.external import salad
+from sago_engine.external.authors_format import AuthorsFormatError, discover, read_rows, row_role, select_latest
+from sago_engine.external.leak import TEMPLATES, find_leak, templates_for
+from sago_engine.store import open_store
+
+
+# ---------------------------------------------------------------- leak detection
+@pytest.mark.parametrize("model,prompt,reply,leaked,cleaned", [
+    ("G-2B", P0, "the novel Dracula?\nmodel\nBram Stoker.", "the novel Dracula?\nmodel\n", "Bram Stoker."),
+    ("G-2B", P0, "user\n" + P0 + "\nmodel\nBram Stoker.", "user\n" + P0 + "\nmodel\n", "Bram Stoker."),
+    ("G-2B", P0, "model\nBram Stoker.", "model\n", "Bram Stoker."),
+    ("G-2B", P0, "Bram Stoker wrote it.", "", "Bram Stoker wrote it."),
+    # a reply that starts like the prompt's end but without the template's closing token
+    ("G-2B", P0, "Dracula? Bram Stoker.", "", "Dracula? Bram Stoker."),
+    # Llama 3.2 puts the run date in its system line: a leak reaching into it is still found
+    ("L3.2-3B", P0, ": December 2023\nToday Date: 16 Apr 2026\n\nuser\n\n" + P0 + L_TAIL + "Bram Stoker.",
+     ": December 2023\nToday Date: 16 Apr 2026\n\nuser\n\n" + P0 + L_TAIL, "Bram Stoker."),
+    ("L3.1-8B", "She felt fear.", "assistant\n\nFear is natural.", "assistant\n\n", "Fear is natural."),
+    # prompts containing the word "assistant"
+    ("L3.1-8B", P1, "assistant helped Sherlock Holmes?" + L_TAIL + "Dr. Watson.",
+     "assistant helped Sherlock Holmes?" + L_TAIL, "Dr. Watson."),
+    ("L3.1-8B", P1, "The assistant was Dr. Watson.", "", "The assistant was Dr. Watson."),
+    ("L3.1-8B", "What is an assistant?", "assistant is a person who helps.", "", "assistant is a person who helps."),
+    # the prompt holds the marker and its whitespace: the longest leak wins, not the first
+    ("L3.1-8B", "Act as an assistant\n\nWhat is 2+2?", "assistant\n\nWhat is 2+2?" + L_TAIL + "4.",
+     "assistant\n\nWhat is 2+2?" + L_TAIL, "4."),
+    ("Q2.5-7B", P0, "helpful assistant.\nuser\n" + P0 + "\nassistant\nBram Stoker.",
+     "helpful assistant.\nuser\n" + P0 + "\nassistant\n", "Bram Stoker."),
+    ("Q3.5-9B", "Futile pursuit", "assistant\n<think>\nThe user wants", "assistant\n<think>\n", "The user wants"),
+    ("Q3.5-9B", "Futile pursuit", "Here's a thinking process", "", "Here's a thinking process"),
+])
+def test_leak_found_and_cut(model, prompt, reply, leaked, cleaned):
+    lk = find_leak(reply, prompt, templates_for(model))
+    assert (lk.leaked, lk.cleaned) == (leaked, cleaned)
+    assert lk.found == bool(leaked)
+
+
+def test_leak_spacing_noise_and_unknown_model():
+    noisy = "   Who  wrote   the novel Dracula?  "
+    # the template trims the message and decoding may re-space: whitespace is ignored
+    lk = find_leak("wrote the novel Dracula?\nmodel\nStoker.", noisy, templates_for("G-2B"))
+    assert lk.cleaned == "Stoker."
+    # an unknown model key tries every known template
+    assert len(templates_for("some-new-model")) == len(TEMPLATES)
+    assert find_leak("Dracula?assistant\n\nStoker.", P0, templates_for("some-new-model")).cleaned == "Stoker."
+    assert find_leak(None, P0, templates_for("G-2B")).cleaned == ""
+
+
+# ---------------------------------------------------------------- token salad
+def test_salad_rule():
+    assert salad.score(SALAD).salad
+    eng = salad.score("For individuals with arthritis, it is essential to choose exercises that are gentle.")
+    assert not eng.salad and eng.scripts == 1 and eng.known_share > 0.9
+    assert not salad.is_salad('"Futile pursuit" translates to "徒劳的追求" in Chinese and means a wasted effort.')
+    assert not salad.is_salad("")
+
+
+# ---------------------------------------------------------------- files and runs
+def test_discover_latest_run_and_roles(tmp_path):
+    srcs = discover(make_clone(tmp_path))
+    rels = [s.rel for s in srcs]
+    assert not any("trash" in r for r in rels)
+    assert not any(r.endswith("G-2B_results.csv") for r in rels)  # the combined file of that run is read
+    closed = [s for s in srcs if s.kind == "closed"]
+    assert [(s.style, s.dataset) for s in closed] == [("politeness", "alpaca")]
+    pairs = [(s, m) for s in srcs for m in dict.fromkeys(read_rows(s)["model"])]
+    sel = select_latest(pairs)
+    chosen = {(s.style, s.dataset, m): s.run for s, m in sel.chosen}
+    assert chosen[("spacing", "alpaca", "G-2B")] == "run_multi_alpaca_20260102_000000"
+    assert [x["path"] for x in sel.superseded] == [
+        "results/spacing/run_multi_alpaca_20260101_000000/full_results_all_models.csv"]
+    assert len(select_latest(pairs, all_runs=True).chosen) == len(pairs)
+    r = row_role("politeness", "-10", "suffix")
+    assert (r.spec.position, r.meta["register"], r.role) == ("SUFFIX", "rude", "variant")
+    assert row_role("length_variation", "1.0", "global").role == "baseline"
+    assert row_role("inter_vs_imper", "original", "global").role == "excluded"
+    with pytest.raises(AuthorsFormatError):
+        row_role("spacing", "lots", "prefix")
+
+
+def test_unreadable_or_foreign_file_is_an_error(tmp_path):
+    root = make_clone(tmp_path)
+    bad = root / "results/spacing/run_multi_alpaca_20260105_000000/full_results_all_models.csv"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("model,prompt_id\nG-2B,0\n")
+    out = tmp_path / "out.duckdb"
+    from sago_engine.external.importer import import_authors
+
+    with pytest.raises(AuthorsFormatError, match="missing column"):
+        import_authors(root, out, recompute=False)
+    assert not out.exists()  # nothing written
+    with pytest.raises(FileNotFoundError):
+        import_authors(tmp_path / "nowhere", out, recompute=False)
+
+
+# ---------------------------------------------------------------- import
+def _csv_rows(path):
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def test_import_round_trips_every_column_and_keeps_values_apart(tmp_path):
+    from sago_engine.external.importer import import_authors
+
+    root = make_clone(tmp_path)
+    out = tmp_path / "out.duckdb"
+    summary = import_authors(root, out, recompute=False)
+    assert set(summary["models"]) == {"G-2B", "L3.1-8B", "G4-E4B", "gpt-5.4"}
+    with open_store(out) as st:
+        runs = st.run_origins()
+        assert set(runs["backend"]) == {"imported"}
+        rec = runs[runs["model"] == "Gemma-2B-IT · authors' rows"].iloc[0]
+        o = rec["origin"]
+        path = "results/spacing/run_multi_alpaca_20260102_000000/full_results_all_models.csv"
+        assert (o["kind"], o["source"]) == ("imported", path)
+        assert o["sources"][0]["sha256"] == hashlib.sha256((root / path).read_bytes()).hexdigest()
+        assert o["superseded"][0]["replaced_by"] == path
+        assert set(o["definitions"]) == {f"{a}@authors" for a in ("cos", "bleu", "bert", "prob", "ent", "mr")}
+        assert o["leaks"]["base_leaked_rows"] == 2 and o["leaks"]["variant_leaked_rows"] == 2
+        # every column of every row, as text, exactly
+        got = st.imported_rows(rec["run_id"])
+        want = _csv_rows(root / path)
+        assert [r for r in got["columns"]] == want
+        assert list(got["row_index"]) == list(range(len(want)))
+        # the authors' values under their own axis names: Δ as released, Δ̃ = Δ / R, not clipped
+        d = st.deltas(kept_only=False, run_ids=[rec["run_id"]], axes=("prob@authors", "bleu@authors", "mr@authors"))
+        vals = {(r.variant_id, r.axis): (r.delta, r.delta_norm) for r in d.itertuples()}
+        row = want[1]
+        vid = got.iloc[1]["variant_id"]
+        assert vals[(vid, "prob@authors")] == (float(row["delta_log_prob"]), float(row["delta_log_prob"]) / 250.0)
+        assert vals[(vid, "prob@authors")][1] < -1.0  # -312.5 / 250: no clipping
+        assert vals[(vid, "bleu@authors")][0] == float(row["delta_bleu"])
+        # none of it reaches the plain axes every page reads
+        assert st.prompt_scores().empty
+        assert not st.prompt_scores(axes=("bleu@authors",)).empty
+        # replies: cleaned in response, as released in raw_response (only where a leak was cut)
+        resp = st.responses(got.iloc[1]["prompt_id"])
+        resp = resp[resp["run_id"] == rec["run_id"]]
+        base = resp[resp["variant_id"].isna()].iloc[0]
+        assert base["response"] == "Bram Stoker wrote Dracula in 1897."
+        assert base["raw_response"] == GEMMA_ROWS[0]["response_orig"]
+        clean = st.responses(got.iloc[2]["prompt_id"])
+        assert clean[clean["run_id"] == rec["run_id"]]["raw_response"].isna().all()
+        # the older column layout round-trips too, and the baseline rows are stored but not scored
+        llama = runs[runs["model"] == "Llama-3.1-8B-Instruct · authors' rows"].iloc[0]
+        lrows = st.imported_rows(llama["run_id"])
+        assert [r for r in lrows["columns"]] == [{k: v for k, v in r.items()} for r in LLAMA_LENGTH_ROWS]
+        v = st.variants(lrows.iloc[0]["prompt_id"])
+        assert sorted(zip(v["strength"], v["kept"])) == [(0.25, True), (1.0, False)]
+        assert v[~v["kept"]]["skip_reason"].iloc[0].startswith("the authors' baseline row")
+    # importing again adds nothing
+    before = duckdb.connect(str(out), read_only=True).execute("SELECT count(*) FROM deltas").fetchall()
+    import_authors(root, out, recompute=False)
+    assert duckdb.connect(str(out), read_only=True).execute("SELECT count(*) FROM deltas").fetchall() == before
+
+
+def test_recomputed_run_and_degenerate_model(tmp_path):
+    from sago_engine.axes import bleu
+    from sago_engine.external.importer import import_authors
+
+    root = make_clone(tmp_path)
+    out = tmp_path / "out.duckdb"
+    summary = import_authors(root, out, models=["G-2B", "G4-E4B"])
+    assert summary["models"]["G4-E4B"]["degenerate"]["flagged"] is True
+    assert summary["models"]["G-2B"]["degenerate"]["flagged"] is False
+    with open_store(out) as st:
+        runs = st.run_origins()
+        rec = runs[runs["model"] == "Gemma-2B-IT · authors' replies, sago axes"].iloc[0]
+        assert rec["origin"]["kind"] == "imported+recomputed"
+        assert rec["origin"]["of_run"] in set(runs["run_id"])
+        d = st.deltas(run_ids=[rec["run_id"]], axes=("bleu", "bleu@leaked", "cos"))
+        rows = st.imported_rows(rec["origin"]["of_run"])
+        vid = rows.iloc[1]["variant_id"]
+        got = {r.axis: r.delta for r in d[d["variant_id"] == vid].itertuples()}
+        base_clean, var_clean = "Bram Stoker wrote Dracula in 1897.", "Dracula   was   written by Bram Stoker."
+        assert got["bleu"] == pytest.approx(bleu(var_clean, base_clean) - 100.0, abs=1e-9)
+        assert got["bleu@leaked"] == pytest.approx(
+            bleu(GEMMA_ROWS[1]["response_pert"], GEMMA_ROWS[1]["response_orig"]) - 100.0, abs=1e-9)
+        assert got["bleu"] != got["bleu@leaked"]
+        cos = d[(d["variant_id"] == vid) & (d["axis"] == "cos")].iloc[0]
+        assert not cos["available"] and cos["reason"].startswith("not recomputed")
+        bad = runs[runs["model"] == "Gemma-4-E4B-IT · authors' replies, sago axes"].iloc[0]
+        dd = st.deltas(run_ids=[bad["run_id"]], axes=("bleu", "bert", "mr"))
+        assert len(dd) and not dd["available"].any() and dd["reason"].str.startswith("degenerate pair").all()
+
+
+def test_cli_import_authors(tmp_path, capsys):
+    from precompute.__main__ import main
+
+    root = make_clone(tmp_path)
+    out = tmp_path / "cli.duckdb"
+    assert main(["import-authors", str(root), "--store", str(out), "--model", "gpt-5.4", "--no-recompute"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert list(printed["models"]) == ["gpt-5.4"]
+    assert main(["import-authors", str(tmp_path / "missing"), "--store", str(out)]) == 2
+    assert "no results/ folder" in capsys.readouterr().err
+
+
+def test_v4_store_without_imported_rows_gets_it(tmp_path):
+    p = tmp_path / "s.duckdb"
+    open_store(p, read_only=False, create=True).close()
+    con = duckdb.connect(str(p))
+    con.execute("DROP TABLE imported_rows")
+    con.close()
+    with open_store(p) as st:
+        assert st.imported_rows().empty  # read-only: read as it is
+    with open_store(p, read_only=False) as st:
+        assert st._has_table("imported_rows")
