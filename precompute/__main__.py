@@ -42,6 +42,9 @@ def import_authors_main(argv: list[str]) -> int:
     ap.add_argument("--model", action="append", dest="models", help="an authors' model key (repeatable); default: all")
     ap.add_argument("--all-runs", action="store_true", help="import every run of a cell, not only the latest")
     ap.add_argument("--no-recompute", action="store_true", help="skip the run with sago's text axes")
+    ap.add_argument("--report", action="store_true",
+                    help="then print, per model and axis, the published SGS, the authors' rows aggregated their "
+                         "way and the leak's effect (stderr)")
     args = ap.parse_args(argv)
     from sago_engine.external.authors_format import AuthorsFormatError
     from sago_engine.external.importer import import_authors
@@ -53,6 +56,12 @@ def import_authors_main(argv: list[str]) -> int:
     except (FileNotFoundError, AuthorsFormatError, StoreError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if args.report:
+        from sago_engine.external.audit import audit_table
+        from sago_engine.store import open_store
+
+        with open_store(args.store) as st:
+            print(audit_table(st).to_string(index=False, float_format=lambda v: f"{v:.3f}"), file=sys.stderr)
     print(json.dumps(summary, default=str))
     return 0
 

@@ -69,6 +69,7 @@ _OPTION_LABELS: dict[str, str] = {
     "user_mean_blocks": "mean over user tokens, blocks only",
     "rescaled": "rescaled MiniLM",
     "authors": "authors' released values",
+    "leaked": "on the released replies (leaked prompt tails kept)",
 }
 
 #: Option of the axes an imported run of the SAGO authors' released rows is stored under

@@ -218,3 +218,26 @@ def test_v4_store_without_imported_rows_gets_it(tmp_path):
         assert st.imported_rows().empty  # read-only: read as it is
     with open_store(p, read_only=False) as st:
         assert st._has_table("imported_rows")
+
+
+def test_audit_aggregates_the_authors_way(tmp_path):
+    from sago_engine.external.audit import audit_table, truthfulqa_subsample
+    from sago_engine.external.importer import import_authors
+
+    root = make_clone(tmp_path)
+    out = tmp_path / "out.duckdb"
+    import_authors(root, out, models=["G-2B"])
+    with open_store(out) as st:
+        t = audit_table(st).set_index("axis")
+    # V of prompt 0: Δ-BLEU -87.5, Δ-Prob -312.5; prompt 1: 0 and -4.25 (hand-computed RMS, not clipped)
+    assert t.loc["bleu", "authors_way"] == pytest.approx((87.5 / 100 + 0.0) / 2)
+    assert t.loc["prob", "authors_way"] == pytest.approx((312.5 / 250 + 4.25 / 250) / 2)
+    assert t.loc["bleu", "published"] == 0.64 and t.loc["bleu", "gap"] == pytest.approx(0.4375 - 0.64)
+    assert t.loc["bleu", "leak_effect"] == pytest.approx(t.loc["bleu", "sago_cleaned"] - t.loc["bleu", "sago_released"])
+    assert t.loc["bleu", "reply_leak_rate"] == 0.5
+    # step 3 of the authors' sgs_core: 16 common TruthfulQA ids drawn with default_rng(42)
+    ids = {"a": set(range(128)), "b": set(range(128))}
+    keep = truthfulqa_subsample(ids)
+    assert keep["a"] == keep["b"] and len(keep["a"]) == 16
+    assert keep["a"] == set(int(x) for x in __import__("numpy").random.default_rng(42).choice(list(range(128)), 16,
+                                                                                                 replace=False))
