@@ -324,13 +324,10 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
 
 def migrate_if_needed(con: duckdb.DuckDBPyConnection) -> bool:
     """On a writable connection: run ``_MIGRATIONS`` (one transaction) when the store is older than
-    ``SCHEMA_VERSION`` or lacks a statistics or noise-floor table (every step is idempotent).
+    ``SCHEMA_VERSION`` or lacks a statistics table or one of ``EXTRA_TABLES`` (every step is idempotent).
     Returns True if it migrated."""
     version = int(dict(con.execute("SELECT key, value FROM meta").fetchall())["schema_version"])
-    if version >= SCHEMA_VERSION and suffstats.has_stats(con) and has_table(con, "noise_floor"):
-        if not has_table(con, "imported_rows"):  # a version-4 store written before this table
-            con.execute(_IMPORTED_ROWS_DDL)
-            return True
+    if version >= SCHEMA_VERSION and suffstats.has_stats(con) and all(has_table(con, t) for t in EXTRA_TABLES):
         return False
     con.execute("BEGIN TRANSACTION")
     try:
