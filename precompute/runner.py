@@ -22,6 +22,7 @@ from sago_engine.pipeline import Unit, compute_rows, judge_rows, option_axes_for
 from sago_engine.runrecord import VERSION_PACKAGES, fingerprint, library_versions, local_decoding_record  # noqa: F401 (re-exported)
 from sago_engine.seeds import stable_hash
 from sago_engine.store import Store, StoreError, open_store
+from sago_engine.store.layout import set_aside_wal
 from sago_engine.storerows import axis_options_record, prompt_rows, run_record, unit_rows, variant_rows
 from sago_engine.types import Variant
 from sago_engine.variants.semantic_filter import bert_rescale_baseline
@@ -508,7 +509,10 @@ def publish(store: Store, target: str | Path, *, clustered: bool = False, **meta
     run's final publish) the snapshot is written with the per-prompt tables in prompt order
     (``Store.write_clustered_copy``; at the paper's scale about 20 s of CPU instead of a file
     copy), so the Prompts page's lookups skip all but one row group; the snapshots published
-    while the run goes on are plain copies.
+    while the run goes on are plain copies. A write-ahead log left beside ``target`` by a
+    writable session that died is moved to ``<name>.wal.stale-<UTC time>`` first
+    (``layout.set_aside_wal``, logged): it belongs to the file being replaced, and DuckDB would
+    refuse to open the new file under it.
     """
     target = Path(target)
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
@@ -523,6 +527,7 @@ def publish(store: Store, target: str | Path, *, clustered: bool = False, **meta
             shutil.copyfile(store.path, tmp)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
+        set_aside_wal(target)  # a dead writable session's log would not match the new file
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
