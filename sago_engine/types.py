@@ -197,7 +197,8 @@ def logprob_problem(values) -> str | None:
         None when all are valid, else e.g. ``"+0.6997 at token 0 (a log-prob is at most 0)"``
         (the first invalid value, and how many there are when more than one).
     """
-    a = np.asarray([np.nan if v is None else v for v in values], dtype=np.float64)
+    a = (values.astype(np.float64, copy=False) if isinstance(values, np.ndarray)
+         else np.asarray([np.nan if v is None else v for v in values], dtype=np.float64))
     bad = ~np.isfinite(a) | (a <= LOGPROB_SENTINEL) | (a > LOGPROB_POSITIVE_TOL)
     if not bad.any():
         return None
