@@ -12,7 +12,9 @@ def merge_main(argv: list[str]) -> int:
     """``python -m precompute merge --out OUT IN [IN ...]``: combine shard stores into one."""
     ap = argparse.ArgumentParser(
         prog="python -m precompute merge",
-        description="Merge stores written with --shard K/N into one store identical to a single run.",
+        description="Merge stores written with --shard K/N into one store identical to a single run. Each run "
+                    "keeps the worst status of its shards (failed > incomplete > partial > complete), printed per "
+                    "run; a shard given twice (or a copy of it) is counted once.",
     )
     ap.add_argument("--out", required=True, help="the merged store to create")
     ap.add_argument("inputs", nargs="+", help="shard stores to merge")
@@ -20,6 +22,8 @@ def merge_main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     from sago_engine.store import StoreError, merge_stores
 
+    # one line per merged run (its inputs' statuses → the merged one) and per input counted once
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
         counts = merge_stores(args.out, args.inputs, overwrite=args.force)
     except (FileExistsError, FileNotFoundError, StoreError) as e:

@@ -22,6 +22,7 @@ from sago_engine.pipeline import Unit, compute_rows, judge_rows, option_axes_for
 from sago_engine.runrecord import VERSION_PACKAGES, fingerprint, library_versions, local_decoding_record  # noqa: F401 (re-exported)
 from sago_engine.seeds import stable_hash
 from sago_engine.store import Store, StoreError, open_store
+from sago_engine.store.layout import set_aside_wal
 from sago_engine.storerows import axis_options_record, prompt_rows, run_record, unit_rows, variant_rows
 from sago_engine.types import Variant
 from sago_engine.variants.semantic_filter import bert_rescale_baseline
@@ -393,7 +394,7 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     from sago_engine.noise import RepeatUnit, floor_rows, repeat_response_id
     from sago_engine.pipeline import budget_spent, response_id
 
-    health = {"replies": 0, "errors": 0, "no_output": 0, "first_error": None}
+    health = {"replies": 0, "errors": 0, "no_output": 0, "first_error": None, "invalid_logprobs": 0}
     bar = tqdm(total=total, desc=f"{m.name}", unit="gen", disable=not progress, dynamic_ncols=True)
     for chunk in chunks:
         texts, spans = [], []
@@ -432,6 +433,8 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
                  for vid, r in zip([None, *(v.variant_id for v in u.variants)], (u.base, *u.results))]
         keyed += [(repeat_response_id(run_id, pid, j + 1), r) for pid in (u.prompt_id for u in units)
                   for j, r in enumerate(rep_units[pid].repeats)]
+        bad_lp = sum(r.logprob_issue is not None for _, r in keyed)  # Δ-Prob/Δ-Ent unavailable there
+        health["invalid_logprobs"] += bad_lp
         for _, r in keyed:
             health["replies"] += 1
             health["errors"] += bool(r.error)
@@ -451,8 +454,8 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
             store.insert_df("units", units_done)
             if callable(take_usage):
                 store.insert_df("api_responses", _api_rows(run_id, keyed))
-                store.add_run_usage(run_id, take_usage(), m.price_in_per_mtok, m.price_out_per_mtok,
-                                    m.price_cached_in_per_mtok)
+                store.add_run_usage(run_id, {**take_usage(), "invalid_logprobs": bad_lp}, m.price_in_per_mtok,
+                                    m.price_out_per_mtok, m.price_cached_in_per_mtok)
         summary["generated"] += len(texts)
         bar.update(len(texts))
         if on_chunk:
@@ -466,7 +469,12 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
         judge.close()
     status = "complete" if shard is None else f"shard {shard[0]}/{shard[1]} complete"
     n = max(1, health["replies"])
-    summary.update(errors=health["errors"], no_output=health["no_output"], replies=health["replies"])
+    summary.update(errors=health["errors"], no_output=health["no_output"], replies=health["replies"],
+                   invalid_logprobs=health["invalid_logprobs"])
+    if health["invalid_logprobs"]:
+        log.warning("%s: %d of %d replies came with invalid log-probs (placeholders, positive or non-finite "
+                    "values): their Δ-Prob/Δ-Ent are stored as unavailable with the reason.", m.name,
+                    health["invalid_logprobs"], health["replies"])
     if health["no_output"] / n > WARN_NO_OUTPUT_SHARE:
         log.warning("%s: %d of %d replies (%.1f%%) have no visible text: the token budget went to hidden reasoning. "
                     "Their text axes are stored as unavailable. Raise [run] max_new_tokens or set thinking_budget / "
@@ -501,7 +509,10 @@ def publish(store: Store, target: str | Path, *, clustered: bool = False, **meta
     run's final publish) the snapshot is written with the per-prompt tables in prompt order
     (``Store.write_clustered_copy``; at the paper's scale about 20 s of CPU instead of a file
     copy), so the Prompts page's lookups skip all but one row group; the snapshots published
-    while the run goes on are plain copies.
+    while the run goes on are plain copies. A write-ahead log left beside ``target`` by a
+    writable session that died is moved to ``<name>.wal.stale-<UTC time>`` first
+    (``layout.set_aside_wal``, logged): it belongs to the file being replaced, and DuckDB would
+    refuse to open the new file under it.
     """
     target = Path(target)
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
@@ -516,6 +527,7 @@ def publish(store: Store, target: str | Path, *, clustered: bool = False, **meta
             shutil.copyfile(store.path, tmp)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
+        set_aside_wal(target)  # a dead writable session's log would not match the new file
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

@@ -88,6 +88,11 @@ def _unavailable_reason(axis: str, capabilities: frozenset[str], base: Generatio
         return "backend exposes no token distribution"
     if axis == "cos" and (res.hidden_last is None or base.hidden_last is None):
         return "no hidden states returned"
+    if axis in ("prob", "ent"):  # sentinels, positive or non-finite log-probs are never summed
+        for which, r in (("base", base), ("variant", res)):
+            why = r.logprob_issue
+            if why:
+                return f"{why} ({which} reply)"[:300]
     if axis == "prob" and (res.seq_logprob is None or base.seq_logprob is None):
         return "no log-probs returned"
     if axis == "ent" and (res.mean_entropy is None or base.mean_entropy is None):

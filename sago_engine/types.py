@@ -182,6 +182,47 @@ class Variant:
     attribute the mirroring detector looks for (``{"target": "upper"}``)."""
 
 
+#: Log-prob values at or below this are placeholders, not measurements: OpenAI documents ``-9999.0``
+#: for "a token not within the top 20" (chat completions ``logprobs.content[].logprob``), and vLLM
+#: returns it for an end-of-text entry it cannot detokenize (PR #17637).
+LOGPROB_SENTINEL = -9999.0
+#: Largest log-prob accepted as rounding of 0 (a probability cannot exceed 1; servers that compute
+#: in float16/bfloat16 return values such as ``+1.2e-07`` for a certain token).
+LOGPROB_POSITIVE_TOL = 1e-6
+
+
+def logprob_problem(values) -> str | None:
+    """Why a sequence of a reply's per-token log-probs (natural log, each ≤ 0) cannot be summed, or None.
+
+    A value is invalid when it is NaN, ±inf, a placeholder ≤ ``LOGPROB_SENTINEL`` or above
+    ``LOGPROB_POSITIVE_TOL`` (togethercomputer/openapi #5: a positive first ``token_logprob``;
+    openvinotoolkit/model_server PR #4522: a backend's sentinel ``1.0`` for "no log-prob").
+
+    Args:
+        values: the T log-probs (any sequence of numbers; None entries count as NaN).
+    Returns:
+        None when all are valid, else e.g. ``"+0.6997 at token 0 (a log-prob is at most 0)"``
+        (the first invalid value, and how many there are when more than one).
+    """
+    a = (values.astype(np.float64, copy=False) if isinstance(values, np.ndarray)
+         else np.asarray([np.nan if v is None else v for v in values], dtype=np.float64))
+    bad = ~np.isfinite(a) | (a <= LOGPROB_SENTINEL) | (a > LOGPROB_POSITIVE_TOL)
+    if not bad.any():
+        return None
+    idx = np.flatnonzero(bad)
+    v = float(a[idx[0]])
+    if np.isnan(v):
+        val, why = "NaN", "not a number"
+    elif np.isinf(v):
+        val, why = f"{v:+}", "a produced token's probability is neither 0 nor above 1"
+    elif v <= LOGPROB_SENTINEL:
+        val, why = f"{v:g}", "a placeholder, not a log-prob"
+    else:
+        val, why = f"{v:+.4g}", "a log-prob is at most 0"
+    more = f"; {len(idx)} invalid values in all" if len(idx) > 1 else ""
+    return f"{val} at token {int(idx[0])} ({why}){more}"
+
+
 @dataclass
 class GenerationResult:
     """What a backend returns for one prompt (SAGO §Axes needs all of it).
@@ -190,7 +231,9 @@ class GenerationResult:
     number of response tokens (including the end-of-sequence token when the model emitted
     one); ``hidden_last`` is float32 (L+1, H): the hidden state of the last non-padding input
     token at the embedding output and after every layer, or ``None`` where the backend cannot
-    expose activations. Log-probs are natural-log, entropies in nats. ``hidden_user_last`` /
+    expose activations. Log-probs are natural-log, entropies in nats; an entropy is NaN at a
+    position where the backend had no distribution (an API position without top-k alternatives),
+    and ``mean_entropy`` averages the other positions. ``hidden_user_last`` /
     ``hidden_user_mean`` are float32 (L+1, H) like ``hidden_last``, at the last token of the
     user's text and averaged over the user's text tokens (the ``cos@user_*`` options; None
     where the backend exposes no activations or could not locate the user's text).
@@ -214,15 +257,35 @@ class GenerationResult:
     local models."""
 
     @property
-    def seq_logprob(self) -> float | None:
-        """Sum of token log-probs (not length-normalized), or None if unavailable."""
+    def logprob_issue(self) -> str | None:
+        """Why this result's log-probs cannot be used, or None: the reason an API backend recorded
+        when it set them aside (``meta["invalid_logprobs"]``, "invalid log-probs from server: …"),
+        else ``logprob_problem`` of ``token_logprobs`` ("invalid log-probs: …")."""
         if self.token_logprobs is None:
+            why = (self.meta or {}).get("invalid_logprobs")
+            return str(why) if why else None
+        why = logprob_problem(self.token_logprobs)
+        return None if why is None else f"invalid log-probs: {why}"
+
+    @property
+    def seq_logprob(self) -> float | None:
+        """Sum of token log-probs (not length-normalized), or None if unavailable or invalid
+        (``logprob_issue``: a sentinel, positive or non-finite value is never summed)."""
+        if self.token_logprobs is None or self.logprob_issue is not None:
             return None
-        return float(np.sum(self.token_logprobs))
+        return float(np.sum(np.minimum(self.token_logprobs, 0.0)))
 
     @property
     def mean_entropy(self) -> float | None:
-        """Mean per-token predictive entropy in nats, or None if unavailable."""
-        if self.token_entropies is None or len(self.token_entropies) == 0:
-            return None if self.token_entropies is None else 0.0
-        return float(np.mean(self.token_entropies))
+        """Mean per-token predictive entropy in nats over the positions that have one (NaN
+        positions skipped), 0.0 for an empty reply; None if unavailable, if no position has one,
+        if one is infinite, or if the log-probs are invalid (``logprob_issue``)."""
+        if self.token_entropies is None:
+            return None
+        if len(self.token_entropies) == 0:
+            return 0.0
+        e = np.asarray(self.token_entropies, dtype=np.float64)
+        if self.logprob_issue is not None or np.isinf(e).any():
+            return None
+        e = e[np.isfinite(e)]
+        return float(np.mean(e)) if len(e) else None

@@ -6,7 +6,9 @@ Routes: ``POST /v1/chat/completions`` (OpenAI; base_url ``{url}/v1``), ``POST /v
 
 Behaviours (``FakeAPI.script(prompt, [...])`` queues them per prompt; ``default`` otherwise):
 ``"normal"`` (no log-probs), ``"logprobs"`` (per-token log-probs, top-3 alternatives with
-probabilities 0.5/0.25/0.125), ``("429", retry_after)``, ``"500"``, ``("timeout", seconds)``
+probabilities 0.5/0.25/0.125), ``("429", retry_after)`` (``Retry-After: <retry_after>``; a dict
+``{"headers": {...}, "retry_delay": "12s"}`` sends those headers and, with ``retry_delay``, a
+``google.rpc.RetryInfo`` in the error details), ``"500"``, ``("timeout", seconds)``
 (sleep, then answer normally), ``"malformed"`` (200 with a broken JSON body), ``"empty"``
 (empty completion), ``"400"`` (bad request whose message echoes the caller's key, as careless
 servers do), ``"401"``; and for issue #13: ``("thinking", n)`` (a thinking model that spent the
@@ -14,6 +16,12 @@ whole budget on ``n`` hidden reasoning tokens: no visible text, finish "length" 
 max_tokens), ``"refusal"`` (content filter / SAFETY / refusal stop, no text), ``"paraphrase"``
 (a seeded random paraphrase of one fixed answer, whatever the prompt: a fresh one per request,
 as a provider that samples even at temperature 0).
+Server log-probs that must not be summed: ``"logprobs-eot"`` (the ``"logprobs"`` reply plus a
+trailing end-of-text entry as vLLM sends it, ``{"token": "", "logprob": -9999.0, "bytes": [],
+"top_logprobs": []}``; Gemini: a chosen candidate without token at −9999 and no top candidates),
+``("logprobs-value", v)`` (the ``"logprobs"`` reply with the first token's log-prob replaced by
+``v``, e.g. NaN, inf, 0.69 or −9999; non-finite values go out as ``NaN`` / ``Infinity``, which
+Python's JSON reader accepts).
 
 ``FakeAPI(reject={"temperature", "logprobs"})`` answers every request that carries one of those
 parameters with the provider's own 400 naming it (OpenAI: ``param``/``unsupported_value``;
@@ -155,6 +163,13 @@ class FakeAPI:
         if rejected is not None:
             return self._send(h, 400, rejected)
         if name == "429":
+            if isinstance(arg, dict):  # each provider's own hint: headers and/or Gemini's RetryInfo
+                err = self._err(kind, 429, "rate limited")
+                if "retry_delay" in arg:
+                    err["error"]["details"] = [
+                        {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": []},
+                        {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": arg["retry_delay"]}]
+                return self._send(h, 429, err, arg.get("headers"))
             return self._send(h, 429, self._err(kind, 429, "rate limited"), {"Retry-After": str(arg)} if arg is not None else None)
         if name == "500":
             return self._send(h, 500, self._err(kind, 500, "internal error"))
@@ -175,7 +190,27 @@ class FakeAPI:
                 text = paraphrase(prompt, self._rng)
         else:
             text = "" if name == "empty" else reply_text(prompt)
-        self._send(h, 200, getattr(self, f"_{kind}")(body, text, name == "logprobs"))
+        reply = getattr(self, f"_{kind}")(body, text, name.startswith("logprobs"))
+        if name in ("logprobs-eot", "logprobs-value"):
+            self._bad_logprobs(kind, reply, arg if name == "logprobs-value" else None)
+        self._send(h, 200, reply)
+
+    @staticmethod
+    def _bad_logprobs(kind: str, reply: dict, value: Any) -> None:
+        """Add the end-of-text entry (``value`` None) or put ``value`` at the first token."""
+        if kind == "openai" and reply["choices"][0]["logprobs"]:
+            content = reply["choices"][0]["logprobs"]["content"]
+            if value is None:
+                content.append({"token": "", "logprob": -9999.0, "bytes": [], "top_logprobs": []})
+            else:
+                content[0]["logprob"] = value
+        elif kind == "gemini" and "logprobsResult" in reply["candidates"][0]:
+            res = reply["candidates"][0]["logprobsResult"]
+            if value is None:
+                res["chosenCandidates"].append({"logProbability": -9999.0})
+                res["topCandidates"].append({"candidates": []})
+            else:
+                res["chosenCandidates"][0]["logProbability"] = value
 
     def _rejected(self, kind: str, body: dict) -> dict | None:
         """The provider's 400 for a rejected parameter the request carries, else None."""

@@ -97,7 +97,7 @@ def test_parse_retry_after_seconds_ms_and_http_date():
     date = email.utils.format_datetime(now + dt.timedelta(seconds=30), usegmt=True)
     assert parse_retry_after({"retry-after": date}, now=now) == pytest.approx(30.0)
     assert parse_retry_after({"retry-after": email.utils.format_datetime(now, usegmt=True)},
-                             now=now + dt.timedelta(seconds=5)) == 0.0  # a date in the past: no wait
+                             now=now + dt.timedelta(seconds=5)) is None  # a past date is no hint (never "now")
     assert parse_retry_after({"retry-after": "soon"}) is None
     assert parse_retry_after({}) is None and parse_retry_after(None) is None
 

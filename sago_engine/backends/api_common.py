@@ -1,4 +1,5 @@
-"""Shared machinery of the API backends: keys, retries, concurrency, usage, top-k entropy (reply cache: ``caching``).
+"""Shared machinery of the API backends: keys, retries, concurrency, usage (retry timing: ``retry``;
+server log-probs and the top-k entropy: ``logprobs``; reply cache: ``caching``).
 
 The provider modules (``openai_api``, ``anthropic_api``, ``gemini_api``) only build their SDK
 client, send one request and parse one reply; everything else lives here so that it exists once.
@@ -11,12 +12,9 @@ available) and, at most, per-token log-probs of the produced text with the top-k
 
 from __future__ import annotations
 
-import datetime as dt
-import email.utils
 import ipaddress
 import json
 import logging
-import math
 import os
 import random
 import re
@@ -28,11 +26,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
-import numpy as np
-
 from ..seeds import stable_hash
 from ..types import GenerationResult
 from .caching import ResponseCache, default_cache_dir  # noqa: F401 (re-exported)
+from .logprobs import check_server_logprobs, topk_entropy  # noqa: F401 (topk_entropy re-exported)
+from .retry import RetryPolicy, parse_retry_after, retry_hint  # noqa: F401 (parse_retry_after re-exported)
 
 __all__ = [
     "API_BACKENDS",
@@ -260,7 +258,7 @@ class ErrorClass:
     status: int | None
     """HTTP status, when there was a response."""
     retry_after: float | None
-    """Seconds the server asked us to wait (``Retry-After`` / ``retry-after-ms``), if any."""
+    """Seconds the server asked us to wait (``retry.retry_hint``: each provider's form), if usable."""
     message: str
     """``ExceptionType: message`` (not yet redacted)."""
     param: str | None = None
@@ -272,61 +270,11 @@ _RETRY_NAMES = {"APITimeoutError", "APIConnectionError", "TimeoutException", "Tr
                 "ConnectError", "RemoteProtocolError", "ConnectionError", "TimeoutError", "timeout"}
 
 
-def parse_retry_after(headers: Any, now: dt.datetime | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (delta-seconds or HTTP date).
-
-    Args:
-        headers: any mapping with ``.get`` (httpx headers, dict); case-insensitive names are
-            tried in both spellings.
-        now: the current time for HTTP dates (default: now, UTC).
-    Returns:
-        A non-negative number of seconds, or None when absent or unparseable.
-    """
-    if headers is None:
-        return None
-
-    def get(name: str) -> str | None:
-        try:
-            v = headers.get(name)
-            if v is None:
-                v = headers.get(name.title())
-            return v
-        except Exception:
-            return None
-
-    ms = get("retry-after-ms")
-    if ms:
-        try:
-            v = float(ms) / 1000.0
-            if math.isfinite(v):
-                return max(0.0, v)
-        except ValueError:
-            pass
-    ra = get("retry-after")
-    if not ra:
-        return None
-    try:
-        v = float(ra)
-        return max(0.0, v) if math.isfinite(v) else None
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(ra)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when is None:
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    now = now or dt.datetime.now(dt.timezone.utc)
-    return max(0.0, (when - now).total_seconds())
-
-
 def classify_error(exc: BaseException) -> ErrorClass:
     """Sort an SDK or transport exception into retryable / fatal / permanent (item error).
 
     Works on the exception's attributes, not on SDK classes: ``status_code`` (openai, anthropic)
-    or an integer ``code`` (google-genai), ``response.headers`` for ``Retry-After``; timeouts and
+    or an integer ``code`` (google-genai), ``retry.retry_hint`` for the server's wait; timeouts and
     connection errors are recognised by class name in the MRO (``APITimeoutError``,
     ``APIConnectionError``, httpx ``TimeoutException``/``TransportError``, ``ConnectionError``).
     A 400/422 that names a request parameter (OpenAI's ``param`` field, or a parameter named
@@ -338,81 +286,21 @@ def classify_error(exc: BaseException) -> ErrorClass:
     if not isinstance(status, int):
         code = getattr(exc, "code", None)
         status = code if isinstance(code, int) and 100 <= code <= 599 else None
-    resp = getattr(exc, "response", None)
-    headers = getattr(resp, "headers", None)
     msg = f"{type(exc).__name__}: {exc}"
     if status is not None:
         retryable = status in (408, 409, 429) or status >= 500
         fatal = status in (401, 403, 404)
         param = _param_of(exc, status)
         return ErrorClass(retryable, fatal or param is not None, status,
-                          parse_retry_after(headers) if retryable else None, msg, param)
+                          retry_hint(exc) if retryable else None, msg, param)
     names = {c.__name__ for c in type(exc).__mro__}
     if isinstance(exc, json.JSONDecodeError):
         return ErrorClass(False, False, None, None, msg)
     return ErrorClass(bool(names & _RETRY_NAMES), False, None, None, msg)
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Bounded exponential backoff with full jitter, honouring ``Retry-After``.
-
-    Attempt ``a`` (0-based retry number) waits ``uniform(0, min(cap_s, base_s · 2^a))`` seconds
-    ("full jitter"); when the server sent ``Retry-After`` its value is used instead (clipped to
-    ``max_retry_after_s``).
-    """
-
-    max_retries: int = 5
-    """Retries after the first attempt (so at most ``max_retries + 1`` requests per prompt)."""
-    base_s: float = 0.5
-    cap_s: float = 30.0
-    max_retry_after_s: float = 300.0
-
-    def delay(self, retry: int, retry_after: float | None, rng: random.Random) -> float:
-        """Seconds to sleep before retry number ``retry`` (0-based)."""
-        if retry_after is not None:
-            return min(max(0.0, retry_after), self.max_retry_after_s)
-        return rng.uniform(0.0, min(self.cap_s, self.base_s * (2.0 ** retry)))
-
-
 # ---------------------------------------------------------------------------- log-probs
-
-
-def topk_entropy(top_logprobs: Sequence[Sequence[float]]) -> np.ndarray:
-    """Per-token entropy (nats) approximated from the top-k log-probs an API returns.
-
-    For one position with top-k probabilities p_1..p_k (p_j = exp(logprob_j)) and leftover
-    mass r = max(0, 1 − Σ p_j)::
-
-        H ≈ −Σ_{j≤k} p_j log p_j − r log r
-
-    i.e. the unseen tokens are treated as one bucket. Since spreading r over several tokens can
-    only raise the entropy, this is a **lower bound** of the true predictive entropy (exact
-    when the top-k cover all the mass); it tightens as k grows. Log-probs ≤ −700 (OpenAI's
-    −9999 "very unlikely") count as probability 0.
-
-    Args:
-        top_logprobs: T positions, each a sequence of k ≥ 1 natural-log probabilities.
-    Returns:
-        float64 array (T,), each value in [0, log(k+1)].
-    Raises:
-        ValueError: a position has no alternatives (k = 0).
-    """
-    out = np.zeros(len(top_logprobs), dtype=np.float64)
-    for t, lps in enumerate(top_logprobs):
-        if len(lps) == 0:
-            raise ValueError(f"position {t} has no top-k log-probs")
-        lp = np.minimum(np.asarray(lps, dtype=np.float64), 0.0)
-        p = np.where(lp > -700.0, np.exp(lp), 0.0)
-        s = float(p.sum())
-        if s > 1.0:  # rounding in the API's numbers: renormalise, no leftover
-            p, lp, s = p / s, np.log(np.maximum(p / s, 1e-300)), 1.0
-        h = float(-(p * np.where(p > 0, lp, 0.0)).sum())
-        r = 1.0 - s
-        if r > 1e-12:
-            h -= r * math.log(r)
-        out[t] = max(0.0, h)
-    return out
+# ``topk_entropy`` and the checks on a server's log-probs live in ``logprobs`` (re-exported here).
 
 
 _FINISH = {
@@ -462,6 +350,10 @@ class ApiReply:
     """Natural-log probability of each produced token (T,), or None when not returned."""
     top_logprobs: list[list[float]] | None = None
     """Per produced token, the log-probs of the top-k alternatives (T × ≤k), or None."""
+    textless: list[int] | None = None
+    """Positions of entries whose token has neither text nor bytes (end-of-text entries, e.g.
+    vLLM's for a token it cannot detokenize); ``[]`` when the provider's token strings show
+    none, None when it gave no token strings (``logprobs.check_server_logprobs``)."""
     reasoning_tokens: int | None = None
     """Hidden reasoning/thinking tokens, billed as output and included in ``completion_tokens``
     (OpenAI ``completion_tokens_details.reasoning_tokens``, Gemini ``thoughts_token_count``);
@@ -594,7 +486,7 @@ class ApiBackend:
                 completion cap). None = the model's default.
             reasoning_effort: OpenAI ``reasoning_effort`` (e.g. ``"none"``, ``"minimal"``, ``"low"``).
             seed: sent where the API accepts one (recorded; APIs promise best effort only).
-            backoff_base_s / backoff_cap_s: full-jitter backoff (see ``RetryPolicy``).
+            backoff_base_s / backoff_cap_s: full-jitter backoff (see ``retry.RetryPolicy``).
             sleep: the sleep function (tests record instead of sleeping).
         Raises:
             ValueError: a bad setting, or no key set where one is needed (the message names
@@ -860,16 +752,17 @@ class ApiBackend:
                     raise ApiFatalError(self._fatal) from None
                 if ec.retryable and attempts <= self.policy.max_retries:
                     delay = self.policy.delay(attempts - 1, ec.retry_after, self._rng)
-                    with self._lock:
-                        self.sleeps.append(delay)
-                    self._count(retries=1)
-                    log.warning("%s %s: attempt %d failed (%s); retrying in %.2fs", self.name, self.model_id,
-                                attempts, msg[:200], delay)
-                    self._sleep(delay)
-                    continue
+                    if delay is not None:  # None: the server asks for more than max_retry_after_s
+                        with self._lock:
+                            self.sleeps.append(delay)
+                        self._count(retries=1)
+                        log.warning("%s %s: attempt %d failed (%s); retrying in %.2fs", self.name, self.model_id,
+                                    attempts, msg[:200], delay)
+                        self._sleep(delay)
+                        continue
                 self._count(errors=1)
                 if ec.retryable:
-                    msg = f"retries exhausted after {attempts} attempts: {msg}"
+                    msg = f"{self.policy.give_up(attempts, ec.retry_after)}: {msg}"
                 log.warning("%s %s: prompt failed: %s", self.name, self.model_id, msg[:300])
                 return GenerationResult(text="", n_tokens=0, finish_reason="error",
                                         latency_s=time.perf_counter() - t0, error=msg,
@@ -895,14 +788,16 @@ class ApiBackend:
         return self._result(ApiReply(**value["reply"]), value.get("latency_s", 0.0), cached=True, attempts=0)
 
     def _result(self, reply: ApiReply, latency: float, cached: bool, attempts: int) -> GenerationResult:
+        """The reply as a ``GenerationResult``; its log-probs pass ``logprobs.check_server_logprobs``
+        first (trailing end-of-text entries dropped, ``meta["logprobs_dropped"]``; a reply with a
+        placeholder, positive or non-finite value keeps none, ``meta["invalid_logprobs"]`` says why)."""
         text = reply.text or ""
-        lp = ent = None
+        lp = ent = checked = None
         if "prob" in self.capabilities and reply.token_logprobs is not None and (text or reply.token_logprobs):
-            lp = np.asarray(reply.token_logprobs, dtype=np.float64)
-            tops = reply.top_logprobs
-            if ("ent" in self.capabilities and tops is not None and len(tops) == len(lp)
-                    and all(len(t) > 0 for t in tops)):
-                ent = topk_entropy(tops)
+            checked = check_server_logprobs(reply.token_logprobs,
+                                            reply.top_logprobs if "ent" in self.capabilities else None,
+                                            reply.textless)
+            lp, ent = checked.logprobs, checked.entropies
         n = reply.completion_tokens if reply.completion_tokens is not None else (0 if lp is None else len(lp))
         n = max(0, n - (reply.reasoning_tokens or 0))  # visible tokens only
         finish = normalise_finish_reason(reply.finish_raw)
@@ -910,6 +805,10 @@ class ApiBackend:
                 "completion_tokens": reply.completion_tokens, "reasoning_tokens": reply.reasoning_tokens,
                 "cached_tokens": reply.cached_tokens, "cache_write_tokens": reply.cache_write_tokens,
                 "cached": cached, "attempts": attempts, "finish_raw": reply.finish_raw}
+        if checked is not None and checked.invalid:
+            meta["invalid_logprobs"] = checked.invalid
+        if checked is not None and checked.dropped:
+            meta["logprobs_dropped"] = checked.dropped
         if not text.strip() and finish == "length":
             meta["no_output"] = ("token budget spent with no visible text"
                                  + (f" ({reply.reasoning_tokens} hidden reasoning tokens)" if reply.reasoning_tokens

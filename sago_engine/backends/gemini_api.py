@@ -86,10 +86,12 @@ class GeminiBackend(ApiBackend):
         c = r.candidates[0]
         parts = (c.content.parts or []) if c.content is not None else []
         text = "".join(p.text for p in parts if p.text and not p.thought)
-        lps = tops = None
+        lps = tops = textless = None
         lr = c.logprobs_result
         if lr is not None and lr.chosen_candidates is not None:
+            # proto3 JSON leaves out a field at its default: an absent log_probability is 0.0
             lps = [float(x.log_probability or 0.0) for x in lr.chosen_candidates]
+            textless = [i for i, x in enumerate(lr.chosen_candidates) if not x.token]
             if self.top_logprobs and lr.top_candidates is not None:
                 tops = [[float(a.log_probability or 0.0) for a in (t.candidates or [])] for t in lr.top_candidates]
         u = r.usage_metadata
@@ -102,5 +104,5 @@ class GeminiBackend(ApiBackend):
                         model=r.model_version or None,
                         prompt_tokens=getattr(u, "prompt_token_count", None),
                         completion_tokens=completion,
-                        token_logprobs=lps, top_logprobs=tops, reasoning_tokens=thoughts,
+                        token_logprobs=lps, top_logprobs=tops, textless=textless, reasoning_tokens=thoughts,
                         cached_tokens=getattr(u, "cached_content_token_count", None))

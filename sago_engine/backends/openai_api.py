@@ -55,9 +55,10 @@ class OpenAIBackend(ApiBackend):
             raise ValueError("the API returned no choices")
         ch = r.choices[0]
         content = ch.logprobs.content if ch.logprobs is not None else None
-        lps = tops = None
+        lps = tops = textless = None
         if content is not None:
             lps = [float(t.logprob) for t in content]
+            textless = [i for i, t in enumerate(content) if not t.token and not t.bytes]  # end-of-text entries
             if self.top_logprobs:
                 tops = [[float(a.logprob) for a in (t.top_logprobs or [])] for t in content]
         u = r.usage
@@ -77,6 +78,7 @@ class OpenAIBackend(ApiBackend):
             completion_tokens=getattr(u, "completion_tokens", None),
             token_logprobs=lps,
             top_logprobs=tops,
+            textless=textless,
             reasoning_tokens=getattr(out_d, "reasoning_tokens", None),
             cached_tokens=getattr(in_d, "cached_tokens", None),
         )

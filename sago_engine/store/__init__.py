@@ -4,13 +4,14 @@ Modules (docs/ARCHITECTURE.md has the full map):
 
 * ``schema``    — tables, schema version, additive migrations, validity checks.
 * ``suffstats`` — the sufficient-statistics tables (n, ΣΔ̃, ΣΔ̃² per group) and their upkeep.
-* ``layout``    — the published file's physical order: per-prompt tables sorted by prompt.
+* ``layout``    — the published file's physical order (per-prompt tables sorted by prompt) and
+  the write-ahead log beside a store that is replaced.
 * ``writes``    — transactions, keyed bulk inserts, run records, API usage, meta.
 * ``browse``    — reads of stored rows and the Prompts / Variants pages' lists and details.
 * ``scores``    — score queries of the summary pages (statistics → ``sago_engine.scoring``).
 * ``where``     — ``Filters`` → a parameterised SQL condition.
 * ``facade``    — ``Store`` (composed of the above) and ``open_store``.
-* ``merge``     — shard merge and table fingerprints.
+* ``merge``     — shard merge (worst status, usage once per shard) and table fingerprints.
 * ``labels``    — the sidecar DuckDB of hand labels of judge calls (never in the store).
 * ``reply_cache`` — the model-reply cache's sqlite table (``backends.caching.CachingBackend``).
 """

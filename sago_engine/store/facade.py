@@ -54,7 +54,8 @@ def open_store(path: str | Path, read_only: bool = True, create: bool = False) -
         create: create the schema when the file is new; an existing file must be a sago store.
     Raises:
         FileNotFoundError: the file does not exist and ``create`` is False.
-        StoreError: the file is not a sago store or has another schema version.
+        StoreError: the file is not a sago store or has another schema version, or a
+            write-ahead log of another file lies beside it (the message names the fix).
     """
     path = Path(path)
     if not path.exists() and not create:
@@ -64,7 +65,7 @@ def open_store(path: str | Path, read_only: bool = True, create: bool = False) -
     try:
         con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.Error as e:
-        raise StoreError(f"{path} cannot be opened as a DuckDB sago store: {e}") from e
+        raise StoreError(f"{path} cannot be opened as a DuckDB sago store: {e}{layout.wal_mismatch_fix(path, e)}") from e
     tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
     if create and not tables:
         schema.create(con)

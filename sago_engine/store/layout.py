@@ -24,10 +24,14 @@ until the next publish.
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
 import os
 from pathlib import Path
 
 import duckdb
+
+log = logging.getLogger("sago.store")
 
 #: Version of the layout rules (``meta.layout_version``); a store without it is rewritten on a writable open.
 LAYOUT_VERSION = 1
@@ -148,3 +152,50 @@ def rewrite_file(path: str | Path) -> dict[str, int]:
         for p in (tmp, tmp.with_name(tmp.name + ".wal")):
             p.unlink(missing_ok=True)
     return counts
+
+
+# ---------------------------------------------------------------------------- files beside the store
+# DuckDB keeps uncommitted-to-file changes in ``<name>.wal`` and, since 1.4 (duckdb/duckdb PR
+# #18849), refuses a WAL that belongs to another database file ("WAL does not match database
+# file"). A writable session on a published store that died leaves its WAL; renaming a new file
+# over the store would then leave a store nobody can open until the WAL is moved.
+
+
+def wal_path(path: str | Path) -> Path:
+    """The write-ahead log DuckDB keeps beside ``path`` (``<name>.wal``)."""
+    path = Path(path)
+    return path.with_name(path.name + ".wal")
+
+
+def set_aside_wal(path: str | Path) -> Path | None:
+    """Move the write-ahead log beside ``path`` to ``<name>.wal.stale-<UTC time>`` (logged as a
+    warning), before a new file is renamed over ``path``: the log belongs to the file being
+    replaced, whose content the new file supersedes, and DuckDB would refuse it for the new one.
+
+    Returns:
+        Where the log went, or None when there was none.
+    Raises:
+        OSError: the log cannot be moved (then the caller must not replace ``path``).
+    """
+    wal = wal_path(path)
+    if not wal.exists():
+        return None
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    dest, k = wal.with_name(f"{wal.name}.stale-{stamp}"), 1
+    while dest.exists():
+        dest, k = wal.with_name(f"{wal.name}.stale-{stamp}-{k}"), k + 1
+    os.replace(wal, dest)
+    log.warning("%s: a write-ahead log left by an earlier writable session lay beside it; moved to %s "
+                "before the new file replaces the store (the new file supersedes it)", Path(path), dest.name)
+    return dest
+
+
+def wal_mismatch_fix(path: str | Path, error: BaseException) -> str:
+    """The fix to add to the message of an open that failed because the write-ahead log beside
+    ``path`` belongs to another file (the file itself is a complete snapshot), or "" for any other
+    error (a store's own log is never to be moved: it holds committed rows)."""
+    if "does not match" not in str(error) or not wal_path(path).exists():  # DuckDB: "WAL does not match database file"
+        return ""
+    name = Path(path).name
+    return (f" — a write-ahead log from an older file lies beside the store; move `{name}.wal` away "
+            f"(e.g. to `{name}.wal.stale`): the store opens without it")

@@ -1,52 +1,192 @@
-"""Shard merge (``python -m precompute merge``) and per-table fingerprints (identity of two stores)."""
+"""Shard merge (``python -m precompute merge``) and per-table fingerprints (identity of two stores).
+
+A merge never makes a run look better than its shards, and never counts a shard's API usage twice:
+
+- **Status.** Each run keeps the worst status of the input records it was merged from:
+  failed > incomplete > partial > complete. ``failed: …`` (most replies are errors) and
+  ``incomplete: …`` (units left pending after transient failures) are kept word for word; a
+  record still ``running`` (a killed run's store) or with a status sago does not know counts as
+  incomplete. The merged run is ``complete`` only when every input record is ``complete`` or
+  ``shard K/N complete`` and the merged units cover every prompt; otherwise it is
+  ``partial: merged units cover k of n prompts`` (a merge's own statement about coverage, which
+  a later merge with the missing shards lifts) or an input's own ``partial`` (a live probe's,
+  never lifted).
+- **Usage.** A shard is identified by the fingerprint of its run records, prompt units (with
+  their finish times) and ``run_usage`` rows (``shard_fingerprint``): a second copy of the same
+  shard — the same file given twice, or a copy of it — has the same fingerprint, and its usage
+  is counted once (its rows are keyed, so they add nothing either). A merged store records the
+  fingerprints it was made of (``meta.merged_shards``): a later merge skips the usage of an
+  input already inside another input, and refuses an input that overlaps the others only in
+  part (its usage cannot then be counted once).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import logging
 import os
+import re
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
+import duckdb
 import pandas as pd
 
 from sago_engine.store import suffstats
 from sago_engine.store.facade import open_store
-from sago_engine.store.layout import rewrite_file
-from sago_engine.store.schema import EXTRA_TABLES, TABLES
+from sago_engine.store.layout import rewrite_file, set_aside_wal, wal_path
+from sago_engine.store.schema import EXTRA_TABLES, TABLES, USAGE_EXTRA_COUNTERS, StoreError, has_table
+
+log = logging.getLogger("sago.merge")
 
 #: Columns ignored when comparing two stores for identity (wall-clock facts, not results).
 VOLATILE_COLUMNS = {"runs": ("started_at", "finished_at", "status"), "units": ("finished_at",),
                     "responses": ("latency_s",)}
 
+#: ``run_usage`` counters summed over shards.
+USAGE_COUNTERS = ("requests", "cache_hits", "retries", "errors", "prompt_tokens", "completion_tokens",
+                  *USAGE_EXTRA_COUNTERS)
 
-def merge_stores(out: str | Path, inputs: Sequence[str | Path], overwrite: bool = False) -> dict[str, int]:
+#: Status ranks, best to worst.
+COMPLETE, PARTIAL, INCOMPLETE, FAILED = range(4)
+_SHARD_DONE = re.compile(r"shard \d+/\d+ complete")
+_MERGE_PARTIAL = "partial: merged units cover"
+
+
+def status_rank(status: str | None) -> int:
+    """``COMPLETE`` (complete, shard K/N complete, a merge's coverage ``partial``), ``PARTIAL`` (any
+    other partial), ``FAILED`` (failed: …) or ``INCOMPLETE`` (incomplete: …, running, unknown, None)."""
+    s = (status or "").strip()
+    if s == "complete" or _SHARD_DONE.fullmatch(s) or s.startswith(_MERGE_PARTIAL):
+        return COMPLETE
+    if s.startswith("failed"):
+        return FAILED
+    if s.startswith("partial"):
+        return PARTIAL
+    return INCOMPLETE
+
+
+def combine_statuses(statuses: Sequence[str | None], n_units: int, n_prompts: int) -> str:
+    """The merged status of one run from its input records' statuses (module docstring).
+
+    Args:
+        statuses: the run's status in each input that has its record (at least one).
+        n_units / n_prompts: the merged store's prompt units of the run / prompts.
+    Returns:
+        ``complete``, a ``partial`` status, or the worst input status (failed / incomplete) as it is.
+    """
+    worst = max(range(len(statuses)), key=lambda i: status_rank(statuses[i]))  # the first of the worst
+    rank, text = status_rank(statuses[worst]), (statuses[worst] or "").strip()
+    if rank == FAILED or (rank == INCOMPLETE and text.startswith("incomplete")):
+        return text
+    if rank == INCOMPLETE:
+        return f"incomplete: a merged input's run record says {text or 'nothing'!r} (it did not finish)"
+    if rank == PARTIAL:
+        return text
+    if n_units >= n_prompts:
+        return "complete"
+    return f"{_MERGE_PARTIAL} {n_units} of {n_prompts} prompts"
+
+
+def shard_fingerprint(con: duckdb.DuckDBPyConnection) -> str:
+    """sha256 over a store's ``runs``, ``units`` and ``run_usage`` rows (all columns, sorted): equal
+    for two copies of the same shard, different for another run of it (other unit finish times)."""
+    h = hashlib.sha256()
+    for t in ("runs", "units", "run_usage"):
+        if has_table(con, t):
+            rows = con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall()
+            h.update(json.dumps([t, rows], default=str, ensure_ascii=False).encode())
+    return h.hexdigest()
+
+
+def _inspect(path: Path) -> dict:
+    """Validate one input (a readable sago store) and read what the merge decides on."""
+    with open_store(path, read_only=True) as st:
+        con = st.con
+        fp = shard_fingerprint(con)
+        meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
+        try:
+            parts = frozenset(json.loads(meta["merged_shards"])) if meta.get("merged_shards") else frozenset({fp})
+        except (TypeError, ValueError):
+            parts = frozenset({fp})
+        runs = {r[0]: (r[1], r[2]) for r in con.execute("SELECT run_id, model, status FROM runs").fetchall()}
+    return {"path": path, "fingerprint": fp, "parts": parts, "runs": runs}
+
+
+def _plan_usage(infos: list[dict]) -> list[str]:
+    """Mark which inputs' usage is added (``info["usage"]``); lines saying why one is not.
+
+    Raises:
+        StoreError: an input overlaps the shards of the others only in part.
+    """
+    seen: dict[str, Path] = {}
+    notes = []
+    for info in infos:
+        parts, inside = info["parts"], {seen[p] for p in info["parts"] if p in seen}
+        info["usage"] = not inside
+        if inside and not parts <= seen.keys():
+            raise StoreError(f"{info['path']} holds some of the shards already merged from "
+                             f"{', '.join(sorted(map(str, inside)))} and others besides: its API usage cannot be "
+                             f"counted once. Merge the original shard stores instead.")
+        if inside:
+            notes.append(f"{info['path']}: the same shard as {', '.join(sorted(map(str, inside)))} "
+                         f"(fingerprint {info['fingerprint'][:12]}): its rows and API usage are counted once")
+        for p in parts:
+            seen.setdefault(p, info["path"])
+    return notes
+
+
+def _add_usage(con: duckdb.DuckDBPyConnection, src: str) -> None:
+    """Add ``src.run_usage`` to the merged ``run_usage`` (counters and cost summed, model strings united)."""
+    sums = ",\n".join(f"{c} = run_usage.{c} + excluded.{c}" for c in USAGE_COUNTERS)
+    con.execute(f"""
+        INSERT INTO run_usage BY NAME SELECT * FROM {src}.run_usage s
+        ON CONFLICT (run_id) DO UPDATE SET
+            {sums},
+            cost_usd = run_usage.cost_usd + excluded.cost_usd,
+            models_returned = CAST(list_sort(list_distinct(list_concat(
+                CAST(run_usage.models_returned AS VARCHAR[]),
+                CAST(excluded.models_returned AS VARCHAR[])))) AS JSON),
+            updated_at = greatest(run_usage.updated_at, excluded.updated_at)""")
+
+
+def merge_stores(out: str | Path, inputs: Sequence[str | Path], overwrite: bool = False,
+                 report: Callable[[str], None] | None = None) -> dict[str, int]:
     """Merge shard stores into one (``python -m precompute merge``).
 
     Rows are keyed deterministically, so ``INSERT OR IGNORE`` of every table of every input
     gives the same rows as one unsharded run. Run records keep the earliest start, the latest
-    finish, and status ``complete`` when the merged units cover every prompt (else ``partial``).
-    The merged file is written with its per-prompt tables in prompt order (``layout.rewrite_file``),
-    as the runner's final publish writes a store.
+    finish and the worst status of their inputs; API usage is added once per shard (see the
+    module docstring). The merged file is written with its per-prompt tables in prompt order
+    (``layout.rewrite_file``), as the runner's final publish writes a store; a write-ahead log
+    left beside ``out`` is moved aside first (``layout.set_aside_wal``).
 
     Args:
         out: the merged store to create.
-        inputs: shard stores (each must be a sago store of this schema version).
+        inputs: shard stores (each must be a readable sago store).
         overwrite: replace ``out`` if it exists (otherwise refuse: nothing is overwritten unasked).
+        report: called with one line per merged run ("<run_id> (<model>): <input>: <status>; … →
+            <merged status>") and per input whose usage is already counted; every line is also
+            logged (``sago.merge``; a run that did not end complete at WARNING).
     Returns:
         Row counts per table of the merged store.
     Raises:
         FileExistsError: ``out`` exists and ``overwrite`` is False.
-        StoreError / FileNotFoundError: an input is not a readable sago store.
+        StoreError / FileNotFoundError: an input is not a readable sago store, or overlaps the
+            shards of the other inputs only in part.
     """
     out = Path(out)
     if out.exists() and not overwrite:
         raise FileExistsError(f"{out} exists; pass --force to overwrite it")
-    for p in inputs:  # validate every input before writing anything
-        open_store(p, read_only=True).close()
+    infos = [_inspect(Path(p)) for p in inputs]  # every input validated before anything is written
+    lines = _plan_usage(infos)
     tmp = out.with_name(f".{out.name}.merging")
-    tmp.unlink(missing_ok=True)
+    for p in (tmp, wal_path(tmp)):  # a killed merge's leftovers
+        p.unlink(missing_ok=True)
     with open_store(tmp, read_only=False, create=True) as st:
-        for i, p in enumerate(inputs):
-            st.con.execute(f"ATTACH '{str(Path(p)).replace(chr(39), chr(39) * 2)}' AS src{i} (READ_ONLY)")
+        for i, info in enumerate(infos):
+            st.con.execute(f"ATTACH '{str(info['path']).replace(chr(39), chr(39) * 2)}' AS src{i} (READ_ONLY)")
             with st.transaction():
                 src_tables = {r[0] for r in st.con.execute(
                     "SELECT table_name FROM information_schema.tables WHERE table_catalog = ?", [f"src{i}"]).fetchall()}
@@ -54,46 +194,38 @@ def merge_stores(out: str | Path, inputs: Sequence[str | Path], overwrite: bool 
                     if t in ("runs", "run_usage"):
                         continue
                     st.con.execute(f"INSERT OR IGNORE INTO {t} BY NAME SELECT * FROM src{i}.{t}")
-                if "run_usage" in src_tables:  # shards of one API run: usage adds up
-                    st.con.execute(f"""
-                        INSERT INTO run_usage BY NAME SELECT * FROM src{i}.run_usage s
-                        ON CONFLICT (run_id) DO UPDATE SET
-                            requests = run_usage.requests + excluded.requests,
-                            cache_hits = run_usage.cache_hits + excluded.cache_hits,
-                            retries = run_usage.retries + excluded.retries,
-                            errors = run_usage.errors + excluded.errors,
-                            prompt_tokens = run_usage.prompt_tokens + excluded.prompt_tokens,
-                            completion_tokens = run_usage.completion_tokens + excluded.completion_tokens,
-                            reasoning_tokens = run_usage.reasoning_tokens + excluded.reasoning_tokens,
-                            cached_tokens = run_usage.cached_tokens + excluded.cached_tokens,
-                            cache_write_tokens = run_usage.cache_write_tokens + excluded.cache_write_tokens,
-                            cost_usd = run_usage.cost_usd + excluded.cost_usd,
-                            models_returned = CAST(list_sort(list_distinct(list_concat(
-                                CAST(run_usage.models_returned AS VARCHAR[]),
-                                CAST(excluded.models_returned AS VARCHAR[])))) AS JSON),
-                            updated_at = greatest(run_usage.updated_at, excluded.updated_at)""")
+                if "run_usage" in src_tables and info["usage"]:  # shards of one API run: usage adds up
+                    _add_usage(st.con, f"src{i}")
                 st.con.execute(f"""
                     INSERT INTO runs BY NAME SELECT * FROM src{i}.runs s
                     ON CONFLICT (run_id) DO UPDATE SET
                         started_at = least(runs.started_at, excluded.started_at),
                         finished_at = greatest(runs.finished_at, excluded.finished_at)""")
             st.con.execute(f"DETACH src{i}")
-        st.con.execute("""UPDATE runs SET status = CASE
-            WHEN (SELECT count(*) FROM units u WHERE u.run_id = runs.run_id) = (SELECT count(*) FROM prompts)
-            THEN 'complete' ELSE 'partial' END""")
-        with st.transaction():  # the statistics of the merged deltas, rebuilt in one pass
-            suffstats.materialise(st.con)
+        n_prompts = st.con.execute("SELECT count(*) FROM prompts").fetchone()[0]
+        units = dict(st.con.execute("SELECT run_id, count(*) FROM units GROUP BY run_id").fetchall())
+        with st.transaction():
+            for run_id, model in st.con.execute("SELECT run_id, model FROM runs ORDER BY model, run_id").fetchall():
+                had = [(info["path"], info["runs"][run_id][1]) for info in infos if run_id in info["runs"]]
+                status = combine_statuses([s for _, s in had], units.get(run_id, 0), n_prompts)
+                st.con.execute("UPDATE runs SET status = ? WHERE run_id = ?", [status, run_id])
+                lines.append(f"{run_id} ({model}): " + "; ".join(f"{p}: {s}" for p, s in had) + f" → {status}")
+            st.set_meta(merged_shards=json.dumps(sorted(set().union(*(i["parts"] for i in infos)))))
+            suffstats.materialise(st.con)  # the statistics of the merged deltas, rebuilt in one pass
         counts = st.counts()
         st.checkpoint()
+    for line in lines:
+        log.log(logging.INFO if line.endswith("→ complete") else logging.WARNING, "%s", line)
+        if report is not None:
+            report(line)
     rewrite_file(tmp)  # the merged store in prompt order (store.layout)
+    set_aside_wal(out)
     os.replace(tmp, out)
     return counts
 
 
 def table_fingerprints(path: str | Path) -> dict[str, str]:
     """sha256 per table over all rows (sorted, volatile columns dropped): equal ⇔ identical results."""
-    import hashlib
-
     out = {}
     with open_store(path, read_only=True) as st:
         for t in TABLES + tuple(t for t in EXTRA_TABLES if st._has_table(t)):
