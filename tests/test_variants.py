@@ -115,7 +115,7 @@ def test_every_spec_reachable_and_changes_the_prompt():
     for spec in full_grid():
         v = make_variant("p1", BASE, spec, run_seed=0)
         assert v.spec == spec and v.text != BASE and v.meta["changed"], spec.label()
-        want = "rules-v2" if spec.family == "surface_noise" else "rules-v1"  # v2: protected spans
+        want = "rules-v3" if spec.family == "surface_noise" else "rules-v1"
         assert v.generator == get_family(spec.family).generator == want
 
 
@@ -262,6 +262,12 @@ def _span_violation(base: str, variant: str) -> str | None:
     ('"In what city did James Joyce\'s ""Ulysses"" take place?"', ['""Ulysses""']),  # CSV-wrapped prompt
     ("Which singer/songwriter won Star Wars - The Musical?", []),  # words, not math
     ("Let me know (briefly):\nClass action (law) or Def Leppard (band)?\nPrint (in bold) it {", ["Print (in bold) it {"]),
+    # Markdown block structure: markers with the space before the first word, table rows, rules, indentation
+    ("## Steps\n1. mix\n2) bake\n  * nested\n> quoted - and #not a heading\n+ plus",
+     ["## ", "1. ", "2) ", "  * ", "> ", "+ "]),
+    ("Intro\n\n| a | b |\n|:--|--:|\n| x | y |\n\n---\nTitle\n=====", ["| a | b |", "|:--|--:|", "| x | y |", "---", "====="]),
+    ("Keep\n    indented code\n\t\ttabbed\n#hashtag -dash *em* 3.5 kg", ["    ", "\t\t", "3.5"]),
+    ("Code:\n````md\n```\ninner\n```\n````\nDone", ["````md\n```\ninner\n```\n````"]),
 ])
 def test_protected_spans_of_each_kind(text, expected):
     assert [text[a:b] for a, b in protected_spans(text)] == expected
@@ -302,7 +308,78 @@ def test_every_protected_span_byte_identical_in_every_bundled_variant(surface_va
     (321 prompts have one) appears byte-identical, in order, with nothing glued to it."""
     bad = [(t, v.spec.label(), v.text, why) for t, v in surface_variants if (why := _span_violation(t, v.text))]
     assert not bad, bad[:3]
-    assert sum(bool(protected_spans(t)) for _, t in ALL) == 321
+    assert sum(bool(protected_spans(t)) for _, t in ALL) == 322  # one more: a prompt's leading space (indentation)
+
+
+# ---------------------------------------------------------------- surface_noise: Markdown structure
+MD_PROMPT = ("# Task\nSummarize the notes below in one line.\n\n- first note about rain\n- second note about wind\n\n"
+             "| day | rain |\n|-----|------|\n| Mon | yes |")
+MD_OWN = ("### Instruction\nFix the bug in the function below.\n\n1. Read the code\n2. Explain the bug\n"
+          "   - keep it short\n   - name the line\n\n> Note: answer in English.\n\n```python\ndef add(a, b):\n"
+          "    return a - b\n```\n\nThanks!")
+
+
+def _blocks(text: str) -> list[tuple]:
+    """The CommonMark (+ GFM tables) block structure: block token types, tags, nesting levels, markers."""
+    from markdown_it import MarkdownIt
+
+    return [(t.type, t.tag, t.level, t.markup) for t in MarkdownIt("commonmark").enable("table").parse(text)
+            if t.type != "inline"]
+
+
+def _indented(text: str) -> list[str]:
+    return [ln for ln in text.split("\n") if ln.startswith(("\t", "    "))]
+
+
+@pytest.mark.parametrize("subtype", ["punctuation", "spacing"])
+def test_surface_noise_keeps_markdown_block_structure(subtype):
+    """A heading, a list and a table; seeds 0–299 × strengths 1–3, GLOBAL: 900 variants per subtype, each with
+    the base's CommonMark block structure (no mark glued to a marker, no line indented into a code block)."""
+    base = _blocks(MD_PROMPT)
+    assert [t[:2] for t in base if t[0].endswith("_open")][:3] == [("heading_open", "h1"), ("paragraph_open", "p"),
+                                                                   ("bullet_list_open", "ul")]
+    assert "table_open" in [t[0] for t in base]
+    n = 0
+    for seed in range(300):
+        for strength in (1, 2, 3):
+            out = _apply(MD_PROMPT, subtype, strength, "GLOBAL", seed)
+            assert out != MD_PROMPT and _blocks(out) == base, (strength, seed, out)
+            assert not _indented(out) and out.split("\n")[0].startswith("# "), (strength, seed, out)
+            assert _span_violation(MD_PROMPT, out) is None and denoise(out) == denoise(MD_PROMPT), (strength, seed, out)
+            n += 1
+    assert n == 900
+
+
+def test_markdown_protected_spans_and_denoise_of_broken_structure():
+    spans = [MD_PROMPT[a:b] for a, b in protected_spans(MD_PROMPT)]
+    assert spans == ["# ", "- ", "- ", "| day | rain |", "|-----|------|", "| Mon | yes |"]
+    broken = [MD_PROMPT.replace("# Task", "#!? Task"), MD_PROMPT.replace("- first", "-!? first"),
+              MD_PROMPT.replace("|------|\n", "|------|,\n"), MD_PROMPT.replace("\nSummarize", "\n\tSummarize"),
+              MD_PROMPT.replace("- first", "-      first"), MD_PROMPT.replace("| Mon", "|  Mon")]
+    for variant in broken:  # each keeps the words (the old denoise said "meaning kept") but not the structure
+        assert _plain(variant) == _plain(MD_PROMPT) and denoise(variant) != denoise(MD_PROMPT), variant
+    assert denoise(MD_PROMPT.replace("Task", "TASK!!").replace("rain\n", "rain,,\n")) == denoise(MD_PROMPT)
+
+
+def test_nested_list_quote_and_fenced_code_survive_every_surface_cell():
+    base = _blocks(MD_OWN)
+    assert {"ordered_list_open", "bullet_list_open", "blockquote_open", "fence", "heading_open"} <= {t[0] for t in base}
+    for spec in SURFACE:
+        for seed in range(30):
+            out = _apply(MD_OWN, spec.subtype, spec.strength, spec.position, seed)
+            assert out != MD_OWN and _blocks(out) == base, (spec, seed, out)
+            assert _span_violation(MD_OWN, out) is None and denoise(out) == denoise(MD_OWN), (spec, seed, out)
+            assert _indented(out) == _indented(MD_OWN) and "```python\ndef add(a, b):\n    return a - b\n```" in out
+
+
+def test_every_bundled_surface_variant_keeps_block_structure_and_line_starts(surface_variants):
+    """All 1,100 bundled prompts × 27 cells: the same CommonMark blocks, and no line gains leading whitespace."""
+    def starts(t):
+        return [ln[: len(ln) - len(ln.lstrip(" \t"))] for ln in t.split("\n")]
+
+    bad = [(t, v.spec.label(), v.text) for t, v in surface_variants
+           if _blocks(v.text) != _blocks(t) or starts(v.text) != starts(t)]
+    assert not bad, bad[:3]
 
 
 @pytest.mark.parametrize("text", [

@@ -7,7 +7,7 @@ import re
 import unicodedata
 from typing import Any
 
-from ._text import protected_spans
+from ._text import markdown_spans, protected_spans
 from .base import SubtypeInfo
 
 _POS = ("PREFIX", "SUFFIX", "GLOBAL")
@@ -136,6 +136,12 @@ def _touches(p: int, spans: list[tuple[int, int]]) -> bool:
     return any(a <= p <= b for a, b in spans)
 
 
+def _at_line_edge(text: str, p: int) -> bool:
+    """True when whitespace inserted at ``p`` would start a line (only whitespace since the
+    previous newline or the text start) or end one (a newline or the text end follows)."""
+    return not text[text.rfind("\n", 0, p) + 1:p].strip() or p >= len(text) or text[p] == "\n"
+
+
 def _case_char(ch: str, upper: bool) -> str:
     """Change one character's case only if that keeps its casefold (so denoise undoes it)."""
     new = ch.upper() if upper else ch.lower()
@@ -158,11 +164,13 @@ class SurfaceNoise:
     Positions: PREFIX / SUFFIX / GLOBAL edit only ``region_bounds`` of the text.
 
     Protected spans (``_text.protected_spans``: numbers, math, code, URLs, e-mail addresses,
-    quoted strings) stay byte-identical under every subtype: no letter in them changes case,
-    nothing is inserted in them or dropped from them, no mark is glued to either edge of one
-    ("2n+3=11" never becomes "2n+3=11!!"; a token that ends with a span gets no mark), and no
-    whitespace is inserted at a line start that borders one (so no code line gains
-    indentation). Spacing may widen the gap next to a span's edge (``"the  5 cm"``). When the
+    quoted strings, Markdown block structure) stay byte-identical under every subtype: no letter
+    in them changes case, nothing is inserted in them or dropped from them, no mark is glued to
+    either edge of one ("2n+3=11" never becomes "2n+3=11!!", "# Task" never "#!? Task"; a token
+    that ends with a span gets no mark). Spacing never inserts whitespace at a line start or a
+    line end (no line gains indentation, so none becomes an indented code block) nor next to a
+    Markdown marker or table row; elsewhere it may widen the gap next to a span's edge
+    (``"the  5 cm"``). So a CommonMark parse of the variant has the base's block structure. When the
     region has nothing editable (a SUFFIX that is one long quotation, a code block), it grows
     one word at a time, SUFFIX backward and PREFIX forward, until an edit is possible
     (``meta.region`` records the region used); a text with nothing editable at all stays
@@ -170,7 +178,7 @@ class SurfaceNoise:
     """
 
     name = "surface_noise"
-    generator = "rules-v2"  # v2: protected spans (numbers, maths, code, URLs, quotes); v1 texts differ
+    generator = "rules-v3"  # v3: Markdown structure kept, no whitespace at line edges; v2, v1 texts differ
     subtypes = {
         "spacing": SubtypeInfo((1.0, 2.0, 3.0), _POS, "extra spaces/tabs between words"),
         "punctuation": SubtypeInfo((1.0, 2.0, 3.0), _POS, "inserted/repeated punctuation marks"),
@@ -221,9 +229,12 @@ class SurfaceNoise:
                 # not before "*", "/", "-", "&": split off, they would read as an operator
                 if tail and len(tail) < len(m.group()) and tail[0] not in "*/-&":
                     sites.append(("punct", m.end() - len(tail)))
-        # never inside a span; at a line start never next to one (no code line gains indentation)
-        positions = sorted({pos for _, pos in sites if not _inside(pos, spans) and not (
-            _touches(pos, spans) and (a + pos == 0 or text[a + pos - 1] == "\n"))})
+        # never inside a span, never at a line start or end (no line gains indentation, which
+        # could make it an indented code block, or trailing spaces, a hard line break), never
+        # next to Markdown structure (a list item's text indented by 5+ spaces is code)
+        md = [(x - a, y - a) for x, y in markdown_spans(text) if x <= b and y >= a]
+        positions = sorted({pos for _, pos in sites if not _inside(pos, spans) and not _touches(pos, md)
+                            and not _at_line_edge(text, a + pos)})
         chosen = _pick(rng, positions, s)
         out, last = [], 0
         for pos in chosen:
