@@ -14,11 +14,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, MutableMapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, MutableMapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from sago_engine.noop import model_input_noops, noop_delta_rows, text_noops
 from sago_engine.pipeline import Unit, compute_rows, response_id
 from sago_engine.scoring import prompt_scores, resolve_normalizers
 from sago_engine.seeds import stable_hash
@@ -124,10 +125,15 @@ class LiveProbe:
     """x^(v) for each chosen (F, u, s, p), in grid order."""
     seed: int
     """Run seed the variants' seeds derive from."""
+    skipped: Mapping[str, str] = field(default_factory=dict)
+    """variant_id → why it is never run: its text equals the prompt (``noop.text_noops``)."""
 
 
 def plan_probe(text: str, specs: Sequence[VariantSpec], seed: int = 0, max_chars: int | None = None) -> LiveProbe:
     """Check the prompt and build its variants (``variants.make_variants``); no model is touched.
+
+    A variant whose text equals the prompt (case noise on a script without letter case, a prompt
+    that is all protected spans) is listed in ``skipped`` with its reason: it is never run.
 
     Raises:
         LiveError: bad prompt (see ``check_prompt``) or no spec.
@@ -138,7 +144,8 @@ def plan_probe(text: str, specs: Sequence[VariantSpec], seed: int = 0, max_chars
     if not specs:
         raise LiveError("No variant selected.")
     pid = f"live:{stable_hash(t, length=12)}"
-    return LiveProbe(pid, t, tuple(make_variants(pid, t, specs, seed)), int(seed))
+    vs = tuple(make_variants(pid, t, specs, seed))
+    return LiveProbe(pid, t, vs, int(seed), text_noops(t, vs))
 
 
 def batch_slices(n: int, first: int = 3, size: int = 8) -> list[slice]:
@@ -268,6 +275,9 @@ class ProbeResult:
     """variant_id → its six delta rows."""
     kept: dict[str, bool] = field(default_factory=dict)
     """variant_id → semantic filter verdict (filled after the last batch)."""
+    skipped: dict[str, str] = field(default_factory=dict)
+    """variant_id → why it was not run: the probe's text no-ops and, for this model, variants whose
+    model input equals the prompt's (``noop.model_input_noops``). No Δ, in no score."""
     semantic: dict[str, float | None] = field(default_factory=dict)
     filter_info: dict = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
@@ -282,7 +292,7 @@ class ProbeResult:
 
     @property
     def complete(self) -> bool:
-        return self.done == len(self.probe.variants) and not self.cancelled
+        return self.done + len(self.skipped) == len(self.probe.variants) and not self.cancelled
 
     def delta_frame(self) -> pd.DataFrame:
         """All delta rows so far (``compute_rows`` columns), in variant order."""
@@ -308,7 +318,8 @@ def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = 48, normaliz
     (model, max_new_tokens, R_X, prompt, variant) — a repeated probe makes no generate call.
     ``should_stop`` is checked between batches; a stopped probe is returned partial with
     ``cancelled=True``. After the last batch the semantic filter (SAGO §Variants) marks which
-    variants are kept for s_X, as in a stored run.
+    variants are kept for s_X, as in a stored run. No-op variants (``ProbeResult.skipped``: text
+    equal to the prompt, or the same token ids as the prompt for this backend) are not run.
     """
     t0 = time.perf_counter()
     norms = resolve_normalizers(normalizers)
@@ -319,7 +330,9 @@ def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = 48, normaliz
     res.timings = tim
     bkey = _key(model, max_new_tokens, norms, probe.text, "<base>")
     res.base = cache.get(bkey)
-    variants = list(probe.variants)
+    live_vs = [v for v in probe.variants if v.variant_id not in probe.skipped]
+    res.skipped = {**probe.skipped, **model_input_noops(backend, probe.text, live_vs)}
+    variants = [v for v in live_vs if v.variant_id not in res.skipped]
     todo = []
     for v in variants:
         hit = cache.get(_key(model, max_new_tokens, norms, probe.text, v.variant_id))
@@ -387,10 +400,11 @@ def _label(spec: VariantSpec) -> str:
 
 
 def variant_table(probe: LiveProbe) -> pd.DataFrame:
-    """One row per variant: label, family, subtype, strength, position, text, changed."""
+    """One row per variant: label, family, subtype, strength, position, text, changed, skip_reason."""
     return pd.DataFrame([{"label": _label(v.spec), **v.spec.as_dict(), "text": v.text,
-                          "changed": v.text != probe.text} for v in probe.variants],
-                        columns=["label", "family", "subtype", "strength", "position", "text", "changed"])
+                          "changed": v.text != probe.text, "skip_reason": probe.skipped.get(v.variant_id)}
+                         for v in probe.variants],
+                        columns=["label", "family", "subtype", "strength", "position", "text", "changed", "skip_reason"])
 
 
 def _mirroring_verdict(d: float | None) -> str:
@@ -402,14 +416,17 @@ def _mirroring_verdict(d: float | None) -> str:
 def result_table(res: ProbeResult) -> pd.DataFrame:
     """The variant table with, per finished variant, its response, Δ̃ per axis and the mirroring verdict.
 
-    Unfinished variants have status "pending" and empty cells; an unavailable axis is NaN (n/a).
+    Unfinished variants have status "pending" and empty cells; a no-op variant has status
+    "skipped" and its ``skip_reason`` (never Δ = 0); an unavailable axis is NaN (n/a).
     """
     rows = []
     for v in res.probe.variants:
-        row: dict[str, Any] = {"label": _label(v.spec), **v.spec.as_dict(), "variant": v.text}
+        row: dict[str, Any] = {"label": _label(v.spec), **v.spec.as_dict(), "variant": v.text,
+                               "skip_reason": res.skipped.get(v.variant_id)}
         d = res.deltas.get(v.variant_id)
         if d is None:
-            row.update(status="pending", response=None, mirroring=None, kept=None)
+            row.update(status="skipped" if row["skip_reason"] else "pending", response=None, mirroring=None,
+                       kept=False if row["skip_reason"] else None)
             row.update({AXIS_LABELS[a]: np.nan for a in AXES})
         else:
             by = d.set_index("axis")
@@ -422,7 +439,7 @@ def result_table(res: ProbeResult) -> pd.DataFrame:
             row["mirroring"] = _mirroring_verdict(mr)
         rows.append(row)
     cols = ["status", "label", "family", "subtype", "strength", "position", "variant", "response",
-            *[AXIS_LABELS[a] for a in AXES], "mirroring", "kept"]
+            *[AXIS_LABELS[a] for a in AXES], "mirroring", "kept", "skip_reason"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -476,10 +493,13 @@ def probe_frames(res: ProbeResult, backend_info: dict | None = None) -> tuple[di
         capabilities=res.capabilities, config={"source": "live page", "prompt_id": res.probe.prompt_id},
         started_at=now, finished_at=now, status="complete" if res.complete else "partial")
     done = [v for v in res.probe.variants if v.variant_id in res.deltas]
+    text_skip = {k: w for k, w in res.skipped.items() if k in res.probe.skipped}
+    same_input = [v.variant_id for v in res.probe.variants if v.variant_id in res.skipped and v.variant_id not in text_skip]
+    stored = [v for v in res.probe.variants if v.variant_id in res.deltas or v.variant_id in res.skipped]
     prompts = prompt_rows([Prompt(prompt_id=res.probe.prompt_id, dataset=LIVE_DATASET, source_id=None,
                                   text=res.probe.text, reference=None, category=None)])
     # a probe's filter verdict is recorded as both passes_filter and kept (as before this module existed)
-    variants = variant_rows(done, res.semantic, res.kept, res.kept)
+    variants = variant_rows(stored, res.semantic, res.kept, res.kept, skip_reason=text_skip)
     resp_rows = []
     base_row = compute_rows(run_id, [Unit(res.probe.prompt_id, LIVE_DATASET, res.base, [], [])], res.normalizers,
                             res.capabilities)[0] if res.base is not None else pd.DataFrame()
@@ -488,7 +508,8 @@ def probe_frames(res: ProbeResult, backend_info: dict | None = None) -> tuple[di
         r["run_id"], r["response_id"] = run_id, response_id(run_id, res.probe.prompt_id, v.variant_id)
         resp_rows.append(r)
     responses = pd.concat([base_row, pd.DataFrame(resp_rows)], ignore_index=True)
-    deltas = res.delta_frame().assign(run_id=run_id)
+    deltas = pd.concat([res.delta_frame(), noop_delta_rows(run_id, LIVE_DATASET, res.probe.prompt_id, same_input, AXES)],
+                       ignore_index=True).assign(run_id=run_id)
     units = unit_rows(run_id, [(res.probe.prompt_id, len(done))], now)
     return record, {"prompts": prompts, "variants": variants, "responses": responses, "deltas": deltas,
                     "units": units}

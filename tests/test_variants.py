@@ -17,7 +17,7 @@ from sago_engine.seeds import derive_seed, stable_hash
 from sago_engine.types import VariantSpec
 from sago_engine.variants import (
     FAMILIES, Registry, UnknownFamilyError, full_grid, get_family, list_families, make_variant,
-    make_variants, sample_grid, validate_spec,
+    make_variants, sample_grid, spec_applies, validate_spec,
 )
 from sago_engine.variants import semantic_filter as sf
 from sago_engine.variants._text import detect_mood, protected_spans
@@ -562,6 +562,44 @@ def test_sample_grid_covers_every_cell_over_96_prompts():
     for pid, _ in FIRST16:
         seen.update(sample_grid(pid, per, 0))
     assert seen == set(full_grid())
+
+
+# ---------------------------------------------------------------- cells that cannot change a prompt
+NO_CASE_PROMPTS = ["ما هي عاصمة فرنسا؟", "法国的首都是哪里？", "מהי בירת צרפת?", "ราชธานีของฝรั่งเศสคืออะไร",
+                   "फ्रांस की राजधानी क्या है?"]
+ALL_PROTECTED = ["https://example.com/a", "`ls -la`", "3.5 + 2 = 5.5", '"Veni, vidi, vici"', "İstanbul"]
+
+
+def test_editable_says_exactly_when_surface_noise_changes_the_text(surface_variants):
+    fam = get_family("surface_noise")
+    for text, v in surface_variants:  # 1,100 bundled prompts × 27 cells: every one can change
+        assert fam.editable(text, v.spec.subtype, v.spec.strength, v.spec.position) and v.meta["changed"]
+    for text in NO_CASE_PROMPTS + ALL_PROTECTED + ["ⓐⓑ 中文 straße", "x", "# Title\n- item"]:
+        for spec in SURFACE:
+            can = fam.editable(text, spec.subtype, spec.strength, spec.position)
+            for seed in range(5):
+                v = make_variant(f"p{seed}", text, spec, seed)
+                assert v.meta["changed"] == can == (v.text != text), (text, spec.label(), v.meta)
+    for text in NO_CASE_PROMPTS:
+        assert not any(spec_applies(text, s) for s in SURFACE if s.subtype == "case")
+        assert spec_applies(text, VariantSpec("surface_noise", "punctuation", 1, "PREFIX"))
+    assert not any(spec_applies("https://example.com/a", s) for s in SURFACE)  # all protected: nothing applies
+    assert all(spec_applies("ما هي عاصمة فرنسا؟", s) for s in full_grid(["social_register", "structural"]))
+
+
+def test_sample_grid_with_the_prompt_draws_cells_that_change_it():
+    per = {"social_register": 4, "surface_noise": 5, "structural": 2}
+    for k, text in enumerate(NO_CASE_PROMPTS):
+        picks = sample_grid(f"s{k}", per, 0, text=text)
+        assert collections.Counter(s.family for s in picks) == per  # another cell drawn for each case cell
+        assert all(spec_applies(text, s) for s in picks) and "case" not in {s.subtype for s in picks}
+        same = [s for s in picks if make_variant(f"s{k}", text, s, 0).text == text]
+        # surface cells always change the prompt; a rewrite the family cannot predict may not (one word, Chinese
+        # or Thai, cannot be compressed): the runner and Live store that one as a no-op
+        assert {(s.family, s.subtype) for s in same} <= {("structural", "length")} and (k in (1, 3) or not same)
+    for pid, text in FIRST16:  # prompts every cell applies to: the same picks as without the prompt
+        assert sample_grid(pid, per, 0, text=text) == sample_grid(pid, per, 0)
+    assert sample_grid("u", {"surface_noise": 5}, 0, text="https://example.com/a") == []  # nothing can change
 
 
 # ---------------------------------------------------------------- fixed vectors
