@@ -157,6 +157,23 @@ def test_case_noise_on_arabic_is_skipped_not_scored_as_stable(tiny_backend):
     assert prof["s"].isna().all() and (prof["n_variants"] == 0).all()  # not s = 0.0 over 9 variants
 
 
+def test_live_page_shows_noop_variants_as_skipped(store):
+    at = _page(store, prompt=NO_CASE["arabic"])
+    at.multiselect(key="live_families").set_value(["surface_noise"])
+    at.run()
+    at.multiselect(key="live_subtypes").set_value(["case"])
+    at.number_input(key="live_max_variants").set_value(9)
+    at.run()
+    before = at.dataframe[0].value
+    assert len(before) == 9 and before["skip_reason"].notna().all()
+    at.button(key="live_run").click().run()
+    assert not at.exception, at.exception
+    table = at.dataframe[0].value
+    assert (table["status"] == "skipped").all() and table["Δ-BLEU"].isna().all()
+    assert any("No variant changes what the model reads" in i.value for i in at.info)
+    assert not at.get("plotly_chart")  # no radar of s = 0
+
+
 @pytest.mark.parametrize("script", ["chinese", "hebrew", "thai", "devanagari"])
 def test_case_noise_on_other_scripts_without_case_is_a_noop(script):
     probe = live.plan_probe(NO_CASE[script], live.choose_specs(["surface_noise"], subtypes=["case"]))
