@@ -146,9 +146,10 @@ table_slot = st.empty()
 
 
 def _show(res: "live.ProbeResult") -> None:
-    n = len(res.probe.variants)
-    progress.progress(res.done / n if n else 1.0,
-                      text=f"{res.done}/{n} variants scored" + (" (cancelled)" if res.cancelled else "")
+    n, k = len(res.probe.variants), len(res.skipped)
+    progress.progress((res.done + k) / n if n else 1.0,
+                      text=f"{res.done}/{n - k} variants scored" + (" (cancelled)" if res.cancelled else "")
+                      + (f", {k} skipped (no-op: nothing changes for the model)" if k else "")
                       + (f" — {res.cached} from this session's cache" if res.cached else ""))
     ss["live_draws"] = ss.get("live_draws", 0) + 1  # a fresh key per redraw of the slot
     table_slot.dataframe(live.result_table(res), key=f"live_results_{ss['live_draws']}", hide_index=True,
@@ -195,6 +196,9 @@ st.caption(f"Timing: first result {tm.get('first_result_s', 0):.2f} s, total {tm
 if res.cancelled:
     st.warning(f"Cancelled: {res.done} of {len(res.probe.variants)} variants were scored.")
 if not res.done:
+    if res.skipped:
+        st.info("No variant changes what the model reads (see skip_reason), so this prompt has no s_X: "
+                "a variant that does not vary is skipped, never scored as Δ = 0.")
     st.stop()
 
 # ---------------------------------------------------------------- radar: this prompt vs the model's profile

@@ -48,7 +48,8 @@ for i, (ch, s) in enumerate(summ):
     st.markdown(f"**Rank agreement with '{ch.reference}'**")
     exports.table(s["ranks"], f"methods_ranks_{i}", f"sago_method_{ch.key}_ranks.csv")
     st.caption("n_discordant: pairs of models whose order flips. τ-b = 1: same order, −1: reversed; NaN with the "
-               "reason when it cannot be computed.")
+               "reason when it cannot be computed. p is two-sided; p_method says how it was computed (exact, or a "
+               "permutation test when SGS are tied).")
     st.markdown("**The paper's claims under each option**")
     exports.table(mc.claims_wide(s["claims"], options), f"methods_claims_{i}", f"sago_method_{ch.key}_claims.csv")
     st.caption("(a) and (b) use raw one-sided p over every axis of the option; (c) uses the Rankings page's bootstrap "

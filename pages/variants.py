@@ -8,6 +8,7 @@ from dashboard import controls, data, exports, frame, urlstate
 from sago_engine.store import Store
 from sago_engine.ablations import (TONE_TEST, dose_response, length_factor, recorded_threshold, semantic_audit,
                                    semantic_histogram, tone_asymmetry, tone_bars)
+from sago_engine.noop import noop_table
 from sago_engine.types import AXES, AXIS_LABELS
 
 frame.require_frame()
@@ -69,6 +70,16 @@ with st.expander(f"Rejected variants and why ({len(rejected)}{'+' if len(rejecte
         exports.table(rejected, key="variants_rejected_table", filename="rejected_variants.csv")
         st.caption("Rejected variants are stored but excluded from every score; LLM rewrites (generator llm:…) "
                    "that were rejected are not sent to the models at all.")
+
+noops = data.query(Store.noop_counts, f)
+with st.expander(f"Variants that do not vary ({int(noops['n'].sum()) if len(noops) else 0})"):
+    if noops.empty:
+        st.info("Every variant under the current filters changes what the model reads.")
+    else:
+        exports.table(noop_table(noops), key="variants_noop_table", filename="noop_variants.csv")
+    st.caption("A variant whose text equals its base prompt (e.g. case noise on a script without letter case), or whose "
+               "model input equals the base's once the chat template has rendered it, is no perturbation: it is not "
+               "run and counts in no score (it would read as Δ = 0, perfectly stable).")
 
 # ---------------------------------------------------------------- ablations
 abl = data.query(Store.ablation_frame, f)

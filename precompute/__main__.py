@@ -71,8 +71,9 @@ def import_authors_main(argv: list[str]) -> int:
 
 
 def print_plan(cfg, runner, shard, only_models=None) -> None:
-    """Print prompts, variants, kept counts and pending prompt units per model (``--plan``; the
-    models of ``only_models`` — keys or names, as ``--model`` — when given)."""
+    """Print prompts, variants, kept counts, no-op variants (text equals the base prompt) and pending
+    prompt units per model (``--plan``; the models of ``only_models`` — keys or names, as ``--model``
+    — when given). Model-input no-ops need the model's tokenizer: the run finds and counts them."""
     from pathlib import Path
 
     from sago_engine.store import open_store
@@ -87,6 +88,12 @@ def print_plan(cfg, runner, shard, only_models=None) -> None:
     print(f"prompts: {len(plan.prompts)}  variants: {n_var}  kept: {kept}"
           + (f"  (+ {pending_rw} LLM rewrites, requested and filtered at run time unless already stored)"
              if pending_rw else ""))
+    if plan.noops:
+        from sago_engine.noop import count_by_cell
+
+        cells = count_by_cell([v for vs in plan.variants.values() for v in vs], plan.noops)
+        print(f"no-op variants (text equals the base prompt; stored with kept = false, not run): {len(plan.noops)}"
+              f" ({', '.join(f'{k}: {n}' for k, n in cells.items())})")
     missing = missing_api_keys(run_key_holders(cfg))
     if missing:
         print("warning: a run needs these API keys, unset now: " + "; ".join(missing))

@@ -18,13 +18,14 @@ from tqdm import tqdm
 
 from precompute.config import ModelConfig, RunConfig, llm_backend_spec
 from sago_engine.datasets import Prompt, load_dataset
+from sago_engine.noop import count_by_cell, model_input_noops, noop_delta_rows, text_noops
 from sago_engine.pipeline import Unit, compute_rows, judge_rows, option_axes_for
 from sago_engine.runrecord import VERSION_PACKAGES, fingerprint, library_versions, local_decoding_record  # noqa: F401 (re-exported)
 from sago_engine.seeds import stable_hash
 from sago_engine.store import Store, StoreError, open_store
 from sago_engine.store.layout import set_aside_wal
 from sago_engine.storerows import axis_options_record, prompt_rows, run_record, unit_rows, variant_rows
-from sago_engine.types import Variant
+from sago_engine.types import AXES, Variant
 from sago_engine.variants.semantic_filter import bert_rescale_baseline
 
 log = logging.getLogger("sago.precompute")
@@ -39,9 +40,12 @@ class Plan:
     variant_rows: pd.DataFrame
     filter_info: dict
     skip: frozenset[str] = frozenset()
-    """Variants never generated: LLM rewrites the filter rejected (empty without ``[rewriter]``)."""
+    """Variants never generated: LLM rewrites the filter rejected, and text no-ops (``noops``)."""
     templates: list[dict] = field(default_factory=list)
     """``templates`` rows (template_id, kind, text) of the prompts the plan used (LLM rewriter)."""
+    noops: dict[str, str] = field(default_factory=dict)
+    """variant_id → why it is a no-op (its text equals the base prompt; ``noop.text_noop_reason``):
+    stored with ``kept = false`` and that ``skip_reason``, never generated (part of ``skip``)."""
 
     def to_generate(self, prompt_id: str) -> list[Variant]:
         """The variants of ``prompt_id`` the models answer: all of them except ``skip``."""
@@ -123,6 +127,9 @@ def make_plan(cfg: RunConfig, store: Store | None = None, backend_factory: Calla
 
     With ``[rewriter]`` the structural variants come from the LLM rewriter (``backend_factory``,
     default ``get_backend``, builds its backend); those the filter rejects go to ``Plan.skip``.
+    A sampled grid (``per_family``) leaves out cells that cannot change the prompt
+    (``variants.spec_applies``); a variant whose text still equals its base prompt is a no-op
+    (``Plan.noops``: stored ``kept = false`` with its ``skip_reason``, in ``Plan.skip``).
     ``request_rewrites=False`` (``--plan``) sends no rewrite request: rewrites not in ``store``
     are placeholders (``meta["pending_rewrite"]``, not filtered, not in ``variant_rows``).
     """
@@ -143,7 +150,8 @@ def make_plan(cfg: RunConfig, store: Store | None = None, backend_factory: Calla
     for p in prompts:
         if cfg.per_family:
             specs_by_prompt[p.prompt_id] = sample_grid(p.prompt_id, cfg.per_family, cfg.seed,
-                                                       families=list(cfg.families), keep=keep if gf else None)
+                                                       families=list(cfg.families), keep=keep if gf else None,
+                                                       text=p.text)
         else:
             specs_by_prompt[p.prompt_id] = [s for s in full_grid(cfg.families) if keep(s)]
     llm: dict[tuple, Variant] = {}
@@ -156,18 +164,19 @@ def make_plan(cfg: RunConfig, store: Store | None = None, backend_factory: Calla
                                  else make_variant(p.prompt_id, p.text, s, cfg.seed)
                                  for s in specs_by_prompt[p.prompt_id]]
     all_v = [v for vs in variants.values() for v in vs]
+    base_texts = {p.prompt_id: p.text for p in prompts}
+    noops = {vid: why for p in prompts for vid, why in text_noops(p.text, variants[p.prompt_id]).items()}
     fcfg = FilterConfig(**cfg.filter)
     known = store.existing_ids("variants", "variant_id", [v.variant_id for v in all_v]) if store else set()
     todo_prompts = {v.prompt_id for v in all_v if v.variant_id not in known}
     new_v = [v for v in all_v if v.prompt_id in todo_prompts and not v.meta.get("pending_rewrite")]
     verdicts = {}
     if new_v:
-        base_texts = {p.prompt_id: p.text for p in prompts}
         for vd in apply_filter(new_v, base_texts, fcfg):
             verdicts[vd.variant_id] = vd
     rows = variant_rows(new_v, {i: vd.semantic_score for i, vd in verdicts.items()},
                         {i: vd.passes for i, vd in verdicts.items()}, {i: vd.kept for i, vd in verdicts.items()},
-                        json_meta=False)
+                        json_meta=False, skip_reason=noops)
     skip: frozenset[str] = frozenset()
     if cfg.rewriter is not None:
         llm_ids = [v.variant_id for v in all_v if v.generator.startswith("llm:")]
@@ -176,7 +185,7 @@ def make_plan(cfg: RunConfig, store: Store | None = None, backend_factory: Calla
         stored_kept = {} if rec is None else dict(zip(rec["variant_id"], rec["kept"].astype(bool)))
         skip = frozenset(i for i in llm_ids if not (verdicts[i].kept if i in verdicts else stored_kept.get(i, True)))
     info = effective_threshold(fcfg)
-    return Plan(prompts, variants, rows, info, skip, templates)
+    return Plan(prompts, variants, rows, info, skip | frozenset(noops), templates, noops)
 
 
 def plan_chunks(prompts: list[Prompt], chunk_prompts: int, shard: tuple[int, int] | None = None) -> list[list[Prompt]]:
@@ -333,7 +342,13 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
               on_chunk: Callable[[int, int], None] | None = None) -> dict:
     """Run one model over every pending prompt unit of the plan; commit per chunk of prompts.
 
-    Returns a summary dict (run_id, pending, generated, seconds). A finished unit is never redone.
+    A variant whose model input equals its base prompt's (``noop.model_input_noops``: the
+    backend's ``encode_prompt`` gives the same token ids; hf_local only) is not generated: its
+    ``deltas`` rows are stored unavailable with ``noop.MODEL_INPUT_NOOP`` as the reason.
+
+    Returns a summary dict (run_id, pending, generated, seconds; noop_text / noop_model_input:
+    the pending prompts' text no-ops and this model's model-input no-ops, each ``"family ·
+    subtype"`` → count). A finished unit is never redone.
     """
     run_id = run_id_for(cfg, m, plan)
     cap = cfg.max_new_tokens_for(m)
@@ -343,7 +358,7 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     chunks = [c for c in plan_chunks(plan.prompts, cfg.chunk_prompts, shard) if any(p.prompt_id not in done for p in c)]
     pending = [p for c in chunks for p in c if p.prompt_id not in done]
     summary = {"run_id": run_id, "model": m.name, "pending": len(pending), "generated": 0, "retry_pending": 0,
-               "seconds": 0.0}
+               "seconds": 0.0, "noop_text": {}, "noop_model_input": {}}
     if not pending:
         log.info("run %s (%s): all %d prompts done; nothing to run", run_id, m.name, len(plan.prompts))
         return summary
@@ -381,6 +396,15 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     if k_rep > 1:  # noise floor: the base prompt is asked k times (recorded; old runs keep their record)
         decoding["base_repeats"] = k_rep
     opt_axes = option_axes_for(cfg.axis_options, frozenset(backend.capabilities))
+    # model-input no-ops: not generated (API backends do not show their rendering: none there)
+    in_chunks = [p for c in chunks for p in c]
+    same_input = {p.prompt_id: {} if m.is_api else model_input_noops(backend, p.text, plan.to_generate(p.prompt_id))
+                  for p in in_chunks}
+    gen = {p.prompt_id: [v for v in plan.to_generate(p.prompt_id) if v.variant_id not in same_input[p.prompt_id]]
+           for p in in_chunks}
+    pending_v = [v for p in pending for v in plan.variants[p.prompt_id]]
+    summary["noop_text"] = count_by_cell(pending_v, plan.noops)
+    summary["noop_model_input"] = count_by_cell(pending_v, {k: w for p in pending for k, w in same_input[p.prompt_id].items()})
     bert_b = bert_rescale_baseline(plan.filter_info) if "bert@rescaled" in opt_axes else None
     record = run_record(run_id=run_id, model=m.name, backend=m.backend, info=info,
                         dtype=None if m.is_api else m.dtype, device=str(info.get("device", m.device)), decoding=decoding,
@@ -389,7 +413,7 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
                         config=_config_record(cfg, plan, judge, m), started_at=now, status="running",
                         axis_options=axis_options_record(opt_axes, bert_b))
     store.upsert_run(record)
-    total = sum(k_rep + len(plan.to_generate(p.prompt_id)) for c in chunks for p in c)
+    total = sum(k_rep + len(gen[p.prompt_id]) for p in in_chunks)
     base_prompts = {p.prompt_id: p.text for p in plan.prompts}
     from sago_engine.noise import RepeatUnit, floor_rows, repeat_response_id
     from sago_engine.pipeline import budget_spent, response_id
@@ -400,7 +424,7 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
         texts, spans = [], []
         reps: list[int] = []
         for p in chunk:
-            vs = plan.to_generate(p.prompt_id)
+            vs = gen[p.prompt_id]
             spans.append((len(texts), len(vs)))
             texts.append(p.text)
             texts.extend(v.text for v in vs)
@@ -410,7 +434,7 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
             results = backend.generate(texts, cap, repeats=reps)
         else:
             results = backend.generate(texts, cap)
-        units = [Unit(p.prompt_id, p.dataset, results[s], plan.to_generate(p.prompt_id), results[s + 1 : s + 1 + n])
+        units = [Unit(p.prompt_id, p.dataset, results[s], gen[p.prompt_id], results[s + 1 : s + 1 + n])
                  for p, (s, n) in zip(chunk, spans)]
         rep_units = {p.prompt_id: RepeatUnit(p.prompt_id, p.dataset, results[s], results[s + 1 + n: s + n + k_rep])
                      for p, (s, n) in zip(chunk, spans)}
@@ -427,6 +451,10 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
         overrides, verdicts = judge_rows(run_id, units, base_prompts, judge) if judge is not None else ({}, None)
         responses, deltas = compute_rows(run_id, units, cfg.normalizers, frozenset(backend.capabilities),
                                          mr_overrides=overrides or None, options=opt_axes, bert_baseline=bert_b)
+        skipped = [noop_delta_rows(run_id, p.dataset, p.prompt_id, same_input[p.prompt_id], (*AXES, *opt_axes))
+                   for p in chunk if same_input[p.prompt_id]]
+        if skipped:
+            deltas = pd.concat([deltas, *skipped], ignore_index=True)
         repeats, floor = floor_rows(run_id, [rep_units[u.prompt_id] for u in units], cfg.normalizers,
                                     frozenset(backend.capabilities))
         keyed = [(response_id(run_id, u.prompt_id, vid), r) for u in units
@@ -442,7 +470,7 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
             if r.error and health["first_error"] is None:
                 health["first_error"] = r.error[:200]
         finished = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-        units_done = unit_rows(run_id, [(p.prompt_id, len(plan.to_generate(p.prompt_id))) for p in chunk], finished)
+        units_done = unit_rows(run_id, [(p.prompt_id, len(gen[p.prompt_id])) for p in chunk], finished)
         take_usage = getattr(backend, "take_usage", None)
         with store.transaction():
             store.insert_df("responses", responses)

@@ -40,8 +40,13 @@ def variant_rows(variants: pd.DataFrame) -> pd.DataFrame:
 
 
 def unavailable_text(reason) -> str:
-    """``"axis unavailable: <reason>"`` for a Δ̃ cell a model cannot measure (reason as stored, if any)."""
+    """``"axis unavailable: <reason>"`` for a Δ̃ cell a model cannot measure (reason as stored, if any);
+    ``"skipped, no-op: …"`` for a variant that was not run because it does not vary (``noop``)."""
+    from sago_engine.noop import is_noop
+
     r = None if reason is None or pd.isna(reason) else str(reason).strip()
+    if is_noop(r):
+        return f"skipped, {r}"
     return f"{UNAVAILABLE}: {r}" if r else f"{UNAVAILABLE}: not measured by this backend"
 
 

@@ -13,13 +13,13 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Iterable, MutableMapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, MutableMapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from sago_engine.pipeline import Unit, compute_rows, response_id
+from sago_engine.noop import model_input_noops, text_noops
+from sago_engine.pipeline import Unit, compute_rows
 from sago_engine.scoring import prompt_scores, resolve_normalizers
 from sago_engine.seeds import stable_hash
 from sago_engine.types import AXES, AXIS_LABELS, GenerationResult, Variant, VariantSpec
@@ -124,10 +124,15 @@ class LiveProbe:
     """x^(v) for each chosen (F, u, s, p), in grid order."""
     seed: int
     """Run seed the variants' seeds derive from."""
+    skipped: Mapping[str, str] = field(default_factory=dict)
+    """variant_id → why it is never run: its text equals the prompt (``noop.text_noops``)."""
 
 
 def plan_probe(text: str, specs: Sequence[VariantSpec], seed: int = 0, max_chars: int | None = None) -> LiveProbe:
     """Check the prompt and build its variants (``variants.make_variants``); no model is touched.
+
+    A variant whose text equals the prompt (case noise on a script without letter case, a prompt
+    that is all protected spans) is listed in ``skipped`` with its reason: it is never run.
 
     Raises:
         LiveError: bad prompt (see ``check_prompt``) or no spec.
@@ -138,7 +143,8 @@ def plan_probe(text: str, specs: Sequence[VariantSpec], seed: int = 0, max_chars
     if not specs:
         raise LiveError("No variant selected.")
     pid = f"live:{stable_hash(t, length=12)}"
-    return LiveProbe(pid, t, tuple(make_variants(pid, t, specs, seed)), int(seed))
+    vs = tuple(make_variants(pid, t, specs, seed))
+    return LiveProbe(pid, t, vs, int(seed), text_noops(t, vs))
 
 
 def batch_slices(n: int, first: int = 3, size: int = 8) -> list[slice]:
@@ -268,6 +274,9 @@ class ProbeResult:
     """variant_id → its six delta rows."""
     kept: dict[str, bool] = field(default_factory=dict)
     """variant_id → semantic filter verdict (filled after the last batch)."""
+    skipped: dict[str, str] = field(default_factory=dict)
+    """variant_id → why it was not run: the probe's text no-ops and, for this model, variants whose
+    model input equals the prompt's (``noop.model_input_noops``). No Δ, in no score."""
     semantic: dict[str, float | None] = field(default_factory=dict)
     filter_info: dict = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
@@ -282,7 +291,7 @@ class ProbeResult:
 
     @property
     def complete(self) -> bool:
-        return self.done == len(self.probe.variants) and not self.cancelled
+        return self.done + len(self.skipped) == len(self.probe.variants) and not self.cancelled
 
     def delta_frame(self) -> pd.DataFrame:
         """All delta rows so far (``compute_rows`` columns), in variant order."""
@@ -308,7 +317,8 @@ def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = 48, normaliz
     (model, max_new_tokens, R_X, prompt, variant) — a repeated probe makes no generate call.
     ``should_stop`` is checked between batches; a stopped probe is returned partial with
     ``cancelled=True``. After the last batch the semantic filter (SAGO §Variants) marks which
-    variants are kept for s_X, as in a stored run.
+    variants are kept for s_X, as in a stored run. No-op variants (``ProbeResult.skipped``: text
+    equal to the prompt, or the same token ids as the prompt for this backend) are not run.
     """
     t0 = time.perf_counter()
     norms = resolve_normalizers(normalizers)
@@ -319,7 +329,9 @@ def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = 48, normaliz
     res.timings = tim
     bkey = _key(model, max_new_tokens, norms, probe.text, "<base>")
     res.base = cache.get(bkey)
-    variants = list(probe.variants)
+    live_vs = [v for v in probe.variants if v.variant_id not in probe.skipped]
+    res.skipped = {**probe.skipped, **model_input_noops(backend, probe.text, live_vs)}
+    variants = [v for v in live_vs if v.variant_id not in res.skipped]
     todo = []
     for v in variants:
         hit = cache.get(_key(model, max_new_tokens, norms, probe.text, v.variant_id))
@@ -387,10 +399,11 @@ def _label(spec: VariantSpec) -> str:
 
 
 def variant_table(probe: LiveProbe) -> pd.DataFrame:
-    """One row per variant: label, family, subtype, strength, position, text, changed."""
+    """One row per variant: label, family, subtype, strength, position, text, changed, skip_reason."""
     return pd.DataFrame([{"label": _label(v.spec), **v.spec.as_dict(), "text": v.text,
-                          "changed": v.text != probe.text} for v in probe.variants],
-                        columns=["label", "family", "subtype", "strength", "position", "text", "changed"])
+                          "changed": v.text != probe.text, "skip_reason": probe.skipped.get(v.variant_id)}
+                         for v in probe.variants],
+                        columns=["label", "family", "subtype", "strength", "position", "text", "changed", "skip_reason"])
 
 
 def _mirroring_verdict(d: float | None) -> str:
@@ -402,14 +415,17 @@ def _mirroring_verdict(d: float | None) -> str:
 def result_table(res: ProbeResult) -> pd.DataFrame:
     """The variant table with, per finished variant, its response, Δ̃ per axis and the mirroring verdict.
 
-    Unfinished variants have status "pending" and empty cells; an unavailable axis is NaN (n/a).
+    Unfinished variants have status "pending" and empty cells; a no-op variant has status
+    "skipped" and its ``skip_reason`` (never Δ = 0); an unavailable axis is NaN (n/a).
     """
     rows = []
     for v in res.probe.variants:
-        row: dict[str, Any] = {"label": _label(v.spec), **v.spec.as_dict(), "variant": v.text}
+        row: dict[str, Any] = {"label": _label(v.spec), **v.spec.as_dict(), "variant": v.text,
+                               "skip_reason": res.skipped.get(v.variant_id)}
         d = res.deltas.get(v.variant_id)
         if d is None:
-            row.update(status="pending", response=None, mirroring=None, kept=None)
+            row.update(status="skipped" if row["skip_reason"] else "pending", response=None, mirroring=None,
+                       kept=False if row["skip_reason"] else None)
             row.update({AXIS_LABELS[a]: np.nan for a in AXES})
         else:
             by = d.set_index("axis")
@@ -422,7 +438,7 @@ def result_table(res: ProbeResult) -> pd.DataFrame:
             row["mirroring"] = _mirroring_verdict(mr)
         rows.append(row)
     cols = ["status", "label", "family", "subtype", "strength", "position", "variant", "response",
-            *[AXIS_LABELS[a] for a in AXES], "mirroring", "kept"]
+            *[AXIS_LABELS[a] for a in AXES], "mirroring", "kept", "skip_reason"]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -444,73 +460,13 @@ def prompt_profile(res: ProbeResult) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------- save to a user store
-def default_user_store() -> Path:
-    """Where "save to store" writes: ``$SAGO_USER_STORE``, else ``${SAGO_CACHE_DIR:-~/.cache/sago}/probes.duckdb``."""
-    if os.environ.get("SAGO_USER_STORE"):
-        return Path(os.environ["SAGO_USER_STORE"]).expanduser()
-    root = Path(os.environ.get("SAGO_CACHE_DIR") or Path.home() / ".cache" / "sago").expanduser()
-    return root / "probes.duckdb"
+_SAVE_NAMES = ("default_user_store", "probe_frames", "probe_run_id", "save_probe")
 
 
-def probe_run_id(res: ProbeResult) -> str:
-    """Deterministic run key of a saved probe: model, decoding, seed, R_X and the variant ids."""
-    return stable_hash("live", res.model, {"greedy": True, "max_new_tokens": res.max_new_tokens}, res.probe.seed,
-                       res.normalizers, res.probe.prompt_id, [v.variant_id for v in res.probe.variants
-                                                             if v.variant_id in res.deltas], length=16)
+def __getattr__(name: str) -> Any:
+    """``default_user_store``, ``probe_frames``, ``probe_run_id``, ``save_probe``: from ``live_save``."""
+    if name in _SAVE_NAMES:
+        from sago_engine import live_save
 
-
-def probe_frames(res: ProbeResult, backend_info: dict | None = None) -> tuple[dict, dict[str, pd.DataFrame]]:
-    """The run record and the table frames of a finished (or partial) probe, keyed like the runner's."""
-    from sago_engine.datasets import Prompt
-    from sago_engine.runrecord import local_decoding_record
-    from sago_engine.storerows import prompt_rows, run_record, unit_rows, utc_now, variant_rows
-
-    info = backend_info or {}
-    run_id = probe_run_id(res)
-    now = utc_now()
-    record = run_record(
-        run_id=run_id, model=res.model, backend=info.get("backend", "hf_local"), info=info, dtype=info.get("dtype"),
-        device=None,
-        decoding=local_decoding_record(info, res.max_new_tokens, (info.get("decoding") or {}).get("batch_size")),
-        seed=res.probe.seed, normalizers=res.normalizers, semantic_filter=res.filter_info,
-        capabilities=res.capabilities, config={"source": "live page", "prompt_id": res.probe.prompt_id},
-        started_at=now, finished_at=now, status="complete" if res.complete else "partial")
-    done = [v for v in res.probe.variants if v.variant_id in res.deltas]
-    prompts = prompt_rows([Prompt(prompt_id=res.probe.prompt_id, dataset=LIVE_DATASET, source_id=None,
-                                  text=res.probe.text, reference=None, category=None)])
-    # a probe's filter verdict is recorded as both passes_filter and kept (as before this module existed)
-    variants = variant_rows(done, res.semantic, res.kept, res.kept)
-    resp_rows = []
-    base_row = compute_rows(run_id, [Unit(res.probe.prompt_id, LIVE_DATASET, res.base, [], [])], res.normalizers,
-                            res.capabilities)[0] if res.base is not None else pd.DataFrame()
-    for v in done:
-        r = dict(res.responses[v.variant_id])
-        r["run_id"], r["response_id"] = run_id, response_id(run_id, res.probe.prompt_id, v.variant_id)
-        resp_rows.append(r)
-    responses = pd.concat([base_row, pd.DataFrame(resp_rows)], ignore_index=True)
-    deltas = res.delta_frame().assign(run_id=run_id)
-    units = unit_rows(run_id, [(res.probe.prompt_id, len(done))], now)
-    return record, {"prompts": prompts, "variants": variants, "responses": responses, "deltas": deltas,
-                    "units": units}
-
-
-def save_probe(res: ProbeResult, path: str | Path | None = None, backend_info: dict | None = None) -> tuple[Path, str]:
-    """Write the probe as a run into a user store (created if new). Returns (path, run_id).
-
-    Raises:
-        LiveError: ``path`` is the shipped demo store, or the probe has no finished variant.
-        StoreError: the file exists but is not a sago store.
-    """
-    from sago_engine.store_catalog import DEMO_STORE
-    from sago_engine.store import open_store
-
-    p = Path(path) if path else default_user_store()
-    if p.resolve() == Path(DEMO_STORE).resolve():
-        raise LiveError("Live probes are never written into the shipped demo store; choose a user store.")
-    if not res.done or res.base is None:
-        raise LiveError("Nothing to save yet: run the probe first.")
-    p.parent.mkdir(parents=True, exist_ok=True)
-    record, frames = probe_frames(res, backend_info)
-    with open_store(p, read_only=False, create=True) as store:
-        store.write_probe(record, frames)
-    return p, record["run_id"]
+        return getattr(live_save, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

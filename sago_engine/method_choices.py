@@ -15,10 +15,12 @@ and shows how much the results move between options:
 Everything is computed by the functions the other pages use: intervals by
 ``report.sgs_ci_table`` (one-sided t-test + ``stats.bootstrap_sgs``), reversals by
 ``report.reversal_table`` (``stats.reversal_probabilities``). Rank agreement between options is
-Kendall's τ-b (``scipy.stats.kendalltau``): with the handful of models a store holds (2–11),
-τ counts concordant vs discordant model pairs — "how many pairs of models swap order" — handles
-ties, and its exact small-sample p-value is what scipy uses below 50 items; Spearman's ρ weighs
-large rank moves more and is less readable at these sizes. Pure functions; the only store access
+Kendall's τ-b (``rankcorr.kendall_tau``): with the handful of models a store holds (2–11),
+τ counts concordant vs discordant model pairs — "how many pairs of models swap order" — and
+handles ties. Its p-value is scipy's exact one when no SGS is tied; with ties (scipy would fall
+back to the normal approximation, anti-conservative at these sizes) it is a permutation p, exact
+over all orders up to 8 models and seeded Monte-Carlo above; each row names its method. Spearman's
+ρ weighs large rank moves more and is less readable at these sizes. Pure functions; the only store access
 is ``collect_choices`` (through ``Store`` methods, no SQL here).
 """
 
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from sago_engine import paper, report
+from sago_engine import paper, rankcorr, report
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine import runpairs
 from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_NORMALIZERS, OPTION_SEP, option_of
@@ -310,13 +312,12 @@ def rank_agreement(table: pd.DataFrame, reference: str) -> pd.DataFrame:
         reference: the option compared against.
     Returns:
         option, axis, axis_label, n_models (with SGS under both), n_discordant (pairs of models
-        whose order flips), tau (Kendall's τ-b, ``scipy.stats.kendalltau``; 1 = same order,
-        −1 = reversed), p (two-sided, H0: τ = 0), reason (why τ is NaN: fewer than
-        ``MIN_MODELS_RANK`` models, or every model has the same SGS under one option).
+        whose order flips), tau (Kendall's τ-b; 1 = same order, −1 = reversed), p (two-sided,
+        H0: τ = 0), p_method (how p was computed: ``rankcorr.METHOD_*``; "" when τ is NaN),
+        reason (why τ is NaN: fewer than ``MIN_MODELS_RANK`` models, or every model has the same
+        SGS under one option).
     """
-    from scipy import stats
-
-    cols = ["option", "axis", "axis_label", "n_models", "n_discordant", "tau", "p", "reason"]
+    cols = ["option", "axis", "axis_label", "n_models", "n_discordant", "tau", "p", "p_method", "reason"]
     rows = []
     ref = table[table["option"] == reference]
     for (o, a), g in table[table["option"] != reference].groupby(["option", "axis"], sort=False):
@@ -325,15 +326,17 @@ def rank_agreement(table: pd.DataFrame, reference: str) -> pd.DataFrame:
         x, y = m["sgs_ref"].to_numpy(float), m["sgs"].to_numpy(float)
         n = len(m)
         tau = p = float("nan")
+        method = ""
         if n < MIN_MODELS_RANK:
             reason = f"{n} model(s) with SGS under both options; a rank correlation needs at least {MIN_MODELS_RANK}"
         elif np.ptp(x) == 0 or np.ptp(y) == 0:
             reason = "every model has the same SGS under one of the options (no order to compare)"
         else:
-            res = stats.kendalltau(x, y)
-            tau, p, reason = float(res.statistic), float(res.pvalue), ""
+            res = rankcorr.kendall_tau(x, y, seed_parts=("rank_agreement", o, a))
+            tau, p, method, reason = res.tau, res.p, res.method, ""
         rows.append({"option": o, "axis": a, "axis_label": AXIS_LABELS.get(a, a), "n_models": n,
-                     "n_discordant": _discordant(x, y), "tau": tau, "p": p, "reason": reason})
+                     "n_discordant": _discordant(x, y), "tau": tau, "p": p, "p_method": method,
+                     "reason": reason})
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -19,7 +19,7 @@ from sago_engine.types import Variant
 
 PROMPT_COLUMNS = ["prompt_id", "dataset", "source_id", "text", "reference", "category"]
 VARIANT_COLUMNS = ["variant_id", "prompt_id", "family", "subtype", "strength", "position", "text", "seed",
-                   "generator", "meta", "semantic_score", "passes_filter", "kept"]
+                   "generator", "meta", "semantic_score", "passes_filter", "kept", "skip_reason"]
 UNIT_COLUMNS = ["run_id", "prompt_id", "n_variants", "finished_at"]
 
 
@@ -90,18 +90,23 @@ def prompt_rows(prompts: Iterable[Any]) -> pd.DataFrame:
 
 
 def variant_rows(variants: Sequence[Variant], semantic_score: Mapping[str, float | None],
-                 passes: Mapping[str, bool], kept: Mapping[str, bool], json_meta: bool = True) -> pd.DataFrame:
+                 passes: Mapping[str, bool], kept: Mapping[str, bool], json_meta: bool = True,
+                 skip_reason: Mapping[str, str] | None = None) -> pd.DataFrame:
     """``variants`` rows: (F, u, s, p), text, seed, generator, meta and the semantic filter's verdict.
 
     Args:
         semantic_score / passes / kept: per variant_id (SAGO §Variants; a missing id → None / True / True).
         json_meta: meta as JSON text (what the store takes); False keeps the dict.
+        skip_reason: per variant_id, why it is not run (``noop.text_noop_reason``); such a
+            variant is stored with ``kept = False`` whatever ``kept`` says. Missing id → NULL.
     """
+    skip = skip_reason or {}
     rows = [{"variant_id": v.variant_id, "prompt_id": v.prompt_id, **v.spec.as_dict(), "text": v.text,
              "seed": v.seed, "generator": v.generator,
              "meta": json.dumps(v.meta, sort_keys=True, ensure_ascii=False) if json_meta else v.meta,
              "semantic_score": semantic_score.get(v.variant_id), "passes_filter": passes.get(v.variant_id, True),
-             "kept": kept.get(v.variant_id, True)} for v in variants]
+             "kept": kept.get(v.variant_id, True) and v.variant_id not in skip,
+             "skip_reason": skip.get(v.variant_id)} for v in variants]
     return pd.DataFrame(rows, columns=VARIANT_COLUMNS)
 
 

@@ -25,10 +25,10 @@ from tests.factories import ScriptedBackend, scripted_factory, tiny_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "datasets"
-#: make_plan + run_id_for of ``tiny_toml()``: the judge/rewriter work left them unchanged; surface
-#: noise ``rules-v2`` (protected spans: new variant ids) changed the plan signature and so the run id
-BASELINE_RUN_ID = "2c15aaf292ca2a16"
-BASELINE_SIGNATURE = "92f2642d7dda4bcd"
+#: make_plan + run_id_for of ``tiny_toml()``: a judge or rewriter never changes them; a new surface
+#: noise generator (new variant ids) changes the plan signature and so the run id
+BASELINE_RUN_ID = "3ce91cad13c737f9"
+BASELINE_SIGNATURE = "66a8b2efadd045a4"
 JUDGE_SECTION = '\n[judge]\nbackend = "scripted"\nmodel = "scripted-judge"\n'
 
 

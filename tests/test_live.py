@@ -129,6 +129,100 @@ def test_cache_is_per_caller_and_save_goes_to_a_user_store(tiny_backend, tmp_pat
         assert prof.loc[a, "s"] == pytest.approx(merged[a], abs=1e-9)
 
 
+# ---------------------------------------------------------------- variants that do not vary
+NO_CASE = {"arabic": "ما هي عاصمة فرنسا؟", "chinese": "法国的首都是哪里？", "hebrew": "מהי בירת צרפת?",
+           "thai": "ราชธานีของฝรั่งเศสคืออะไร", "devanagari": "फ्रांस की राजधानी क्या है?"}
+#: A Llama-3-style chat template: the user's message is trimmed (``| trim``), as Llama-3's and Gemma's are.
+TRIM_TEMPLATE = ("{{ bos_token }}{% for message in messages %}{{ '<|start_header_id|>' + message['role'] + "
+                 "'<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}{% endfor %}"
+                 "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
+
+
+def test_case_noise_on_arabic_is_skipped_not_scored_as_stable(tiny_backend):
+    specs = live.choose_specs(["surface_noise"], subtypes=["case"])  # strengths 1–3 × PREFIX/SUFFIX/GLOBAL
+    assert len(specs) == 9
+    probe = live.plan_probe(NO_CASE["arabic"], specs)
+    assert [v.text for v in probe.variants] == [probe.text] * 9
+    assert set(probe.skipped) == {v.variant_id for v in probe.variants}
+    assert set(probe.skipped.values()) == {"no-op: nothing to change for surface_noise · case"}
+    n = live.GENERATE_CALLS["n"]
+    res = live.run_probe(tiny_backend, probe, max_new_tokens=8)
+    assert live.GENERATE_CALLS["n"] == n + 1 and res.base is not None  # the base prompt only
+    assert res.done == 0 and res.complete
+    table = live.result_table(res)
+    assert (table["status"] == "skipped").all() and not table["kept"].any()
+    assert (table["skip_reason"] == "no-op: nothing to change for surface_noise · case").all()
+    assert table[[c for c in table.columns if c.startswith("Δ-")]].isna().all().all()  # no Δ = 0
+    prof = live.prompt_profile(res)
+    assert prof["s"].isna().all() and (prof["n_variants"] == 0).all()  # not s = 0.0 over 9 variants
+
+
+def test_live_page_shows_noop_variants_as_skipped(store):
+    at = _page(store, prompt=NO_CASE["arabic"])
+    at.multiselect(key="live_families").set_value(["surface_noise"])
+    at.run()
+    at.multiselect(key="live_subtypes").set_value(["case"])
+    at.number_input(key="live_max_variants").set_value(9)
+    at.run()
+    before = at.dataframe[0].value
+    assert len(before) == 9 and before["skip_reason"].notna().all()
+    at.button(key="live_run").click().run()
+    assert not at.exception, at.exception
+    table = at.dataframe[0].value
+    assert (table["status"] == "skipped").all() and table["Δ-BLEU"].isna().all()
+    assert any("No variant changes what the model reads" in i.value for i in at.info)
+    assert not at.get("plotly_chart")  # no radar of s = 0
+
+
+@pytest.mark.parametrize("script", ["chinese", "hebrew", "thai", "devanagari"])
+def test_case_noise_on_other_scripts_without_case_is_a_noop(script):
+    probe = live.plan_probe(NO_CASE[script], live.choose_specs(["surface_noise"], subtypes=["case"]))
+    assert len(probe.skipped) == len(probe.variants) == 9
+    assert not live.variant_table(probe)["changed"].any()
+    mixed = live.plan_probe(NO_CASE[script] + " (Paris?)", live.choose_specs(["surface_noise"], subtypes=["case"]))
+    assert not mixed.skipped  # a Latin word gives case noise something to change
+
+
+def test_variant_with_the_same_model_input_is_skipped_per_model(tiny_backend, tmp_path):
+    """A variant that only adds whitespace at the message's edges reads the same token ids under a template
+    that trims the message: skipped for that model (not generated, no Δ), run under one that does not."""
+    from dataclasses import replace
+
+    from sago_engine.backends.hf_local import HFLocalBackend
+    from sago_engine.noop import MODEL_INPUT_NOOP
+
+    probe = live.plan_probe(PROMPT, live.choose_specs(["surface_noise"], subtypes=["spacing"], positions=["SUFFIX"]))
+    edge = replace(probe.variants[0], variant_id="edge-whitespace", text=PROMPT + " \n")
+    probe = replace(probe, variants=(*probe.variants, edge))
+    trim = HFLocalBackend("tiny-random", dtype="float32", device="cpu", batch_size=8, pack_weights=False)
+    try:
+        trim.template = TRIM_TEMPLATE
+        assert trim.encode_prompt(edge.text) == trim.encode_prompt(PROMPT)
+        assert tiny_backend.encode_prompt(edge.text) != tiny_backend.encode_prompt(PROMPT)  # ChatML keeps it
+        res = live.run_probe(trim, probe, max_new_tokens=4, semantic_filter=False)
+        assert res.skipped == {"edge-whitespace": MODEL_INPUT_NOOP} and res.complete
+        assert res.done == len(probe.variants) - 1 and "edge-whitespace" not in res.deltas
+        row = live.result_table(res).set_index("label").iloc[-1]
+        assert row["status"] == "skipped" and row["skip_reason"] == MODEL_INPUT_NOOP
+        assert (live.prompt_profile(res)["n_variants"] == res.done).all()
+        plain = live.run_probe(tiny_backend, probe, max_new_tokens=4, semantic_filter=False)
+        assert not plain.skipped and plain.done == len(probe.variants)
+        path, run_id = live.save_probe(res, tmp_path / "user.duckdb", trim.info())
+    finally:
+        trim.close()
+    from sago_engine.store import open_store
+
+    with open_store(path) as st:  # stored as the runner stores it: unavailable rows, no reply, in no score
+        d = st.deltas(kept_only=False)
+        skipped = d[d["variant_id"] == "edge-whitespace"]
+        assert len(skipped) == 6 and not skipped["available"].any() and set(skipped["reason"]) == {MODEL_INPUT_NOOP}
+        assert st.con.execute("SELECT count(*) FROM responses WHERE variant_id = 'edge-whitespace'").fetchall() == [(0,)]
+        assert (st.prompt_scores()["n_variants"] == res.done).all()
+        counts = st.noop_counts()
+        assert counts[["model", "subtype", "position", "reason", "n"]].values.tolist() == [
+            ["tiny-random", "spacing", "SUFFIX", MODEL_INPUT_NOOP, 1]]
+
+
 # ---------------------------------------------------------------- real browser, real model
 @pytest.mark.browser
 def test_live_page_in_a_real_browser_with_smollm():

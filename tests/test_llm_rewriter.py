@@ -198,7 +198,7 @@ def test_runner_llm_structural_variants(llm_store):
     s["base"] = s["prompt_id"].map(prompts)
     assert s["generator"].str.match(rf"llm:scripted-rw:{REWRITER_TEMPLATE_ID}:[0-9a-f]{{8}}$").all()
     assert set(v[v.family == "social_register"]["generator"]) <= {"rules-v1"}
-    assert set(v[v.family == "surface_noise"]["generator"]) <= {"rules-v2"}  # v2: protected spans
+    assert set(v[v.family == "surface_noise"]["generator"]) <= {"rules-v3"}
     assert tmpl["text"].tolist() == [REWRITER_TEMPLATE_TEXT] and tmpl["template_id"].tolist() == [REWRITER_TEMPLATE_ID]
     assert rec["llm"]["rewriter"]["template_ids"] == [REWRITER_TEMPLATE_ID]
     good = s[~s["base"].isin(texts[1:3])]

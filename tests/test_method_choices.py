@@ -5,6 +5,7 @@ the Method choices page headless (AppTest) on synthetic stores with and without 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 from pathlib import Path
@@ -18,6 +19,7 @@ from streamlit.testing.v1 import AppTest
 
 from sago_engine import judge_audit as ja
 from sago_engine import method_choices as mc
+from sago_engine import rankcorr
 from sago_engine.store import open_store
 from sago_engine.store.labels import read_labels, sidecar_path, write_label
 from tests.factories import add_judge_verdicts, add_option_axes, make_cap_store, make_store
@@ -70,6 +72,49 @@ def test_rank_agreement_is_nan_with_reason_for_two_models_or_ties():
     t = pd.concat([_table("default", [0.1, 0.2, 0.3]), _table("o", [0.2, 0.2, 0.2])])
     r = mc.rank_agreement(t, "default").iloc[0]
     assert math.isnan(r["tau"]) and "same SGS" in r["reason"]
+
+
+def _models(n):
+    return tuple(f"m{i}" for i in range(n))
+
+
+def test_rank_agreement_p_with_tied_sgs_is_the_exact_permutation_p():
+    # T15: reference SGS with ties (Δ-MR 0.0 twice); the 120 orders of the option's SGS give p = 8/120
+    ms = _models(5)
+    t = pd.concat([_table("default", [0.4, 0.2, 0.2, 0.0, 0.0], ms, "mr"),
+                   _table("o", [0.408, 0.157, 0.229, 0.104, 0.076], ms, "mr")])
+    r = mc.rank_agreement(t, "default").iloc[0]
+    assert r["tau"] == pytest.approx(0.8944, abs=1e-4)
+    assert r["p"] == pytest.approx(0.0667, abs=1e-4) and r["p_method"] == rankcorr.METHOD_ENUMERATED
+    t = pd.concat([_table("default", [0.10, 0.20, 0.20, 0.30]), _table("o", [0.11, 0.22, 0.25, 0.35])])
+    r = mc.rank_agreement(t, "default").iloc[0]
+    assert r["p"] == pytest.approx(0.1667, abs=1e-4) and r["p_method"] == rankcorr.METHOD_ENUMERATED
+    # without the tie: scipy's exact p
+    t = pd.concat([_table("default", [0.1, 0.2, 0.3, 0.4]), _table("o", [0.11, 0.22, 0.25, 0.35])])
+    r = mc.rank_agreement(t, "default").iloc[0]
+    assert r["p"] == pytest.approx(0.0833, abs=1e-4) and r["p_method"] == rankcorr.METHOD_EXACT
+
+
+def test_kendall_permutation_p_for_ten_tied_models_matches_brute_force_enumeration():
+    # n = 10 > 8: Monte-Carlo permutation test. y has three tie groups (3, 3, 4), so its 10! orders fall on
+    # 10!/(3!·3!·4!) = 4200 equally likely arrangements: enumerating them gives the exact permutation p.
+    x = [0.0, 0.0, 0.1, 0.2, 0.2, 0.3, 0.4, 0.5, 0.5, 0.6]
+    y = [0.0, 0.1, 0.0, 0.2, 0.0, 0.1, 0.2, 0.1, 0.2, 0.2]
+
+    def s_num(a, b):
+        return sum(np.sign(a[i] - a[j]) * np.sign(b[i] - b[j]) for i in range(10) for j in range(i + 1, 10))
+
+    arrangements = set(itertools.permutations(y))
+    assert len(arrangements) == 4200
+    obs = abs(s_num(x, y))
+    exact = sum(abs(s_num(x, b)) >= obs for b in arrangements) / len(arrangements)
+    r = rankcorr.kendall_tau(x, y)
+    se = math.sqrt(exact * (1 - exact) / rankcorr.N_RESAMPLES)
+    assert r.method == rankcorr.METHOD_MONTE_CARLO and abs(r.p - exact) <= 4 * se + 1 / rankcorr.N_RESAMPLES
+    assert rankcorr.kendall_tau(x, y) == r  # seeded: the same data give the same p
+    t = pd.concat([_table("default", x, _models(10)), _table("o", y, _models(10))])
+    row = mc.rank_agreement(t, "default").iloc[0]
+    assert row["p_method"] == rankcorr.METHOD_MONTE_CARLO and abs(row["p"] - exact) <= 4 * se + 1e-4
 
 
 # ---------------------------------------------------------------- the paper's claims
@@ -279,6 +324,7 @@ def test_page_shows_options_sgs_ranks_claims_and_judge_kappa(full_store):
     want = summ["sgs"].set_index(["option", "model"]).loc[("user_last", "model-a"), "ci_cell"]
     assert sgs.loc[("model-a", "Δ-Cos"), "user_last"] == want
     ranks = next(t for t in tables if "tau" in t.columns).set_index("option")
+    assert set(ranks["p_method"]) <= {"", rankcorr.METHOD_EXACT, rankcorr.METHOD_ENUMERATED, rankcorr.METHOD_MONTE_CARLO}
     assert ranks.loc["user_last", "tau"] == pytest.approx(summ["ranks"].set_index("option").loc["user_last", "tau"])
     claims = next(t for t in tables if "claim" in t.columns)
     assert set(claims["claim"]) == {mc.CLAIM_A, mc.CLAIM_B, mc.CLAIM_C}

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -256,3 +257,149 @@ def test_duplicate_run_names_are_rejected(tmp_path):
         load_config(_cfg(tmp_path, text))
     with pytest.raises(ConfigError, match=r"max_new_tokens must be an integer ≥ 1"):
         load_config(_cfg(tmp_path, TINY.split("[[models]]")[0] + CAP_MODELS.replace("= 9", "= 0")))
+
+
+# ---------------------------------------------------------------- variants that do not vary
+SCRIPTS = ["ما هي عاصمة فرنسا؟", "法国的首都是哪里？", "מהי בירת צרפת?", "ราชธานีของฝรั่งเศสคืออะไร",
+           "फ्रांस की राजधानी क्या है?"]
+NOOP_TOML = """
+[run]
+store = "{store}"
+seed = 3
+max_new_tokens = 4
+
+[data]
+dir = "{data}"
+datasets = ["scripts"]
+
+[variants]
+families = ["surface_noise"]
+{grid}
+
+[[models]]
+key = "tiny-random"
+"""
+
+
+def _scripts_cfg(tmp_path, grid: str):
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    (data / "scripts.jsonl").write_text("".join(json.dumps({"id": str(i), "prompt": t}, ensure_ascii=False) + "\n"
+                                                for i, t in enumerate([*SCRIPTS, "What is the capital of France?"])))
+    p = tmp_path / "c.toml"
+    p.write_text(NOOP_TOML.format(store=tmp_path / "s.duckdb", data=data, grid=grid))
+    return load_config(p)
+
+
+def test_case_noise_on_scripts_without_case_is_stored_as_noop_and_never_run(tmp_path, capsys):
+    from precompute.runner import make_plan
+
+    cfg = _scripts_cfg(tmp_path, 'subtypes = ["case"]')  # the full case grid: 9 cells per prompt
+    plan = make_plan(cfg)
+    reason = "no-op: nothing to change for surface_noise · case"
+    assert len(plan.noops) == 5 * 9 and set(plan.noops.values()) == {reason}
+    assert plan.noops.keys() <= plan.skip
+    rows = plan.variant_rows.set_index("variant_id")
+    assert not rows.loc[list(plan.noops), "kept"].any() and (rows.loc[list(plan.noops), "skip_reason"] == reason).all()
+    english = rows[rows["prompt_id"] == "scripts:5"]
+    assert english["kept"].all() and english["skip_reason"].isna().all()
+    assert cli_main(["--config", str(tmp_path / "c.toml"), "--plan"]) == 0
+    assert "no-op variants (text equals the base prompt; stored with kept = false, not run): 45" in capsys.readouterr().out
+    f = CountingFactory()
+    [summary] = run(cfg, progress=False, backend_factory=f)
+    assert f.generated == 6 + 9  # six base prompts, the English prompt's nine case variants; no no-op
+    assert summary["noop_text"] == {"surface_noise · case": 45}
+    with open_store(cfg.store) as st:
+        v = st.variants()
+        assert len(v) == 54 and (v["skip_reason"] == reason).sum() == 45
+        d = st.deltas(kept_only=False)
+        assert set(d["prompt_id"]) == {"scripts:5"}  # no Δ row (least of all Δ = 0) for a no-op
+        assert set(st.prompt_scores()["prompt_id"]) == {"scripts:5"}
+        counts = st.noop_counts()
+    assert counts["model"].isna().all() and counts["n"].sum() == 45 and set(counts["reason"]) == {reason}
+    assert len(counts) == 9  # one row per cell (strength × position)
+
+
+def test_sampled_grid_draws_cells_that_change_the_prompt(tmp_path):
+    from precompute.runner import make_plan
+    from sago_engine.variants import sample_grid
+
+    cfg = _scripts_cfg(tmp_path, "per_family = { surface_noise = 6 }")
+    plan = make_plan(cfg)
+    assert not plan.noops
+    for p in plan.prompts:
+        specs = [v.spec for v in plan.variants[p.prompt_id]]
+        assert len(specs) == 6 and all(v.text != p.text for v in plan.variants[p.prompt_id])
+        if p.prompt_id == "scripts:5":  # English: every cell applies, so the picks are the unconditioned ones
+            assert specs == sample_grid(p.prompt_id, {"surface_noise": 6}, cfg.seed)
+        else:
+            assert "case" not in {s.subtype for s in specs}
+    thai = [v.spec.subtype for v in plan.variants["scripts:3"]]  # no spaces either: punctuation is all that applies
+    assert set(thai) == {"punctuation"}
+
+
+def test_same_model_input_is_skipped_per_model_and_left_out_of_every_score(tmp_path):
+    """A variant whose model input equals its base prompt's under a template that trims the message
+    (Llama-3 / Gemma style): not generated, stored as unavailable rows with the reason, counted per
+    model and cell, shown on the Variants page; scores equal those of the run without it."""
+    from dataclasses import replace
+
+    from streamlit.testing.v1 import AppTest
+
+    from precompute.runner import make_plan, run_model, write_plan
+    from sago_engine.backends.hf_local import HFLocalBackend
+    from sago_engine.noop import MODEL_INPUT_NOOP
+    from sago_engine.storerows import variant_rows
+    from tests.test_live import TRIM_TEMPLATE
+
+    cfg = _scripts_cfg(tmp_path, 'subtypes = ["spacing"]\npositions = ["SUFFIX"]')
+    cfg = replace(cfg, datasets=("scripts",), n_prompts=6)
+    plan = make_plan(cfg)
+    pid = "scripts:5"
+    base = next(p.text for p in plan.prompts if p.prompt_id == pid)
+    first = plan.variants[pid][0]
+    edge = replace(first, variant_id="edge-whitespace", text=base + "\n")
+    plan.variants[pid] = [*plan.variants[pid], edge]
+    plan = replace(plan, variant_rows=pd.concat([plan.variant_rows, variant_rows([edge], {}, {}, {}, json_meta=False)],
+                                                ignore_index=True))
+    built = []
+
+    def factory(spec):
+        be = HFLocalBackend("tiny-random", batch_size=8, pack_weights=False)
+        be.template = TRIM_TEMPLATE
+        built.append(be)
+        return be
+
+    with open_store(tmp_path / "m.duckdb", read_only=False, create=True) as st:
+        write_plan(st, plan)
+        summary = run_model(cfg, cfg.models[0], plan, st, progress=False, backend_factory=factory)
+        assert summary["noop_model_input"] == {"surface_noise · spacing": 1}
+        assert summary["generated"] == sum(1 + len(plan.to_generate(p.prompt_id)) for p in plan.prompts) - 1
+        d = st.deltas(kept_only=False, axes=(*AXES, *OPTION_AXES))
+        e = d[d["variant_id"] == "edge-whitespace"]
+        assert len(e) == len(AXES) + len(OPTION_AXES) and not e["available"].any()
+        assert set(e["reason"]) == {MODEL_INPUT_NOOP} and e["delta_norm"].isna().all()
+        assert st.con.execute("SELECT count(*) FROM responses WHERE variant_id = 'edge-whitespace'").fetchall() == [(0,)]
+        scores = st.prompt_scores().set_index(["prompt_id", "axis"])
+        n_other = len(plan.variants[pid]) - 1
+        assert (scores.loc[pid, "n_variants"] == n_other).all()
+        plain = d[(d["prompt_id"] == pid) & d["available"] & d["axis"].isin(AXES)]
+        for a in AXES:  # s_X over the variants that were run, exactly
+            x = plain.loc[plain["axis"] == a, "delta_norm"].to_numpy()
+            assert scores.loc[(pid, a), "s"] == pytest.approx(float(np.sqrt(np.mean(x ** 2))), abs=1e-12)
+        avail = st.axis_availability().set_index("axis")
+        assert (avail["n_unavailable"] == 1).all() and avail["reasons"].str.contains("no-op: model input").all()
+        counts = st.noop_counts()
+        assert counts[["model", "subtype", "position", "reason", "n"]].values.tolist()[-1] == [
+            "tiny-random", "spacing", "SUFFIX", MODEL_INPUT_NOOP, 1]
+        assert counts["model"].isna().sum() == 3  # and every model: spacing cannot change the Thai prompt (no spaces)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.session_state["app_store_custom"] = str(tmp_path / "m.duckdb")
+    at.run()
+    at.switch_page("pages/variants.py")
+    at.run()
+    assert not at.exception, at.exception
+    table = next(t.value for t in at.dataframe if "why" in t.value.columns)
+    assert table[["model", "why", "variants"]].values.tolist() == [
+        *[["every model", "nothing to change for surface_noise · spacing", 1]] * 3,
+        ["tiny-random", "model input equals the base prompt's after the chat template", 1]]

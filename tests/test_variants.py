@@ -17,7 +17,7 @@ from sago_engine.seeds import derive_seed, stable_hash
 from sago_engine.types import VariantSpec
 from sago_engine.variants import (
     FAMILIES, Registry, UnknownFamilyError, full_grid, get_family, list_families, make_variant,
-    make_variants, sample_grid, validate_spec,
+    make_variants, sample_grid, spec_applies, validate_spec,
 )
 from sago_engine.variants import semantic_filter as sf
 from sago_engine.variants._text import detect_mood, protected_spans
@@ -115,7 +115,7 @@ def test_every_spec_reachable_and_changes_the_prompt():
     for spec in full_grid():
         v = make_variant("p1", BASE, spec, run_seed=0)
         assert v.spec == spec and v.text != BASE and v.meta["changed"], spec.label()
-        want = "rules-v2" if spec.family == "surface_noise" else "rules-v1"  # v2: protected spans
+        want = "rules-v3" if spec.family == "surface_noise" else "rules-v1"
         assert v.generator == get_family(spec.family).generator == want
 
 
@@ -262,6 +262,12 @@ def _span_violation(base: str, variant: str) -> str | None:
     ('"In what city did James Joyce\'s ""Ulysses"" take place?"', ['""Ulysses""']),  # CSV-wrapped prompt
     ("Which singer/songwriter won Star Wars - The Musical?", []),  # words, not math
     ("Let me know (briefly):\nClass action (law) or Def Leppard (band)?\nPrint (in bold) it {", ["Print (in bold) it {"]),
+    # Markdown block structure: markers with the space before the first word, table rows, rules, indentation
+    ("## Steps\n1. mix\n2) bake\n  * nested\n> quoted - and #not a heading\n+ plus",
+     ["## ", "1. ", "2) ", "  * ", "> ", "+ "]),
+    ("Intro\n\n| a | b |\n|:--|--:|\n| x | y |\n\n---\nTitle\n=====", ["| a | b |", "|:--|--:|", "| x | y |", "---", "====="]),
+    ("Keep\n    indented code\n\t\ttabbed\n#hashtag -dash *em* 3.5 kg", ["    ", "\t\t", "3.5"]),
+    ("Code:\n````md\n```\ninner\n```\n````\nDone", ["````md\n```\ninner\n```\n````"]),
 ])
 def test_protected_spans_of_each_kind(text, expected):
     assert [text[a:b] for a, b in protected_spans(text)] == expected
@@ -302,7 +308,78 @@ def test_every_protected_span_byte_identical_in_every_bundled_variant(surface_va
     (321 prompts have one) appears byte-identical, in order, with nothing glued to it."""
     bad = [(t, v.spec.label(), v.text, why) for t, v in surface_variants if (why := _span_violation(t, v.text))]
     assert not bad, bad[:3]
-    assert sum(bool(protected_spans(t)) for _, t in ALL) == 321
+    assert sum(bool(protected_spans(t)) for _, t in ALL) == 322  # one more: a prompt's leading space (indentation)
+
+
+# ---------------------------------------------------------------- surface_noise: Markdown structure
+MD_PROMPT = ("# Task\nSummarize the notes below in one line.\n\n- first note about rain\n- second note about wind\n\n"
+             "| day | rain |\n|-----|------|\n| Mon | yes |")
+MD_OWN = ("### Instruction\nFix the bug in the function below.\n\n1. Read the code\n2. Explain the bug\n"
+          "   - keep it short\n   - name the line\n\n> Note: answer in English.\n\n```python\ndef add(a, b):\n"
+          "    return a - b\n```\n\nThanks!")
+
+
+def _blocks(text: str) -> list[tuple]:
+    """The CommonMark (+ GFM tables) block structure: block token types, tags, nesting levels, markers."""
+    from markdown_it import MarkdownIt
+
+    return [(t.type, t.tag, t.level, t.markup) for t in MarkdownIt("commonmark").enable("table").parse(text)
+            if t.type != "inline"]
+
+
+def _indented(text: str) -> list[str]:
+    return [ln for ln in text.split("\n") if ln.startswith(("\t", "    "))]
+
+
+@pytest.mark.parametrize("subtype", ["punctuation", "spacing"])
+def test_surface_noise_keeps_markdown_block_structure(subtype):
+    """A heading, a list and a table; seeds 0–299 × strengths 1–3, GLOBAL: 900 variants per subtype, each with
+    the base's CommonMark block structure (no mark glued to a marker, no line indented into a code block)."""
+    base = _blocks(MD_PROMPT)
+    assert [t[:2] for t in base if t[0].endswith("_open")][:3] == [("heading_open", "h1"), ("paragraph_open", "p"),
+                                                                   ("bullet_list_open", "ul")]
+    assert "table_open" in [t[0] for t in base]
+    n = 0
+    for seed in range(300):
+        for strength in (1, 2, 3):
+            out = _apply(MD_PROMPT, subtype, strength, "GLOBAL", seed)
+            assert out != MD_PROMPT and _blocks(out) == base, (strength, seed, out)
+            assert not _indented(out) and out.split("\n")[0].startswith("# "), (strength, seed, out)
+            assert _span_violation(MD_PROMPT, out) is None and denoise(out) == denoise(MD_PROMPT), (strength, seed, out)
+            n += 1
+    assert n == 900
+
+
+def test_markdown_protected_spans_and_denoise_of_broken_structure():
+    spans = [MD_PROMPT[a:b] for a, b in protected_spans(MD_PROMPT)]
+    assert spans == ["# ", "- ", "- ", "| day | rain |", "|-----|------|", "| Mon | yes |"]
+    broken = [MD_PROMPT.replace("# Task", "#!? Task"), MD_PROMPT.replace("- first", "-!? first"),
+              MD_PROMPT.replace("|------|\n", "|------|,\n"), MD_PROMPT.replace("\nSummarize", "\n\tSummarize"),
+              MD_PROMPT.replace("- first", "-      first"), MD_PROMPT.replace("| Mon", "|  Mon")]
+    for variant in broken:  # each keeps the words (the old denoise said "meaning kept") but not the structure
+        assert _plain(variant) == _plain(MD_PROMPT) and denoise(variant) != denoise(MD_PROMPT), variant
+    assert denoise(MD_PROMPT.replace("Task", "TASK!!").replace("rain\n", "rain,,\n")) == denoise(MD_PROMPT)
+
+
+def test_nested_list_quote_and_fenced_code_survive_every_surface_cell():
+    base = _blocks(MD_OWN)
+    assert {"ordered_list_open", "bullet_list_open", "blockquote_open", "fence", "heading_open"} <= {t[0] for t in base}
+    for spec in SURFACE:
+        for seed in range(30):
+            out = _apply(MD_OWN, spec.subtype, spec.strength, spec.position, seed)
+            assert out != MD_OWN and _blocks(out) == base, (spec, seed, out)
+            assert _span_violation(MD_OWN, out) is None and denoise(out) == denoise(MD_OWN), (spec, seed, out)
+            assert _indented(out) == _indented(MD_OWN) and "```python\ndef add(a, b):\n    return a - b\n```" in out
+
+
+def test_every_bundled_surface_variant_keeps_block_structure_and_line_starts(surface_variants):
+    """All 1,100 bundled prompts × 27 cells: the same CommonMark blocks, and no line gains leading whitespace."""
+    def starts(t):
+        return [ln[: len(ln) - len(ln.lstrip(" \t"))] for ln in t.split("\n")]
+
+    bad = [(t, v.spec.label(), v.text) for t, v in surface_variants
+           if _blocks(v.text) != _blocks(t) or starts(v.text) != starts(t)]
+    assert not bad, bad[:3]
 
 
 @pytest.mark.parametrize("text", [
@@ -485,6 +562,44 @@ def test_sample_grid_covers_every_cell_over_96_prompts():
     for pid, _ in FIRST16:
         seen.update(sample_grid(pid, per, 0))
     assert seen == set(full_grid())
+
+
+# ---------------------------------------------------------------- cells that cannot change a prompt
+NO_CASE_PROMPTS = ["ما هي عاصمة فرنسا؟", "法国的首都是哪里？", "מהי בירת צרפת?", "ราชธานีของฝรั่งเศสคืออะไร",
+                   "फ्रांस की राजधानी क्या है?"]
+ALL_PROTECTED = ["https://example.com/a", "`ls -la`", "3.5 + 2 = 5.5", '"Veni, vidi, vici"', "İstanbul"]
+
+
+def test_editable_says_exactly_when_surface_noise_changes_the_text(surface_variants):
+    fam = get_family("surface_noise")
+    for text, v in surface_variants:  # 1,100 bundled prompts × 27 cells: every one can change
+        assert fam.editable(text, v.spec.subtype, v.spec.strength, v.spec.position) and v.meta["changed"]
+    for text in NO_CASE_PROMPTS + ALL_PROTECTED + ["ⓐⓑ 中文 straße", "x", "# Title\n- item"]:
+        for spec in SURFACE:
+            can = fam.editable(text, spec.subtype, spec.strength, spec.position)
+            for seed in range(5):
+                v = make_variant(f"p{seed}", text, spec, seed)
+                assert v.meta["changed"] == can == (v.text != text), (text, spec.label(), v.meta)
+    for text in NO_CASE_PROMPTS:
+        assert not any(spec_applies(text, s) for s in SURFACE if s.subtype == "case")
+        assert spec_applies(text, VariantSpec("surface_noise", "punctuation", 1, "PREFIX"))
+    assert not any(spec_applies("https://example.com/a", s) for s in SURFACE)  # all protected: nothing applies
+    assert all(spec_applies("ما هي عاصمة فرنسا؟", s) for s in full_grid(["social_register", "structural"]))
+
+
+def test_sample_grid_with_the_prompt_draws_cells_that_change_it():
+    per = {"social_register": 4, "surface_noise": 5, "structural": 2}
+    for k, text in enumerate(NO_CASE_PROMPTS):
+        picks = sample_grid(f"s{k}", per, 0, text=text)
+        assert collections.Counter(s.family for s in picks) == per  # another cell drawn for each case cell
+        assert all(spec_applies(text, s) for s in picks) and "case" not in {s.subtype for s in picks}
+        same = [s for s in picks if make_variant(f"s{k}", text, s, 0).text == text]
+        # surface cells always change the prompt; a rewrite the family cannot predict may not (one word, Chinese
+        # or Thai, cannot be compressed): the runner and Live store that one as a no-op
+        assert {(s.family, s.subtype) for s in same} <= {("structural", "length")} and (k in (1, 3) or not same)
+    for pid, text in FIRST16:  # prompts every cell applies to: the same picks as without the prompt
+        assert sample_grid(pid, per, 0, text=text) == sample_grid(pid, per, 0)
+    assert sample_grid("u", {"surface_noise": 5}, 0, text="https://example.com/a") == []  # nothing can change
 
 
 # ---------------------------------------------------------------- fixed vectors

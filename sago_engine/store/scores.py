@@ -210,6 +210,42 @@ class ScoreQueries:
         return {"cells": cells.sort_values(keys, na_position="first").reset_index(drop=True),
                 "length": length.sort_values(["model", "axis", "target_ratio"]).reset_index(drop=True)}
 
+    def noop_counts(self, f: "Filters | None" = None) -> pd.DataFrame:
+        """Variants that do not vary (``sago_engine.noop``), counted per model and cell.
+
+        Text no-ops (``variants.skip_reason`` starting "no-op: "; every model: ``model`` NULL, the
+        model filter does not apply) and model-input no-ops (``deltas.reason`` starting "no-op: ",
+        one per variant and run, counted on the Δ-BLEU row in ``cell_stats``). The dataset and
+        (F, u, s, p) filters apply. Columns: model, family, subtype, strength, position, reason,
+        n; sorted with text no-ops first. A store without ``skip_reason`` (schema < 4, read-only)
+        has no text no-ops.
+        """
+        from sago_engine.noop import NOOP_PREFIX
+
+        where, params = filter_where(f, d="s", v="s")
+        like = NOOP_PREFIX + "%"
+        model_rows = fetch_df(self.con, f"""
+            SELECT r.model, s.family, s.subtype, s.strength, s.position, s.reason, sum(s.n_rows)::BIGINT AS n
+            FROM {self._src("cell")} s JOIN runs r USING (run_id)
+            WHERE NOT s.available AND s.reason LIKE ? AND s.axis = 'bleu' AND {where}
+            GROUP BY ALL""", [like, *params])
+        has_col = self.con.execute("SELECT count(*) FROM information_schema.columns WHERE table_name = 'variants' "
+                                   "AND column_name = 'skip_reason'").fetchall()[0][0]
+        text_rows = model_rows.iloc[0:0]
+        if has_col:
+            from dataclasses import replace
+
+            twhere, tparams = filter_where(None if f is None else replace(f, models=None), d="p", v="v")
+            text_rows = fetch_df(self.con, f"""
+                SELECT NULL::VARCHAR AS model, v.family, v.subtype, v.strength, v.position, v.skip_reason AS reason,
+                       count(*)::BIGINT AS n
+                FROM variants v JOIN prompts p USING (prompt_id)
+                WHERE v.skip_reason LIKE ? AND {twhere}
+                GROUP BY ALL""", [like, *tparams])
+        keys = ["family", "subtype", "strength", "position"]
+        return pd.concat([text_rows.sort_values(keys), model_rows.sort_values(["model", *keys])],
+                         ignore_index=True)
+
     # ------------------------------------------------------------------ raw Δ (no sum answers these)
     def delta_abs_quantiles(self, f: "Filters | None" = None, *, q: float = 0.95,
                             axes: tuple[str, ...] | None = None) -> pd.DataFrame:

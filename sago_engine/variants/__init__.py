@@ -16,8 +16,8 @@ from .registry import Registry, UnknownFamilyError
 
 __all__ = [
     "FAMILIES", "Family", "Registry", "SubtypeInfo", "UnknownFamilyError", "full_grid",
-    "get_family", "list_families", "make_variant", "make_variants", "sample_grid", "validate_spec",
-    "variant_identity",
+    "get_family", "list_families", "make_variant", "make_variants", "sample_grid", "spec_applies",
+    "validate_spec", "variant_identity",
 ]
 
 #: The one registry of families (lazy: a family's module is imported on first use).
@@ -161,12 +161,26 @@ def make_variants(
     return [make_variant(prompt_id, text, s, run_seed, families=families) for s in specs]
 
 
+def spec_applies(text: str, spec: VariantSpec) -> bool:
+    """Whether the family of ``spec`` can change ``text`` at all in that cell: its ``editable(text,
+    u, s, p)`` (surface noise: False for case noise on a script without letter case, or a prompt
+    that is all protected spans); True for a family without ``editable`` (it always rewrites).
+
+    Raises:
+        UnknownFamilyError: unknown family.
+    Source: sago's rule that a variant which does not vary is no perturbation (SAGO §Variants).
+    """
+    editable = getattr(get_family(spec.family), "editable", None)
+    return True if editable is None else bool(editable(text, spec.subtype, float(spec.strength), spec.position))
+
+
 def sample_grid(
     prompt_id: str,
     per_family: dict[str, int],
     run_seed: int,
     families: Iterable[str] | None = None,
     keep: Callable[[VariantSpec], bool] | None = None,
+    text: str | None = None,
 ) -> list[VariantSpec]:
     """A deterministic stratified sample of k specs per family for one prompt.
 
@@ -184,6 +198,9 @@ def sample_grid(
             from ``per_family`` gets k = 0.
         keep: optional predicate restricting each family's grid (e.g. to some positions)
             before sampling; a family left with no cell contributes nothing.
+        text: the base prompt; when given, cells that cannot change it (``spec_applies``) are
+            left out of the grid before sampling, so the k picks fall on cells that vary (fewer
+            than k only when fewer cells apply). A prompt every cell applies to gets the same picks.
     Returns:
         list of VariantSpec, grouped by family in registry order, each group in grid order.
     Raises:
@@ -198,7 +215,7 @@ def sample_grid(
         k = int(per_family.get(f, 0))
         if k < 0:
             raise ValueError(f"per_family[{f!r}] must be >= 0, got {k}")
-        grid = [g for g in full_grid([f]) if keep is None or keep(g)]
+        grid = [g for g in full_grid([f]) if (keep is None or keep(g)) and (text is None or spec_applies(text, g))]
         m = len(grid)
         if m == 0:
             continue

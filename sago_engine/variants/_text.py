@@ -1,4 +1,4 @@
-"""Small text helpers shared by the families: mood detection, sentence spans, word counts."""
+"""Small text helpers shared by the families: mood detection, sentence spans, word counts, protected spans."""
 
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def upper_first(text: str) -> str:
 
 # ---------------------------------------------------------------- protected spans
 # Spans whose characters carry meaning: surface noise never edits them (issue #12 item 7).
-_FENCED = re.compile(r"(```|~~~).*?(?:\1|\Z)", re.S)
+_FENCED = re.compile(r"(`{3,}|~{3,}).*?(?:\1[`~]*|\Z)", re.S)
 _INLINE_CODE = re.compile(r"``[^\n]+?``|`[^`\n]+`")
 _URL = re.compile(r"(?i)\b(?:(?:https?|ftp)://|www\.)[^\s<>\"'`]+")
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
@@ -189,6 +189,39 @@ def _core(tok: str) -> tuple[int, int]:
         else:
             break
     return i, j
+
+
+#: a line's Markdown block prefix: leading indentation, blockquote ``>``, a heading ``#``…``######``,
+#: a bullet ``-``/``*``/``+`` or an ordered marker ``1.``/``1)`` (a marker needs a space or the line
+#: end after it), and the whitespace before the first word (CommonMark §4.2, §5.1–5.3)
+_MD_PREFIX = re.compile(r"^(?:[ \t]*(?:>|#{1,6}(?=[ \t]|$)|[-*+](?=[ \t]|$)|\d{1,9}[.)](?=[ \t]|$)))*[ \t]*", re.M)
+#: a whole line that is Markdown structure: a table row (starts and ends with ``|``), or a line of
+#: only ``- * _ = : | +`` (thematic break, setext underline, table delimiter row)
+_MD_LINE = re.compile(r"^[ \t]*\|.*\|[ \t]*$|^[ \t]*[-*_=:|+](?:[ \t]*[-*_=:|+])*[ \t]*$", re.M)
+
+
+def markdown_spans(text: str) -> list[tuple[int, int]]:
+    """Character ranges of ``text`` that carry Markdown block structure: each line's block prefix
+    (leading indentation, ``>``, ``#``…``######``, a ``-``/``*``/``+`` bullet or ``1.``/``1)``, with
+    the whitespace up to the first word), table rows (lines that start and end with ``|``) and
+    lines of only rule characters (thematic breaks, setext underlines, table delimiter rows).
+    Code fences are protected as code by ``protected_spans``.
+
+    Args:
+        text: any string.
+    Returns:
+        sorted, disjoint [a, b) ranges (non-empty; a line's ranges never cross its newline); [] for
+        text without Markdown structure. Pure function of ``text``.
+    Source: CommonMark 0.31 §4 (leaf blocks: headings, thematic breaks, indented code, tables
+    in GFM) and §5 (block quotes, list items); sago's rule that surface noise keeps it.
+    """
+    return list(_markdown(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _markdown(text: str) -> tuple[tuple[int, int], ...]:
+    found = [m.span() for m in _MD_PREFIX.finditer(text)] + [m.span() for m in _MD_LINE.finditer(text)]
+    return tuple(_merge(found))
 
 
 def _mask(text: str, spans: list[tuple[int, int]]) -> str:
@@ -272,9 +305,11 @@ def protected_spans(text: str) -> list[tuple[int, int]]:
     touch them: numbers (decimals, signs, units glued to digits: "3.5", "-2", "3D", "5cm",
     "$10", "1/4", "5!"), math expressions ("2n+3=11", "x^2", "4x + 2y = 10", "Radius = 4"),
     code (fenced ```...```, inline `...`, lines that look like code with the indented lines
-    after them, tokens like "f(x)" or "snake_case"), URLs, e-mail addresses and quoted strings
-    ("...", '...', “...”, ‘...’, «...», quotes included). Trailing sentence marks (. , ; : ?)
-    and edge brackets are not part of a number or expression.
+    after them, tokens like "f(x)" or "snake_case"), URLs, e-mail addresses, quoted strings
+    ("...", '...', “...”, ‘...’, «...», quotes included) and Markdown block structure
+    (``markdown_spans``: indentation, heading/list/quote markers at a line start, table rows,
+    rules). Trailing sentence marks (. , ; : ?) and edge brackets are not part of a number or
+    expression.
 
     Args:
         text: any string.
@@ -311,5 +346,6 @@ def _protected(text: str) -> tuple[tuple[int, int], ...]:
         spans += found
         masked = _mask(masked, found) if found else masked
     spans += _code_blocks(text)
+    spans += _markdown(text)
     spans += _math_and_numbers(masked)
     return tuple(_merge(spans))

@@ -26,7 +26,11 @@ class SubtypeInfo:
 
 @runtime_checkable
 class Family(Protocol):
-    """A variant family (SAGO §Variants). Implementations are small, stateless classes."""
+    """A variant family (SAGO §Variants). Implementations are small, stateless classes.
+
+    A family may also offer ``editable(text, subtype, strength, position) -> bool``: whether
+    ``apply`` can change ``text`` in that cell at all (``variants.spec_applies``; surface noise
+    does); a family without it is taken to always change the text."""
 
     name: str
     """Unique family name, e.g. ``"surface_noise"``."""

@@ -7,7 +7,7 @@ import re
 import unicodedata
 from typing import Any
 
-from ._text import protected_spans
+from ._text import markdown_spans, protected_spans
 from .base import SubtypeInfo
 
 _POS = ("PREFIX", "SUFFIX", "GLOBAL")
@@ -136,6 +136,12 @@ def _touches(p: int, spans: list[tuple[int, int]]) -> bool:
     return any(a <= p <= b for a, b in spans)
 
 
+def _at_line_edge(text: str, p: int) -> bool:
+    """True when whitespace inserted at ``p`` would start a line (only whitespace since the
+    previous newline or the text start) or end one (a newline or the text end follows)."""
+    return not text[text.rfind("\n", 0, p) + 1:p].strip() or p >= len(text) or text[p] == "\n"
+
+
 def _case_char(ch: str, upper: bool) -> str:
     """Change one character's case only if that keeps its casefold (so denoise undoes it)."""
     new = ch.upper() if upper else ch.lower()
@@ -158,11 +164,13 @@ class SurfaceNoise:
     Positions: PREFIX / SUFFIX / GLOBAL edit only ``region_bounds`` of the text.
 
     Protected spans (``_text.protected_spans``: numbers, math, code, URLs, e-mail addresses,
-    quoted strings) stay byte-identical under every subtype: no letter in them changes case,
-    nothing is inserted in them or dropped from them, no mark is glued to either edge of one
-    ("2n+3=11" never becomes "2n+3=11!!"; a token that ends with a span gets no mark), and no
-    whitespace is inserted at a line start that borders one (so no code line gains
-    indentation). Spacing may widen the gap next to a span's edge (``"the  5 cm"``). When the
+    quoted strings, Markdown block structure) stay byte-identical under every subtype: no letter
+    in them changes case, nothing is inserted in them or dropped from them, no mark is glued to
+    either edge of one ("2n+3=11" never becomes "2n+3=11!!", "# Task" never "#!? Task"; a token
+    that ends with a span gets no mark). Spacing never inserts whitespace at a line start or a
+    line end (no line gains indentation, so none becomes an indented code block) nor next to a
+    Markdown marker or table row; elsewhere it may widen the gap next to a span's edge
+    (``"the  5 cm"``). So a CommonMark parse of the variant has the base's block structure. When the
     region has nothing editable (a SUFFIX that is one long quotation, a code block), it grows
     one word at a time, SUFFIX backward and PREFIX forward, until an edit is possible
     (``meta.region`` records the region used); a text with nothing editable at all stays
@@ -170,7 +178,7 @@ class SurfaceNoise:
     """
 
     name = "surface_noise"
-    generator = "rules-v2"  # v2: protected spans (numbers, maths, code, URLs, quotes); v1 texts differ
+    generator = "rules-v3"  # v3: Markdown structure kept, no whitespace at line edges; v2, v1 texts differ
     subtypes = {
         "spacing": SubtypeInfo((1.0, 2.0, 3.0), _POS, "extra spaces/tabs between words"),
         "punctuation": SubtypeInfo((1.0, 2.0, 3.0), _POS, "inserted/repeated punctuation marks"),
@@ -190,41 +198,69 @@ class SurfaceNoise:
         Returns:
             (variant text, meta) with meta keys ``target`` ("spacing" | "punctuation" |
             "upper" | "lower" | "random_case"), ``region`` ([a, b) in base characters),
-            ``n_edits``.
+            ``n_edits``. The text is unchanged exactly when ``editable`` is False.
         """
-        a, b = region_bounds(text, position)
         s = int(strength)
+        a, b, spans = self._region(text, subtype, s, position)
+        new, target, n = getattr(self, "_" + subtype)(text[a:b], s, rng, text, a, b, spans)
+        return text[:a] + new + text[b:], {"target": target, "region": [a, b], "n_edits": n}
+
+    def editable(self, text: str, subtype: str, strength: float, position: str) -> bool:
+        """Whether ``apply`` can change ``text`` at all for this (u, s, p): False when nothing outside
+        the protected spans can take the edit (case noise on Arabic, Chinese, Hebrew, Thai or
+        Devanagari, which have no letter case; a prompt that is all protected spans). Pure, no rng.
+
+        Args: as ``apply`` (without rng). Returns: True iff ``apply(...)[0] != text`` for every rng.
+        """
+        s = int(strength)
+        a, b, spans = self._region(text, subtype, s, position)
+        return bool(self._sites(subtype, text[a:b], s, text, a, b, spans))
+
+    def _region(self, text: str, subtype: str, s: int, position: str):
+        """The region [a, b) that gets the edit (``region_bounds``, grown word by word while it has
+        no edit site) and the protected spans meeting it, in region coordinates."""
+        a, b = region_bounds(text, position)
         protected = protected_spans(text)
         while True:
-            seg = text[a:b]
             spans = [(x - a, y - a) for x, y in protected if x <= b and y >= a]
-            new, target, n = getattr(self, "_" + subtype)(seg, s, rng, text, a, b, spans)
-            if new != seg or (a, b) == (0, len(text)):
-                break
+            if self._sites(subtype, text[a:b], s, text, a, b, spans) or (a, b) == (0, len(text)):
+                return a, b, spans
             a, b = _grow(text, a, b, position)  # everything editable was protected
-        return text[:a] + new + text[b:], {"target": target, "region": [a, b], "n_edits": n}
+
+    def _sites(self, subtype, seg, s, text, a, b, spans) -> list:
+        """The places the subtype may edit in the region; an edit at any of them changes the text."""
+        if subtype == "spacing":
+            return self._spacing_sites(seg, s, text, a, b, spans)
+        if subtype == "punctuation":
+            return list(self._punct_sites(seg, spans))
+        return self._case_sites(seg, s, spans)
 
     # -- subtypes: each maps the region's text to its noisy version -----------------------
     # ``spans``: the protected spans meeting the region, in region coordinates (may reach
     # past either end of it)
-    def _spacing(self, seg, s, rng, text, a, b, spans):
+    def _spacing_sites(self, seg, s, text, a, b, spans) -> list[int]:
         gaps = [m.span() for m in re.finditer(r"\s+", seg) if 0 < m.start() and m.end() < len(seg)]
-        sites = [("gap", e) for _, e in gaps]  # insert at the end of an inner gap
+        sites = [e for _, e in gaps]  # insert at the end of an inner gap
         # the gap that borders the region (outside whitespace) may widen from inside
         if b < len(text) and seg and not seg[-1].isspace():
-            sites.append(("gap", len(seg)))
+            sites.append(len(seg))
         if a > 0 and seg and not seg[0].isspace():
-            sites.append(("gap", 0))
+            sites.append(0)
         if s == 3 or not sites:
             for m in _TOKEN.finditer(seg):
                 tail = _trailing_punct(m.group())
                 # not before "*", "/", "-", "&": split off, they would read as an operator
                 if tail and len(tail) < len(m.group()) and tail[0] not in "*/-&":
-                    sites.append(("punct", m.end() - len(tail)))
-        # never inside a span; at a line start never next to one (no code line gains indentation)
-        positions = sorted({pos for _, pos in sites if not _inside(pos, spans) and not (
-            _touches(pos, spans) and (a + pos == 0 or text[a + pos - 1] == "\n"))})
-        chosen = _pick(rng, positions, s)
+                    sites.append(m.end() - len(tail))
+        # never inside a span, never at a line start or end (no line gains indentation, which
+        # could make it an indented code block, or trailing spaces, a hard line break), never
+        # next to Markdown structure (a list item's text indented by 5+ spaces is code)
+        md = [(x - a, y - a) for x, y in markdown_spans(text) if x <= b and y >= a]
+        return sorted({pos for pos in sites if not _inside(pos, spans) and not _touches(pos, md)
+                       and not _at_line_edge(text, a + pos)})
+
+    def _spacing(self, seg, s, rng, text, a, b, spans):
+        chosen = _pick(rng, self._spacing_sites(seg, s, text, a, b, spans), s)
         out, last = [], 0
         for pos in chosen:
             if s == 1:
@@ -238,8 +274,13 @@ class SurfaceNoise:
         out.append(seg[last:])
         return "".join(out), "spacing", len(chosen)
 
+    @staticmethod
+    def _punct_sites(seg, spans) -> dict[int, str]:
+        """Token end -> token, for tokens that do not end in or at a protected span."""
+        return {m.end(): m.group() for m in _TOKEN.finditer(seg) if not _touches(m.end(), spans)}
+
     def _punctuation(self, seg, s, rng, text, a, b, spans):
-        toks = {m.end(): m.group() for m in _TOKEN.finditer(seg) if not _touches(m.end(), spans)}
+        toks = self._punct_sites(seg, spans)
         chosen = _pick(rng, list(toks), s)
         out, last = [], 0
         for pos in chosen:
@@ -261,21 +302,33 @@ class SurfaceNoise:
         out.append(seg[last:])
         return "".join(out), "punctuation", len(chosen)
 
+    @staticmethod
+    def _case_sites(seg, s, spans) -> list[int]:
+        """Indices of the region's characters the case edit of strength ``s`` can change."""
+        free = [not any(x <= i < y for x, y in spans) for i in range(len(seg))]
+        ups = [i for i, c in enumerate(seg) if free[i] and _case_char(c, True) != c]
+        if s == 3:
+            return ups
+        if s == 2:
+            return [i for i, c in enumerate(seg) if free[i] and _case_char(c, False) != c] or ups
+        return [m.start() for m in re.finditer(r"\b[^\W\d_]", seg)
+                if free[m.start()] and _case_char(m.group(), not m.group().isupper()) != m.group()]
+
     def _case(self, seg, s, rng, text, a, b, spans):
         free = [not any(x <= i < y for x, y in spans) for i in range(len(seg))]  # editable chars
         if s == 3:
             new = "".join(_case_char(c, True) if f else c for c, f in zip(seg, free))
             return new, "upper", sum(x != y for x, y in zip(seg, new))
-        if s == 2 and any(c.isupper() and f for c, f in zip(seg, free)):
+        if s == 2 and any(f and _case_char(c, False) != c for c, f in zip(seg, free)):
             new = "".join(_case_char(c, False) if f else c for c, f in zip(seg, free))
             return new, "lower", sum(x != y for x, y in zip(seg, new))
         if s == 2:  # already lower case: scramble letter case instead
-            new = "".join(_case_char(c, rng.random() < 0.5) if c.isalpha() and f else c
-                          for c, f in zip(seg, free))
+            ups = set(self._case_sites(seg, 3, spans))
+            new = "".join(_case_char(c, rng.random() < 0.5) if i in ups else c for i, c in enumerate(seg))
             if new == seg:
-                new = "".join(_case_char(c, True) if c.isalpha() and f else c for c, f in zip(seg, free))
+                new = "".join(_case_char(c, True) if i in ups else c for i, c in enumerate(seg))
             return new, "random_case", sum(x != y for x, y in zip(seg, new))
-        starts = [m.start() for m in re.finditer(r"\b[^\W\d_]", seg) if free[m.start()]]
+        starts = self._case_sites(seg, 1, spans)  # word starts whose case can flip
         chosen = _pick(rng, starts, 2 if len(starts) > 4 else 1)
         chars = list(seg)
         for p in chosen:
