@@ -132,6 +132,27 @@ def store_options(acc: Access) -> list[str]:
     return opts
 
 
+def store_tokens(options: list[str]) -> dict[str, str]:
+    """What the store picker and a link carry for each offered store (``store_options``): token → store.
+
+    A token is the store's file name, or — for a second store of the same name — its path relative
+    to the project folder; never an absolute server path, so a link made in local mode names no
+    folder of this machine, and a link's ``store`` can only pick one of the offered stores. In
+    share mode the options are already file names of the shared folder.
+    """
+    out: dict[str, str] = {}
+    for opt in options:
+        p = Path(opt)
+        token = p.name
+        if token in out:
+            try:
+                token = str(p.resolve().relative_to(ROOT))
+            except ValueError:
+                token = f"{p.name} ({len(out) + 1})"
+        out.setdefault(token, opt)
+    return out
+
+
 def checked_store(choice: str | None) -> str | None:
     """The store path a choice (session, widget or URL value) may open in this mode, else None.
 
