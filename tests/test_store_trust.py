@@ -156,6 +156,22 @@ def test_views_macros_and_types_are_refused(tmp_path, sql, what):
         assert f"is not a sago store ({what})" in str(e.value) and SECRET not in str(e.value)
 
 
+def test_a_store_that_gains_a_view_after_a_read_is_refused_on_the_next_open(tmp_path):
+    """Repeated read-only opens reuse the check of an unchanged file (store.trust.file_identity); any
+    write to the file is a new identity, checked again."""
+    import os
+
+    secret = _secret(tmp_path)
+    store = make_store(tmp_path / "s.duckdb")
+    open_store(store).close()
+    open_store(store).close()  # checked once, reused
+    before = os.stat(store)
+    _alter(store, f"CREATE VIEW leak AS SELECT * FROM read_text('{secret}')")
+    os.utime(store, ns=(before.st_atime_ns, before.st_mtime_ns))  # even with the old modification time
+    with pytest.raises(StoreError, match=r"not a sago store \(view `leak`\)"):
+        open_store(store)
+
+
 def test_a_merge_refuses_a_shard_with_a_macro(tmp_path):
     good = make_store(tmp_path / "a.duckdb", models=("model-a",))
     bad = make_store(tmp_path / "b.duckdb", models=("model-b",))

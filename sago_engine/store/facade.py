@@ -64,17 +64,22 @@ def open_store(path: str | Path, read_only: bool = True, create: bool = False) -
         raise FileNotFoundError(f"no store at {path}")
     if create and read_only:
         raise ValueError("create=True needs read_only=False")
+    identity = trust.file_identity(path) if read_only else None  # before connecting: a later write is a miss
     try:
         con = trust.connect(path, read_only=read_only)  # read: no file-system access (store.trust)
     except duckdb.Error as e:
         raise StoreError(f"{path} cannot be opened as a DuckDB sago store: {e}") from e
-    if create and not trust.base_tables(con) and trust.catalog_problem(con) is None:  # a new, empty file
+    if create and not trust.base_tables(con) and not trust.catalog_objects(con):  # a new, empty file
         schema.create(con)
-    try:
-        columns = schema.check(con, path)
-    except StoreError:
-        con.close()
-        raise
+    columns = trust.remembered(identity) if identity else None
+    if columns is None:
+        try:
+            columns = schema.check(con, path)
+        except StoreError:
+            con.close()
+            raise
+        if identity:
+            trust.remember(identity, columns)
     if not read_only:
         schema.migrate_if_needed(con)
         if layout.needs_rewrite(con):

@@ -96,7 +96,7 @@ def _open(sidecar: str | Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     """A connection to the sidecar without file-system access (``trust.READ_CONFIG``; the sidecar
     needs none, even to write); ValueError when the file holds a view, macro or type."""
     con = duckdb.connect(str(sidecar), read_only=read_only, config=dict(trust.READ_CONFIG))
-    problem = trust.catalog_problem(con)
+    problem = trust.catalog_problem(trust.catalog_objects(con))
     if problem:
         con.close()
         raise ValueError(f"{sidecar} is not a sago label file ({problem})")

@@ -302,7 +302,8 @@ LEGACY_VIEWS = ("prompt_scores", "sgs_dataset", "sgs_total")
 
 
 def _check_inner(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, tuple[str, ...]]:
-    problem = trust.catalog_problem(con, allowed_views=LEGACY_VIEWS)
+    objects = trust.catalog_objects(con)
+    problem = trust.catalog_problem(objects, allowed_views=LEGACY_VIEWS)
     if problem:
         raise StoreError(f"{path} is not a sago store ({problem}): {_CATALOG_WHY}")
     tables = trust.base_tables(con)
@@ -321,14 +322,15 @@ def _check_inner(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, tuple[
             f"{', '.join(map(str, READABLE_VERSIONS))}. "
             "Rebuild it with `python -m precompute --config ...` into a new file."
         )
-    problem = trust.catalog_problem(con) if v >= 3 else None
+    problem = trust.catalog_problem(objects) if v >= 3 else None
     if problem:
         raise StoreError(f"{path} is not a sago store ({problem}): {_CATALOG_WHY}")
     ref = trust.reference(CREATE_SQL, "\n".join(step for step in _MIGRATIONS if isinstance(step, str)))
-    problem = trust.table_problem(con, ref, TABLES)
+    cols = trust.store_columns(con)
+    problem = trust.table_problem(con, ref, TABLES, cols)
     if problem:
         raise StoreError(f"{path} is not a sago store ({problem})")
-    return trust.present_columns(con, ref)
+    return trust.present_columns(cols, ref)
 
 
 def create(con: duckdb.DuckDBPyConnection) -> None:
