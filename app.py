@@ -5,7 +5,6 @@ Share mode (``--share DIR``): network, read-only, stores from DIR only (``dashbo
 """
 
 import os
-from pathlib import Path
 
 import streamlit as st
 
@@ -23,13 +22,13 @@ if acc.live and os.environ.get("SAGO_LIVE_WARMUP") == "1":  # scripts/dashboard.
     from sago_engine import live
 
     live.start_warmup()
-options = frame.store_options(acc)
-urlstate.restore("store", "app_store_pick", "str", choices=options)
+stores = frame.store_tokens(frame.store_options(acc))  # picker value / link token → store (never a server path)
+urlstate.restore("store", "app_store_pick", "str", choices=stores)
 with st.sidebar:
     controls.presentation_mode()
     with st.expander("Store", expanded=not st.session_state.get("app_presentation", False)):
-        if options:
-            choice = st.selectbox("Store file", options, key="app_store_pick", format_func=lambda p: Path(p).name)
+        if stores:
+            choice = stores.get(st.selectbox("Store file", list(stores), key="app_store_pick"))
         else:
             choice = None
             st.caption("No store (*.duckdb) in the shared folder.")

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard.access import PASSWORD_SECRET, Access, access_from_env, confined_store, shared_stores
+from dashboard import password
+from dashboard.access import Access, access_from_env, confined_store, shared_stores
 from sago_engine.store_catalog import DEMO_STORE, find_stores
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,15 +88,25 @@ def mark_routed() -> None:
 
 
 def password_gate() -> None:
-    """Share mode with ``sago_password`` in Streamlit secrets: ask for it once per session, else stop."""
+    """Share mode with ``sago_password`` in Streamlit secrets: ask for it once per session, else stop.
+
+    Fails closed (``dashboard.password``): a secrets file that exists but cannot be read, or a
+    ``sago_password`` that is not a non-empty string, shows "cannot read the meeting password
+    from …" and stops before anything else is drawn.
+    """
     acc = access()
-    if not acc.shared:
+    if not acc.shared or st.session_state.get("_sago_authed"):
         return
+    from streamlit import config
+
+    files = list(config.get_option("secrets.files"))
     try:
-        pw = st.secrets.get(PASSWORD_SECRET)
-    except Exception:  # noqa: BLE001 - no secrets file: no password
-        pw = None
-    if not pw or st.session_state.get("_sago_authed"):
+        pw = password.meeting_password(files)
+    except password.PasswordError as e:
+        st.error(f"This shared dashboard is closed: {e}. The host must fix the file and reload.")
+        st.stop()
+    if pw is None:
+        password.log_no_password(files)
         return
     typed = st.text_input("Password", type="password", key="app_password")
     if typed and hmac.compare_digest(typed.encode("utf-8"), str(pw).encode("utf-8")):
@@ -119,6 +130,27 @@ def store_options(acc: Access) -> list[str]:
     if os.environ.get("SAGO_STORE"):  # a store chosen at launch: SAGO_STORE=/path/run.duckdb
         opts = list(dict.fromkeys([os.environ["SAGO_STORE"], *opts]))
     return opts
+
+
+def store_tokens(options: list[str]) -> dict[str, str]:
+    """What the store picker and a link carry for each offered store (``store_options``): token → store.
+
+    A token is the store's file name, or — for a second store of the same name — its path relative
+    to the project folder; never an absolute server path, so a link made in local mode names no
+    folder of this machine, and a link's ``store`` can only pick one of the offered stores. In
+    share mode the options are already file names of the shared folder.
+    """
+    out: dict[str, str] = {}
+    for opt in options:
+        p = Path(opt)
+        token = p.name
+        if token in out:
+            try:
+                token = str(p.resolve().relative_to(ROOT))
+            except ValueError:
+                token = f"{p.name} ({len(out) + 1})"
+        out.setdefault(token, opt)
+    return out
 
 
 def checked_store(choice: str | None) -> str | None:

@@ -3,12 +3,18 @@
 Each page declares which widget keys travel in the URL (``restore`` before its widgets) and
 writes them back (``publish`` after them). A URL value is applied when it differs from what
 this session last wrote — a pasted or edited link wins, the session's own echo is ignored.
-Values a widget does not offer are dropped (never an error). Lists travel as repeated
-parameters (``?datasets=a&datasets=b``).
+Lists travel as repeated parameters (``?datasets=a&datasets=b``).
+
+A link is untrusted input. Values a widget does not offer are dropped, never clamped and never
+an error: the widget keeps its current value (or its default). Numbers must be finite (``inf``,
+``nan``, ``1e309`` are dropped) and an ``int`` must be a whole number; a numeric field declares
+the values it offers — ``choices``, or the closed range ``lo``…``hi`` of its widget — and a
+value outside is dropped (one element at a time for lists).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Iterable
 
 import streamlit as st
@@ -17,6 +23,8 @@ _FIELDS = "_url_fields"  # this run's registered fields: {param: (session key, k
 _LAST = "_url_last"  # what this session last wrote per widget: {session key: [raw values]}
 
 KINDS = ("str", "int", "float", "bool", "list", "floatlist")
+#: Kinds whose values are numbers: ``restore`` needs their ``choices`` or their range.
+NUMERIC_KINDS = ("int", "float", "floatlist")
 
 
 def start_run() -> None:
@@ -24,16 +32,35 @@ def start_run() -> None:
     st.session_state[_FIELDS] = {}
 
 
+def _number(text: str) -> float:
+    """A finite float from URL text; ValueError for anything else (``inf``, ``nan``, ``1e309``, ``abc``)."""
+    x = float(text)
+    if not math.isfinite(x):
+        raise ValueError(f"not a finite number: {text!r}")
+    return x
+
+
 def _parse(kind: str, raw: list[str]) -> Any:
+    """The URL text ``raw`` (every value of one parameter) as a ``kind`` value; ValueError /
+    OverflowError when it is not one (the caller drops it)."""
     if kind == "list":
         return list(raw)
     if kind == "floatlist":
-        return [float(v) for v in raw]
+        out = []
+        for v in raw:
+            try:
+                out.append(_number(v))
+            except (ValueError, OverflowError):
+                continue  # this element is dropped
+        return out
     v = raw[-1]
     if kind == "int":
-        return int(float(v))
+        x = _number(v)
+        if x != int(x):
+            raise ValueError(f"not a whole number: {v!r}")
+        return int(x)
     if kind == "float":
-        return float(v)
+        return _number(v)
     if kind == "bool":
         return v.lower() in ("1", "true", "yes", "on")
     return v
@@ -51,26 +78,40 @@ def _format(kind: str, value: Any) -> list[str]:
     return [str(value)]
 
 
-def restore(param: str, key: str, kind: str = "str", choices: Iterable | None = None, default: Any = None) -> None:
+def restore(param: str, key: str, kind: str = "str", choices: Iterable | None = None, default: Any = None,
+            lo: float | None = None, hi: float | None = None) -> None:
     """Before the widget ``key`` is created: apply ``?param=…`` when the link is new, else seed ``default``.
 
     Args:
         param: name in the URL (short: ``x``, ``scope``, ``datasets``).
         key: the widget's session-state key.
         kind: one of ``KINDS`` (how the text is parsed).
-        choices: the values the widget offers; a URL value outside them is ignored.
+        choices: the values the widget offers; a URL value outside them is dropped.
         default: set when the key has no value yet (so widgets need no ``index=``/``value=``).
+        lo, hi: the closed range a numeric widget offers (its ``min_value``/``max_value``); a
+            URL value outside it is dropped.
+    Raises:
+        ValueError: an unknown ``kind``, or a numeric kind (``NUMERIC_KINDS``) with neither
+            ``choices`` nor both ``lo`` and ``hi`` (a programming error: every number from a
+            link is bounded).
     """
     if kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}")
+    if kind in NUMERIC_KINDS and choices is None and (lo is None or hi is None):
+        raise ValueError(f"URL parameter {param!r} ({kind}) needs choices or a range lo..hi")
     st.session_state[_FIELDS] = {**st.session_state.get(_FIELDS, {}), param: (key, kind)}
     raw = st.query_params.get_all(param)
     last = st.session_state.get(_LAST, {}).get(key)  # per widget: pages share param names
     if raw and raw != last:
         try:
             value = _parse(kind, raw)
-        except ValueError:
+        except (ValueError, OverflowError):
             value = None
+        if value is not None and lo is not None and hi is not None:
+            if isinstance(value, list):
+                value = [v for v in value if lo <= v <= hi]
+            elif not lo <= value <= hi:
+                value = None
         if value is not None and choices is not None:
             allowed = list(choices)
             if isinstance(value, list):

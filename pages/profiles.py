@@ -14,6 +14,7 @@ from sago_engine.types import AXES, AXIS_LABELS
 frame.require_frame()
 
 SCALES = ("common (paper)", "per axis")
+B_RANGE = (100, 10000)  # bootstrap resamples the widget offers (a link's B outside is dropped)
 f = controls.current_filters()
 st.title("Model profiles")
 st.caption(
@@ -25,7 +26,7 @@ data.empty_stop(scores, "deltas")
 datasets = sorted(scores["dataset"].unique())
 
 urlstate.restore("scope", "profiles_scope", choices=["Total (all datasets)", *datasets])
-urlstate.restore("B", "profiles_boot", "int", default=1000)
+urlstate.restore("B", "profiles_boot", "int", default=1000, lo=B_RANGE[0], hi=B_RANGE[1])
 urlstate.restore("ci", "profiles_ci", choices=["bands", "whiskers", "off"])
 urlstate.restore("paper", "profiles_paper", "bool")
 urlstate.restore("scale", "profiles_scale", choices=SCALES)
@@ -34,7 +35,7 @@ with c1:
     which = st.selectbox("Scope", ["Total (all datasets)", *datasets], key="profiles_scope",
                          help="Total: every prompt of every dataset weighs the same.")
 with c2:
-    n_boot = st.number_input("Bootstrap resamples B", 100, 10000, step=100, key="profiles_boot",
+    n_boot = st.number_input("Bootstrap resamples B", *B_RANGE, step=100, key="profiles_boot",
                              help="Percentile bootstrap over prompts (scipy.stats.bootstrap), seeded; 95% CI.")
 with c3:
     ci_style = st.radio("CI", ["bands", "whiskers", "off"], key="profiles_ci", horizontal=True)

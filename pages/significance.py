@@ -14,6 +14,8 @@ from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_NORMALIZERS
 
 frame.require_frame()
 
+EPS_RANGE = (0.0, 0.20)  # the ε the slider offers (a link's eps outside is dropped)
+
 f = controls.current_filters()
 st.title("Significance: is the instability above ε?")
 st.caption("One-sided one-sample t-test on the per-prompt scores s_X(i): H0: E[s] ≤ ε vs H1: E[s] > ε "
@@ -22,7 +24,7 @@ st.caption("One-sided one-sample t-test on the per-prompt scores s_X(i): H0: E[s
 scores = data.query(Store.prompt_scores, f)
 data.empty_stop(scores, "deltas")
 
-urlstate.restore("eps", "significance_eps", "float", default=MAIN_EPSILON)
+urlstate.restore("eps", "significance_eps", "float", default=MAIN_EPSILON, lo=EPS_RANGE[0], hi=EPS_RANGE[1])
 urlstate.restore("per_dataset", "significance_per_dataset", "bool")
 
 
@@ -32,7 +34,7 @@ def _preset(v: float) -> None:
 
 c1, *cs = st.columns([4, 1, 1, 1])
 with c1:
-    eps = st.slider("ε (threshold on SGS)", 0.0, 0.20, step=0.001, format="%.3f", key="significance_eps")
+    eps = st.slider("ε (threshold on SGS)", *EPS_RANGE, step=0.001, format="%.3f", key="significance_eps")
 for col, v in zip(cs, EPSILONS):
     with col:
         st.button(f"ε = {v:g}", key=f"significance_preset_{v:g}", on_click=_preset, args=(v,),

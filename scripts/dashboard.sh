@@ -5,7 +5,8 @@
 #   bash scripts/dashboard.sh --share DIR     meeting: reachable from the network, read-only, stores
 #                                             from DIR only, no Live page, no writes
 #   bash scripts/dashboard.sh --share DIR --live   the same plus the Live page (runs models, saves probes)
-# Optional password in share mode: sago_password = "…" in .streamlit/secrets.toml.
+# Optional password in share mode: sago_password = "…" in .streamlit/secrets.toml; a file that does not
+# parse, or a password that is not a non-empty string, refuses to share.
 # Other arguments go to `streamlit run` (e.g. --server.port 8600).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,6 +31,8 @@ if [ -n "$share" ]; then
   export SAGO_SHARE_DIR="$(cd "$share" && pwd)"
   [ "$live" = 1 ] && export SAGO_LIVE=1
   address=0.0.0.0
+  # fail closed: a meeting password that exists but cannot be read stops here (dashboard/password.py)
+  .venv/bin/python -m dashboard.password ${extra[@]+"${extra[@]}"} || exit 2
   # no tracebacks (server paths) for visitors; never rerun on file changes
   opts+=(--client.showErrorDetails type --server.runOnSave false --server.fileWatcherType none)
 elif [ "$live" = 1 ]; then

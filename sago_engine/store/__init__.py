@@ -3,6 +3,7 @@
 Modules (docs/ARCHITECTURE.md has the full map):
 
 * ``schema``    — tables, schema version, additive migrations, validity checks.
+* ``trust``     — a store file is untrusted: connections without file access, catalog and column checks.
 * ``suffstats`` — the sufficient-statistics tables (n, ΣΔ̃, ΣΔ̃² per group) and their upkeep.
 * ``layout``    — the published file's physical order (per-prompt tables sorted by prompt) and
   the write-ahead log beside a store that is replaced.

@@ -25,9 +25,16 @@ class Browse:
     """Read methods of ``Store`` over stored rows (``self.con``: a DuckDB connection)."""
 
     con: duckdb.DuckDBPyConnection
+    columns: dict[str, tuple[str, ...]]  # known columns per table (schema.check); reads select only these
 
     def _has_table(self, name: str) -> bool:
         return has_table(self.con, name)
+
+    def _cols(self, table: str, alias: str = "", exclude: tuple[str, ...] = ()) -> str:
+        """The select list of ``table``'s known columns (``alias.`` prefixed), never ``*``: a column a
+        store file adds is not read."""
+        pre = f"{alias}." if alias else ""
+        return ", ".join(f'{pre}"{c}"' for c in self.columns[table] if c not in exclude)
 
     def meta(self) -> dict[str, str]:
         """All ``meta`` key/value pairs (app, schema_version, published_at, progress…)."""
@@ -42,7 +49,7 @@ class Browse:
         if not self._has_table("run_usage"):
             return pd.DataFrame(columns=cols)
         return self.con.execute(
-            "SELECT u.run_id, r.model, r.backend, u.* EXCLUDE (run_id) FROM run_usage u "
+            f"SELECT u.run_id, r.model, r.backend, {self._cols('run_usage', 'u', ('run_id',))} FROM run_usage u "
             "LEFT JOIN runs r USING (run_id) ORDER BY r.model").df().reindex(columns=cols)
 
     def api_responses(self, run_id: str | None = None) -> pd.DataFrame:
@@ -52,8 +59,9 @@ class Browse:
             return pd.DataFrame(columns=["response_id", "run_id", "model_returned", "prompt_tokens",
                                          "completion_tokens", "cached", "attempts", "finish_raw"])
         if run_id is None:
-            return self.con.execute("SELECT * FROM api_responses ORDER BY response_id").df()
-        return self.con.execute("SELECT * FROM api_responses WHERE run_id = ? ORDER BY response_id", [run_id]).df()
+            return self.con.execute(f"SELECT {self._cols('api_responses')} FROM api_responses ORDER BY response_id").df()
+        return self.con.execute(f"SELECT {self._cols('api_responses')} FROM api_responses WHERE run_id = ? "
+                                "ORDER BY response_id", [run_id]).df()
 
     def imported_rows(self, run_id: str | None = None) -> pd.DataFrame:
         """Rows of imported external files exactly as read (``imported_rows``): run_id, source,
@@ -108,11 +116,11 @@ class Browse:
 
     def runs(self) -> pd.DataFrame:
         """All runs, one row each, newest first."""
-        return self.con.execute("SELECT * FROM runs ORDER BY model, started_at").df()
+        return self.con.execute(f"SELECT {self._cols('runs')} FROM runs ORDER BY model, started_at").df()
 
     def prompts(self, datasets: Iterable[str] | None = None) -> pd.DataFrame:
         """Prompts (optionally of some datasets)."""
-        q = "SELECT * FROM prompts"
+        q = f"SELECT {self._cols('prompts')} FROM prompts"
         params: list[Any] = []
         if datasets is not None:
             q += " WHERE list_contains(?, dataset)"
@@ -121,7 +129,7 @@ class Browse:
 
     def variants(self, prompt_id: str | None = None) -> pd.DataFrame:
         """Variants (optionally of one prompt) with (F, u, s, p), text, seed, semantic score, kept."""
-        q = "SELECT * FROM variants"
+        q = f"SELECT {self._cols('variants')} FROM variants"
         params: list[Any] = []
         if prompt_id is not None:
             q += " WHERE prompt_id = ?"
@@ -158,7 +166,7 @@ class Browse:
     def responses(self, prompt_id: str) -> pd.DataFrame:
         """All responses (base: variant_id NULL) for one prompt across runs, with the model name."""
         return self.con.execute(
-            """SELECT r.model, x.* FROM responses x JOIN runs r USING (run_id)
+            f"""SELECT r.model, {self._cols('responses', 'x')} FROM responses x JOIN runs r USING (run_id)
                WHERE x.prompt_id = ? ORDER BY r.model, x.variant_id NULLS FIRST""",
             [prompt_id],
         ).df()
@@ -315,10 +323,11 @@ class Browse:
         Lets a resumed run reuse LLM rewrites instead of regenerating them. Unknown ids are absent.
         """
         if not ids:
-            return self.con.execute("SELECT * EXCLUDE (meta), CAST(meta AS VARCHAR) AS meta_json FROM variants LIMIT 0").df()
+            return self.con.execute(f"SELECT {self._cols('variants', exclude=('meta',))}, CAST(meta AS VARCHAR) "
+                                    "AS meta_json FROM variants LIMIT 0").df()
         self.con.register("_ids", pd.DataFrame({"id": list(ids)}))
         try:
-            return self.con.execute("""SELECT v.* EXCLUDE (meta), CAST(v.meta AS VARCHAR) AS meta_json
+            return self.con.execute(f"""SELECT {self._cols('variants', 'v', ('meta',))}, CAST(v.meta AS VARCHAR) AS meta_json
                                        FROM variants v JOIN _ids ON v.variant_id = _ids.id
                                        ORDER BY v.variant_id""").df()
         finally:
@@ -350,7 +359,7 @@ class Browse:
                 "verdict", "raw", "error", "heuristic_verdict", "detector"]
         if not self._has_table("mirroring_verdicts"):
             return pd.DataFrame(columns=cols)
-        q, params = f"""SELECT r.model, m.* EXCLUDE (run_id), m.run_id FROM mirroring_verdicts m
+        q, params = f"""SELECT r.model, {self._cols('mirroring_verdicts', 'm', ('run_id',))}, m.run_id FROM mirroring_verdicts m
                         JOIN runs r USING (run_id) WHERE TRUE""", []
         if run_ids is not None:
             q += " AND list_contains(?::VARCHAR[], m.run_id)"
@@ -462,5 +471,7 @@ class Browse:
             return pd.DataFrame(columns=["response_id", "run_id", "prompt_id", "repeat", "response", "n_tokens",
                                          "seq_logprob", "mean_entropy", "finish_reason", "latency_s", "error"])
         if run_id is None:
-            return self.con.execute("SELECT * FROM base_repeats ORDER BY run_id, prompt_id, repeat").df()
-        return self.con.execute("SELECT * FROM base_repeats WHERE run_id = ? ORDER BY prompt_id, repeat", [run_id]).df()
+            return self.con.execute(f"SELECT {self._cols('base_repeats')} FROM base_repeats "
+                                    "ORDER BY run_id, prompt_id, repeat").df()
+        return self.con.execute(f"SELECT {self._cols('base_repeats')} FROM base_repeats WHERE run_id = ? "
+                                "ORDER BY prompt_id, repeat", [run_id]).df()

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
-from sago_engine.store import layout, schema, suffstats
+from sago_engine.store import layout, schema, suffstats, trust
 from sago_engine.store.browse import Browse
 from sago_engine.store.scores import ScoreQueries
 from sago_engine.store.schema import StoreError
@@ -22,12 +22,15 @@ class Store(Writes, Browse, ScoreQueries):
     ``browse.Browse`` (stored rows, page lists and details) and ``scores.ScoreQueries``
     (sufficient statistics → scores). ``stats_materialised`` is False only for a read-only store
     written before the statistics tables existed (its scores are then summed from ``deltas``).
+    ``columns``: per table, the known columns the file holds (``schema.check``); reads select
+    only these.
     """
 
     path: Path
     con: duckdb.DuckDBPyConnection
     read_only: bool
     stats_materialised: bool = True
+    columns: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
 
     def __enter__(self) -> "Store":
         return self
@@ -62,22 +65,27 @@ def open_store(path: str | Path, read_only: bool = True, create: bool = False) -
         raise FileNotFoundError(f"no store at {path}")
     if create and read_only:
         raise ValueError("create=True needs read_only=False")
+    identity = trust.file_identity(path) if read_only else None  # before connecting: a later write is a miss
     try:
-        con = duckdb.connect(str(path), read_only=read_only)
+        con = trust.connect(path, read_only=read_only)  # read: no file-system access (store.trust)
     except duckdb.Error as e:
         raise StoreError(f"{path} cannot be opened as a DuckDB sago store: {e}{layout.wal_mismatch_fix(path, e)}") from e
-    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-    if create and not tables:
+    if create and not trust.base_tables(con) and not trust.catalog_objects(con):  # a new, empty file
         schema.create(con)
-    try:
-        schema.check(con, path)
-    except StoreError:
-        con.close()
-        raise
+    columns = trust.remembered(identity) if identity else None
+    if columns is None:
+        try:
+            columns = schema.check(con, path)
+        except StoreError:
+            con.close()
+            raise
+        if identity:
+            trust.remember(identity, columns)
     if not read_only:
         schema.migrate_if_needed(con)
         if layout.needs_rewrite(con):
             con.close()
             layout.rewrite_file(path)
-            con = duckdb.connect(str(path))
-    return Store(path=path, con=con, read_only=read_only, stats_materialised=suffstats.has_stats(con))
+            con = trust.connect(path, read_only=False)
+        columns = schema.check(con, path)
+    return Store(path=path, con=con, read_only=read_only, stats_materialised=suffstats.has_stats(con), columns=columns)

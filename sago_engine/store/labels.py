@@ -7,7 +7,8 @@ so a read-only or shipped store is never written. The extension is not ``.duckdb
 store picker lists ``*.duckdb`` files, and a label file is not a sago store.
 
 One table, ``judge_labels``, keyed like ``mirroring_verdicts`` (run_id, variant_id, response_of);
-labelling the same call again replaces the label.
+labelling the same call again replaces the label. A sidecar is read and written like an untrusted
+store (``store.trust``): no file-system access, and a file with a view, macro or type is refused.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import duckdb
 import pandas as pd
+
+from sago_engine.store import trust
 
 #: File name suffix of the sidecar (``run.duckdb`` → ``run.judge-labels.db``).
 LABELS_SUFFIX = ".judge-labels.db"
@@ -52,14 +55,15 @@ def write_label(sidecar: str | Path, store: str | Path, run_id: str, variant_id:
         run_id, variant_id, response_of: the key of the ``mirroring_verdicts`` row.
         label: 1 = the reply mirrors the variant's register, 0 = it does not.
     Raises:
-        ValueError: ``label`` is not 0 or 1, or ``sidecar`` is the store itself.
+        ValueError: ``label`` is not 0 or 1, ``sidecar`` is the store itself, or ``sidecar`` holds a
+            view, macro or type (``_open``).
     """
     if int(label) not in (0, 1):
         raise ValueError(f"label must be 0 or 1, got {label!r}")
     if Path(sidecar).resolve() == Path(store).resolve():
         raise ValueError("labels are never written into the store itself")
     now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
-    con = duckdb.connect(str(sidecar))
+    con = _open(sidecar, read_only=False)
     try:
         con.execute(_DDL)
         con.execute("INSERT OR REPLACE INTO judge_labels VALUES (?, ?, ?, ?, ?, ?)",
@@ -70,16 +74,30 @@ def write_label(sidecar: str | Path, store: str | Path, run_id: str, variant_id:
 
 def read_labels(sidecar: str | Path, store: str | Path) -> pd.DataFrame:
     """The labels recorded for ``store`` in ``sidecar``: run_id, variant_id, response_of, label (0/1),
-    labelled_at. Empty (same columns) when the file or table does not exist."""
+    labelled_at. Empty (same columns) when the file or table does not exist.
+
+    Raises:
+        ValueError: the file holds a view, macro or type (``_open``).
+    """
     p = Path(sidecar)
     if not p.exists():
         return pd.DataFrame(columns=_COLS)
-    con = duckdb.connect(str(p), read_only=True)
+    con = _open(p, read_only=True)
     try:
-        has = con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = 'judge_labels'").fetchall()
-        if not has:
+        if "judge_labels" not in trust.base_tables(con):
             return pd.DataFrame(columns=_COLS)
         return con.execute(f"SELECT {', '.join(_COLS)} FROM judge_labels WHERE store_name = ? "
                            "ORDER BY run_id, variant_id, response_of", [Path(store).name]).df()
     finally:
         con.close()
+
+
+def _open(sidecar: str | Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """A connection to the sidecar without file-system access (``trust.READ_CONFIG``; the sidecar
+    needs none, even to write); ValueError when the file holds a view, macro or type."""
+    con = duckdb.connect(str(sidecar), read_only=read_only, config=dict(trust.READ_CONFIG))
+    problem = trust.catalog_problem(trust.catalog_objects(con))
+    if problem:
+        con.close()
+        raise ValueError(f"{sidecar} is not a sago label file ({problem})")
+    return con

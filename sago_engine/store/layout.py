@@ -31,6 +31,8 @@ from pathlib import Path
 
 import duckdb
 
+from sago_engine.store import trust
+
 log = logging.getLogger("sago.store")
 
 #: Version of the layout rules (``meta.layout_version``); a store without it is rewritten on a writable open.
@@ -137,7 +139,7 @@ def rewrite_file(path: str | Path) -> dict[str, int]:
     for p in (tmp, tmp.with_name(tmp.name + ".wal")):
         p.unlink(missing_ok=True)
     try:
-        con = duckdb.connect(str(path))
+        con = trust.connect(path, read_only=False)  # writable: the ATTACH below needs external access
         try:
             con.execute("CHECKPOINT")
             counts = write_clustered_copy(con, tmp)

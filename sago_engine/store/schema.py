@@ -12,7 +12,7 @@ from typing import Callable, Union
 
 import duckdb
 
-from sago_engine.store import layout, suffstats
+from sago_engine.store import layout, suffstats, trust
 
 SCHEMA_VERSION = 4
 APP_ID = "sago-store"
@@ -283,20 +283,46 @@ READ_ERRORS: tuple[type[BaseException], ...] = (StoreError, FileNotFoundError, O
 
 
 def has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
-    """Whether the open store has a table (or view) ``name``."""
-    return bool(con.execute("SELECT 1 FROM information_schema.tables WHERE table_name = ?", [name]).fetchall())
+    """Whether the open store has a base table ``name`` (schema ``main``; attached databases do not count)."""
+    return name in trust.base_tables(con)
 
 
-def check(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """Raise StoreError unless ``con`` is a sago store of a readable schema version."""
+#: Why a store with a view, macro or type is refused (the end of ``check``'s message).
+_CATALOG_WHY = ("a sago store holds base tables only; a view, macro or type in a store file could read files of "
+                "this server or change what sago's queries return")
+
+
+def check(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, tuple[str, ...]]:
+    """Raise StoreError unless ``con`` is a sago store of a readable schema version whose tables sago can trust.
+
+    Refused (``trust``): any view, macro or user type (checked first, before a table is read:
+    ``"<path> is not a sago store (view `prompts`): …"``; only a schema-1/2 store may keep its
+    ``LEGACY_VIEWS``); a missing ``meta`` or core table
+    (``TABLES``); a sago table that lacks a column of its schema, has one of another type, a
+    generated column or a CHECK constraint (``"… (table `prompts` has no column `text`)"``).
+
+    Returns:
+        The known columns the store holds, per table (``trust.present_columns``): the only
+        columns sago selects, so columns a file adds never reach a page.
+    """
     try:
-        _check_inner(con, path)
+        return _check_inner(con, path)
     except duckdb.Error as e:
         raise StoreError(f"{path} is not a sago store: {e}") from e
 
 
-def _check_inner(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    tables = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+#: The SQL views of schema versions 1 and 2: tolerated in such a store only. sago never selects
+#: from them (a read-only open sums its scores from ``deltas``) and a writable open drops them
+#: before anything else (``_MIGRATIONS``).
+LEGACY_VIEWS = ("prompt_scores", "sgs_dataset", "sgs_total")
+
+
+def _check_inner(con: duckdb.DuckDBPyConnection, path: Path) -> dict[str, tuple[str, ...]]:
+    objects = trust.catalog_objects(con)
+    problem = trust.catalog_problem(objects, allowed_views=LEGACY_VIEWS)
+    if problem:
+        raise StoreError(f"{path} is not a sago store ({problem}): {_CATALOG_WHY}")
+    tables = trust.base_tables(con)
     if "meta" not in tables:
         raise StoreError(f"{path} is not a sago store (no meta table); tables found: {sorted(tables) or 'none'}")
     meta = dict(con.execute("SELECT key, value FROM meta").fetchall())
@@ -312,6 +338,15 @@ def _check_inner(con: duckdb.DuckDBPyConnection, path: Path) -> None:
             f"{', '.join(map(str, READABLE_VERSIONS))}. "
             "Rebuild it with `python -m precompute --config ...` into a new file."
         )
+    problem = trust.catalog_problem(objects) if v >= 3 else None
+    if problem:
+        raise StoreError(f"{path} is not a sago store ({problem}): {_CATALOG_WHY}")
+    ref = trust.reference(CREATE_SQL, "\n".join(step for step in _MIGRATIONS if isinstance(step, str)))
+    cols = trust.store_columns(con)
+    problem = trust.table_problem(con, ref, TABLES, cols)
+    if problem:
+        raise StoreError(f"{path} is not a sago store ({problem})")
+    return trust.present_columns(cols, ref)
 
 
 def create(con: duckdb.DuckDBPyConnection) -> None:
