@@ -105,7 +105,8 @@ def csv_cell(value: Any) -> Any:
 
 
 def csv_bytes(df: pd.DataFrame) -> bytes:
-    """``df`` as CSV bytes for a download: UTF-8 with a byte-order mark (``utf-8-sig``), no index.
+    """``df`` as CSV bytes for a download: UTF-8 with a byte-order mark (``utf-8-sig``), no index,
+    CRLF row ends (RFC 4180), so a field holding a bare carriage return is quoted and cannot end its row.
 
     Text columns (object / string / categorical dtype) and the header go through ``csv_cell``;
     numeric and boolean columns are written as pandas writes them (a negative number is never
@@ -118,4 +119,4 @@ def csv_bytes(df: pd.DataFrame) -> bytes:
                 or pd.api.types.is_string_dtype(s):
             out.isetitem(i, s.astype(object).map(csv_cell))
     header = [csv_cell(str(c)) for c in out.columns]
-    return out.to_csv(index=False, header=header).encode("utf-8-sig")
+    return out.to_csv(index=False, header=header, lineterminator="\r\n").encode("utf-8-sig")
