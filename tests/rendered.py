@@ -10,6 +10,7 @@ stayed text.
 
 from __future__ import annotations
 
+import html
 import re
 from typing import Iterator
 
@@ -58,6 +59,11 @@ def markdown_texts(at) -> list[tuple[str, str]]:
 def active_html(text: str) -> list[str]:
     """The active tags (``_ACTIVE``) a CommonMark renderer makes of ``text``."""
     return _ACTIVE.findall(_MD.render(text))
+
+
+def shown(markdown: str) -> str:
+    """The text a reader sees when ``markdown`` is rendered (CommonMark, tags dropped, entities decoded)."""
+    return html.unescape(re.sub(r"<[^>]+>", "", _MD.render(markdown))).strip()
 
 
 def offending(at, needle: str | None = None) -> list[tuple[str, str, list[str]]]:

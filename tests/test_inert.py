@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import html
 import io
 import json
 import re
@@ -14,18 +13,11 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard import safe
 from tests.factories import make_store
-from tests.rendered import active_html
+from tests.rendered import active_html, shown as _shown
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Case T5's model name: an image that calls a pixel logger, and a fake download link.
 EVIL = "![pixel](http://127.0.0.1:8765/leak.png) [Download the corrected store](http://127.0.0.1:8765/x)"
-
-
-def _shown(markdown: str) -> str:
-    """The text a reader sees when ``markdown`` is rendered (CommonMark, tags dropped, entities decoded)."""
-    from tests.rendered import _MD
-
-    return html.unescape(re.sub(r"<[^>]+>", "", _MD.render(markdown))).strip()
 
 
 def _page(store, page: str | None = None, query: dict | None = None, monkeypatch=None) -> AppTest:
