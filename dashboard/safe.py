@@ -31,6 +31,11 @@ import pandas as pd
 _INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 #: Every ASCII punctuation character: CommonMark lets each be backslash-escaped (spec §2.4).
 _MD_PUNCT = re.compile("([" + re.escape(string.punctuation) + "])")
+#: Where GFM's autolink-literal step (run on the text after escapes are resolved) would start a
+#: link: "scheme://", "www." and the "@" of an e-mail address. A WORD JOINER (U+2060, zero width)
+#: placed there keeps the text as it reads and makes it no URL.
+_AUTOLINK = re.compile(r"(?<=:)(?=//)|(?<=\bwww)(?=\.)|(?<=@)", re.IGNORECASE)
+_WORD_JOINER = "\u2060"
 #: The only tags a Plotly string keeps: formatting without attributes (no link, no style).
 _PLOTLY_TAG = re.compile(r"<(?:br\s*/?|/?(?:b|i|em|sub|sup|extra))>")
 #: A cell a spreadsheet would read as a formula (or a DDE call) when it starts with one of these.
@@ -49,11 +54,13 @@ def md(text: Any) -> str:
     """``text`` (any value; ``str()`` of it) for a Markdown element, shown literally.
 
     Backslash-escapes every ASCII punctuation character (CommonMark §2.4; this also disables
-    Streamlit's ``$…$`` LaTeX, ``:color[…]`` directives and GFM autolinks, whose syntax is made
-    of punctuation) and replaces control/bidi characters (``visible``). Use it on every
-    store-derived value placed in Markdown; keep the page's own Markdown outside the call.
+    Streamlit's ``$…$`` LaTeX and ``:color[…]`` directives, whose syntax is made of punctuation),
+    puts a zero-width WORD JOINER where a bare URL or e-mail address would become a link (GFM
+    autolinks are found in the text after the escapes are resolved), and replaces control/bidi
+    characters (``visible``). Use it on every store-derived value placed in Markdown; keep the
+    page's own Markdown outside the call.
     """
-    return _MD_PUNCT.sub(r"\\\1", visible(text))
+    return _MD_PUNCT.sub(r"\\\1", _AUTOLINK.sub(_WORD_JOINER, visible(text)))
 
 
 def plotly_text(text: str) -> str:

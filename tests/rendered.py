@@ -19,6 +19,8 @@ from markdown_it import MarkdownIt
 _MD = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
 #: Tags in rendered Markdown that a store string must never produce.
 _ACTIVE = re.compile(r"<(img|a|script|iframe|svg|object|embed|link|style|video|audio|source|input|form)\b", re.I)
+#: What GFM's autolink-literal step (remark-gfm, run on text nodes after parsing) turns into links.
+_AUTOLINK = (re.compile(r"(https?://|www(?=\.))([-.\w]+)", re.I), re.compile(r"[-.\w+]+@[-\w]+(?:\.[-\w]+)+"))
 #: Proto fields that the frontend renders as Markdown, per element type (AppTest node .type).
 _MD_FIELDS = {"markdown": ("body",), "caption": ("body",), "latex": (), "alert": ("body",), "error": ("body",),
               "warning": ("body",), "info": ("body",), "success": ("body",), "heading": ("body",),
@@ -57,8 +59,11 @@ def markdown_texts(at) -> list[tuple[str, str]]:
 
 
 def active_html(text: str) -> list[str]:
-    """The active tags (``_ACTIVE``) a CommonMark renderer makes of ``text``."""
-    return _ACTIVE.findall(_MD.render(text))
+    """The active tags (``_ACTIVE``) a CommonMark renderer makes of ``text``, plus "autolink" for each
+    bare URL or e-mail address in its text that GFM would make a link of."""
+    rendered = _MD.render(text)
+    plain = html.unescape(re.sub(r"<[^>]+>", " ", rendered))
+    return _ACTIVE.findall(rendered) + ["autolink" for rx in _AUTOLINK for _ in rx.finditer(plain)]
 
 
 def shown(markdown: str) -> str:
