@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
-import numpy as np
 import pandas as pd
 
 from sago_engine.store import open_store, schema, suffstats
@@ -365,7 +364,3 @@ class PixelLogger:
         self.server.shutdown()
         self.server.server_close()
 
-
-def finite_mask(values) -> np.ndarray:
-    """Where ``values`` are finite numbers (helper for assertions on the non-finite rows)."""
-    return np.isfinite(np.asarray(values, dtype=float))
