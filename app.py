@@ -8,7 +8,7 @@ import os
 
 import streamlit as st
 
-from dashboard import controls, data, exports, frame, urlstate
+from dashboard import controls, data, exports, frame, safe, urlstate
 from sago_engine.store import Store
 from sago_engine.store_catalog import snapshot_caption
 
@@ -41,7 +41,7 @@ with st.sidebar:
 st.session_state["store_path"] = frame.checked_store(custom.strip() or choice)
 
 if nav.title != "Paper reference":  # the paper page needs no store
-    st.sidebar.caption(snapshot_caption(data.query(Store.meta)))
+    st.sidebar.caption(safe.md(snapshot_caption(data.query(Store.meta))))
     controls.sidebar_filters(data.query(Store.filter_options))
     with st.sidebar.expander("Export the Δ matrix of this filter"):
         st.caption("Per prompt × variant × axis: signed Δ and Δ̃ with (F, u, s, p), model, dataset.")

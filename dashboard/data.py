@@ -14,7 +14,7 @@ from typing import Any, Callable
 import pandas as pd
 import streamlit as st
 
-from dashboard import frame
+from dashboard import frame, safe
 from sago_engine.filters import Filters
 from sago_engine.store_catalog import DEMO_STORE
 
@@ -170,10 +170,16 @@ def model_colors() -> dict[str, str]:
 
 
 def _store_error(path: str, e: BaseException) -> None:
-    """Show why the store cannot be read (as text) and stop the page."""
+    """Show why the store cannot be read (as text, ``safe.md``) and stop the page. In share mode the
+    message names the file only, never the folder it lies in on the server."""
+    msg = str(e)
     hint = (" It is being written by a run (DuckDB allows one writer or many readers): "
-            "pick another store or reload when the run has finished.") if "lock" in str(e).lower() else ""
-    st.error(f"Cannot open the store {Path(path).name}: {e}{hint}")
+            "pick another store or reload when the run has finished.") if "lock" in msg.lower() else ""
+    name = Path(path).name
+    if frame.access().shared:
+        for full in {str(Path(path).resolve()), str(path)}:
+            msg = msg.replace(full, name)
+    st.error(f"Cannot open the store {safe.md(name)}: {safe.md(msg)}{hint}")
     st.stop()
 
 

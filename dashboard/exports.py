@@ -1,11 +1,14 @@
 """Charts and tables as the pages show them, with their downloads: PNG / SVG / HTML / CSV, the Δ matrix.
 
-Text from datasets and models is always rendered as text (never as HTML). PNG/SVG are built
-only when clicked (deferred, cached by the figure's JSON).
+Text from datasets and models is always rendered as text (never as HTML): Plotly figures go
+through ``safe.inert_figure`` before they are drawn or exported, every CSV through
+``safe.csv_bytes``, and the HTML of an Altair chart embeds its spec with ``<``, ``>`` and ``&``
+escaped. PNG/SVG are built only when clicked (deferred, cached by the figure's JSON).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import os
@@ -15,7 +18,7 @@ from typing import Any, Callable
 import pandas as pd
 import streamlit as st
 
-from dashboard import controls, data
+from dashboard import controls, data, safe
 from sago_engine.filters import Filters
 
 
@@ -93,19 +96,53 @@ def altair_svg(chart) -> bytes:
     return _altair_static(altair_spec(chart), "svg")
 
 
-def altair_html(chart) -> bytes:
-    """Standalone HTML of an Altair chart with the Vega JS inline (vl-convert), any row count."""
-    import altair as alt
+#: JSON text that is safe inside an HTML ``<script>``: no ``</script>``, comment or entity can
+#: come from the data (the escapes decode to the same characters in JavaScript).
+_SCRIPT_JSON = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 
-    vlc = _vl_convert()
-    if vlc is not None:
-        return vlc.vegalite_to_html(altair_spec(chart), bundle=True).encode("utf-8")
-    with alt.data_transformers.enable("default", max_rows=None):
-        return chart.to_html(inline=True).encode("utf-8")  # needs the vl-convert / altair_viewer bundle
+
+def script_json(obj: Any) -> str:
+    """``obj`` as JSON for an inline ``<script>``: ``<``, ``>``, ``&``, U+2028 and U+2029 escaped."""
+    import json
+
+    text = json.dumps(obj, ensure_ascii=False)  # NaN/Infinity: valid JavaScript literals
+    return "".join(_SCRIPT_JSON.get(c, c) for c in text)
+
+
+@functools.lru_cache(maxsize=1)
+def _vega_bundle() -> str:
+    """vl-convert's JavaScript bundle of Vega, Vega-Lite and Vega-Embed (no network)."""
+    return _vl_convert().javascript_bundle()
+
+
+def altair_html(chart) -> bytes:
+    """Standalone HTML of an Altair chart with the Vega JS inline (vl-convert's bundle), any row count.
+
+    The spec is embedded through ``script_json``: a data string such as
+    ``</script><script>…`` stays a string in the page (vl-convert's own ``vegalite_to_html``
+    writes the spec unescaped). Raises RuntimeError without vl-convert-python.
+    """
+    import json
+
+    if _vl_convert() is None:
+        raise RuntimeError("the HTML export of a chart needs vl-convert-python")
+    spec = script_json(json.loads(altair_spec(chart)))
+    return ('<!DOCTYPE html>\n<html>\n<head>\n<meta charset="UTF-8">\n<script type="text/javascript">'
+            + _vega_bundle() + '</script>\n</head>\n<body>\n<div id="vega-chart"></div>\n'
+            '<script type="text/javascript">\nvegaEmbed("#vega-chart", ' + spec
+            + ', {"renderer": "svg", "actions": {"export": true, "source": false, "compiled": false, "editor": false}})'
+            '.catch(console.error);\n</script>\n</body>\n</html>\n').encode("utf-8")
 
 
 def _slug(key: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in key)
+
+
+def _file_name(name: str) -> str:
+    """A download's file name made from page values (a prompt id comes from the store): letters, digits,
+    ``-`` and ``_`` only, at most 100 characters before the extension."""
+    stem, dot, ext = name.rpartition(".")
+    return _slug(stem)[:100] + "." + _slug(ext) if dot else _slug(name)[:100]
 
 
 def _download_row(key: str, items: list[tuple[str, Callable[[], bytes] | bytes, str, str]]) -> None:
@@ -120,8 +157,10 @@ def chart(fig, key: str, caption: str, data: pd.DataFrame | None = None) -> None
     """Render a Plotly figure, a one-line plain-English caption, and PNG / SVG / HTML (/ CSV) downloads.
 
     PNG and SVG are generated only when clicked (deferred, cached by figure JSON); HTML has
-    plotly.js inline. ``data`` (optional) adds a CSV of the plotted numbers.
+    plotly.js inline. ``data`` (optional) adds a CSV of the plotted numbers. Every string of the
+    figure goes through ``safe.inert_figure`` first (on the page and in every export).
     """
+    fig = safe.inert_figure(fig)
     st.plotly_chart(fig, key=key, width="stretch", config={"displaylogo": False})
     st.caption(caption)
     if controls.presentation_on():
@@ -131,14 +170,14 @@ def chart(fig, key: str, caption: str, data: pd.DataFrame | None = None) -> None
              ("SVG", lambda: figure_svg(fig), f"{name}.svg", "image/svg+xml"),
              ("HTML", lambda: figure_html(fig), f"{name}.html", "text/html")]
     if data is not None:
-        items.append(("CSV", data.to_csv(index=False).encode("utf-8"), f"{name}.csv", "text/csv"))
+        items.append(("CSV", safe.csv_bytes(data), f"{name}.csv", "text/csv"))
     _download_row(key, items)
 
 
 def altair_chart(ch, key: str, caption: str, data: pd.DataFrame | None = None) -> None:
     """Render an Altair chart with a caption and downloads: PNG / SVG (vl-convert, offline) and HTML, + CSV.
 
-    Without vl-convert-python only HTML and CSV are offered (and the note says so).
+    Without vl-convert-python only CSV is offered (and the note says so).
     """
     st.altair_chart(ch, key=key, width="stretch")
     st.caption(caption)
@@ -150,17 +189,15 @@ def altair_chart(ch, key: str, caption: str, data: pd.DataFrame | None = None) -
         items += [("PNG", lambda: altair_png(ch), f"{name}.png", "image/png"),
                   ("SVG", lambda: altair_svg(ch), f"{name}.svg", "image/svg+xml"),
                   ("HTML", lambda: altair_html(ch), f"{name}.html", "text/html")]
-    else:
-        items.append(("HTML", lambda: altair_html(ch), f"{name}.html", "text/html"))
     if data is not None:
-        items.append(("CSV", data.to_csv(index=False).encode("utf-8"), f"{name}.csv", "text/csv"))
+        items.append(("CSV", safe.csv_bytes(data), f"{name}.csv", "text/csv"))
     _download_row(key, items)
     if _vl_convert() is None:
-        st.caption("PNG/SVG of this chart need vl-convert-python (not installed): HTML and CSV only.")
+        st.caption("PNG/SVG/HTML of this chart need vl-convert-python (not installed): CSV only.")
 
 
 def table(df: pd.DataFrame, key: str, filename: str, missing: dict[str, str] | None = None, **kwargs: Any) -> None:
-    """Show a DataFrame (as text; no HTML) with a CSV download button below it.
+    """Show a DataFrame (as text; no HTML) with a CSV download button below it (``safe.csv_bytes``).
 
     A column ``axis_label`` (the paper's Δ-… names) is shown as ``axis`` in place of the short code.
     ``missing`` = {column: why}: an empty cell of that column shows why it is empty (numbers
@@ -176,7 +213,7 @@ def table(df: pd.DataFrame, key: str, filename: str, missing: dict[str, str] | N
                 shown[col] = [why if pd.isna(v) else (f"{v:.4g}" if isinstance(v, float) else v) for v in shown[col]]
     st.dataframe(shown, key=key, hide_index=True, width="stretch", **kwargs)
     if not controls.presentation_on():
-        st.download_button("CSV", data=df.to_csv(index=False).encode("utf-8"), file_name=filename,
+        st.download_button("CSV", data=safe.csv_bytes(df), file_name=_file_name(filename),
                            mime="text/csv", key=f"{key}_csv", on_click="ignore", icon=":material/download:")
 
 
@@ -190,7 +227,7 @@ def _delta_parquet(path: str, mtime: float, fkey: tuple) -> bytes:
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def _delta_csv(path: str, mtime: float, fkey: tuple) -> bytes:
-    return data._cached_query(path, mtime, "delta_matrix", fkey, ()).to_csv(index=False).encode("utf-8")
+    return safe.csv_bytes(data._cached_query(path, mtime, "delta_matrix", fkey, ()))
 
 
 def delta_matrix_downloads(filters: Filters, key: str = "app_delta") -> None:

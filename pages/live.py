@@ -7,12 +7,11 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import controls, data, exports, frame
+from dashboard import controls, data, diffview, exports, frame, safe
 from sago_engine.store import Store
 from sago_engine import live
 from sago_engine.datasets import DATASETS
 from sago_engine.filters import Filters
-from sago_engine.textdiff import diff_html, diff_segments
 from sago_engine.types import AXES, AXIS_LABELS, POSITIONS
 
 frame.require_frame()
@@ -30,12 +29,13 @@ def _warm_note() -> None:
     """Where the dashboard's background loading of the default model and encoder stands."""
     w = live.warmup_status()
     if w["state"] == "loading":
-        st.info(f"Preparing {w['model']} in the background: {w['step']} ({w['elapsed_s']:.0f} s so far). "
+        st.info(f"Preparing {safe.md(w['model'])} in the background: {safe.md(w['step'])} "
+                f"({w['elapsed_s']:.0f} s so far). "
                 "A probe started now waits for it.", icon=":material/hourglass_top:")
     elif w["state"] == "ready":
-        st.caption(f"{w['model']} and the BERTScore encoder are loaded (took {w['ready_s']:.1f} s at start).")
+        st.caption(f"{safe.md(w['model'])} and the BERTScore encoder are loaded (took {w['ready_s']:.1f} s at start).")
     elif w["state"] == "failed":
-        st.warning(f"Background loading of {w['model']} failed: {w['error']}")
+        st.warning(f"Background loading of {safe.md(w['model'])} failed: {safe.md(w['error'])}")
 
 
 @st.cache_data(show_spinner=False)
@@ -75,7 +75,7 @@ with st.expander("Pick a prompt from a dataset"):
             texts = _dataset_prompts(ds)
         except Exception as e:  # a missing sample file: say so, keep the page usable
             texts = []
-            st.warning(f"Cannot read the {ds} sample: {e}")
+            st.warning(f"Cannot read the {safe.md(ds)} sample: {safe.md(e)}")
         st.selectbox("Prompt", [""] + texts, key="live_pick", on_change=_fill_from_dataset,
                      format_func=lambda t: t[:120] or "(choose)")
 text = st.text_area("Prompt", key="live_prompt", placeholder="Type a prompt, e.g. What is the capital of Australia?",
@@ -128,15 +128,15 @@ b2.button("Cancel", key="live_cancel", on_click=lambda: ss.__setitem__("live_sto
           disabled=not run)
 
 if problem:
-    (st.error if run or text.strip() else st.info)(problem)
+    (st.error if run or text.strip() else st.info)(safe.md(problem))
     st.stop()
 
 assert probe is not None
 st.subheader(f"Variants ({len(probe.variants)})")
 with st.expander("The edit of each variant (red struck = removed, green = added)", expanded=False):
     for v, row in zip(probe.variants, live.variant_table(probe).itertuples()):
-        st.caption(row.label)
-        st.html(diff_html(diff_segments(probe.text, v.text)))
+        st.caption(safe.md(row.label))
+        diffview.show_edit(probe.text, v.text)
 
 if "live_cache" not in ss:
     ss["live_cache"] = {}  # per browser session: results of this session only
@@ -160,10 +160,10 @@ def _show(res: "live.ProbeResult") -> None:
 if run:
     ss["live_stop"] = False
     try:
-        with st.spinner(f"Loading {model} (once per server process)…"):
+        with st.spinner(f"Loading {safe.md(model)} (once per server process)…"):
             backend = _backend(model)
     except Exception as e:  # noqa: BLE001 - any load failure is shown to the user
-        st.error(f"Cannot load the model {model!r}: {type(e).__name__}: {e}")
+        st.error(f"Cannot load the model {safe.md(repr(model))}: {type(e).__name__}: {safe.md(e)}")
         st.stop()
     info = backend.info()
 
@@ -185,7 +185,7 @@ else:
 
 if not run:
     _show(res)
-st.caption(f"Base response ({res.model}):")
+st.caption(f"Base response ({safe.md(res.model)}):")
 st.code(res.base.text if res.base is not None else "(not generated)", language=None, wrap_lines=True)
 st.caption("Δ̃ ∈ [−1, 1] per axis: 0 = same as the base response; n/a = the backend cannot measure the axis. "
            "Mirroring: whether the reply starts/stops reflecting the variant's surface attribute. "
@@ -220,8 +220,8 @@ try:
         fig.add_trace(go.Scatterpolar(r=rr + rr[:1], theta=labels + labels[:1], name=f"{res.model}: SGS_X (store)",
                                       mode="lines+markers", line={"color": "#0072B2", "dash": "dash"},
                                       connectgaps=False))
-        store_note = (f"Dashed: {res.model}'s SGS_X over all prompts of the store "
-                      f"{Path(data.store_path()).name}.")
+        store_note = (f"Dashed: {safe.md(res.model)}'s SGS_X over all prompts of the store "
+                      f"{safe.md(Path(data.store_path()).name)}.")
 except Exception:  # noqa: BLE001 - the radar of the probe stands on its own
     pass
 fig.update_layout(polar={"radialaxis": {"range": [0, 1], "title": {"text": "s_X"}}}, height=controls.chart_height(460),
@@ -234,12 +234,12 @@ target = frame.access().probe_store(live.default_user_store())
 if not frame.access().writes:
     st.stop()
 st.button("Save to store", key="live_save", icon=":material/save:",
-          help=f"Adds this probe as a run (dataset 'live') to {target}; never to the shipped demo store.",
+          help=f"Adds this probe as a run (dataset 'live') to {safe.md(target)}; never to the shipped demo store.",
           on_click=lambda: ss.__setitem__("live_save_requested", True))
 if ss.pop("live_save_requested", False):
     try:
         path, run_id = live.save_probe(res, target, ss["live_result"][2])
-        st.success(f"Saved as run {run_id} in {path}. Open that file in the sidebar's store picker "
+        st.success(f"Saved as run {safe.md(run_id)} in {safe.md(path)}. Open that file in the sidebar's store picker "
                    "(…or a path to another store) to see it on the other pages.")
     except Exception as e:  # noqa: BLE001
-        st.error(f"Could not save: {type(e).__name__}: {e}")
+        st.error(f"Could not save: {type(e).__name__}: {safe.md(e)}")

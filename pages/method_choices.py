@@ -5,7 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard import charts, choices, controls, data, exports, frame, urlstate
+from dashboard import charts, choices, controls, data, exports, frame, safe, urlstate
 from sago_engine import judge_audit, method_choices as mc
 from sago_engine.scoring import EPSILONS, MAIN_EPSILON
 from sago_engine.store import Store
@@ -28,24 +28,24 @@ summ = choices.summaries(f, eps=float(eps))
 
 st.subheader("Which options come closest to the paper's published scale?")
 lines = [mc.closest_statement(ch.title, s["closest"], s["scale"]) for ch, s in summ if s is not None]
-st.markdown("\n".join(f"- {ln}" for ln in lines) if lines else "No choice with two options in this store.")
+st.markdown("\n".join(f"- {safe.md(ln)}" for ln in lines) if lines else "No choice with two options in this store.")
 st.caption("Distance: per axis, how many orders of magnitude the median SGS over this store's models lies outside "
            "the range of the paper's eight open models (Figure 2a; 0 = inside), averaged over the axes the choice "
            "changes. The models differ from the paper's, so this compares scales, not models.")
 
 for i, (ch, s) in enumerate(summ):
-    st.header(ch.title)
+    st.header(safe.md(ch.title))
     if s is None:
-        st.info(ch.missing or "Fewer than two options have scores for the current filter.")
+        st.info(safe.md(ch.missing) if ch.missing else "Fewer than two options have scores for the current filter.")
         continue
-    st.markdown("\n".join(f"- **{k}**: {v}" for k, v in ch.notes.items()))
+    st.markdown("\n".join(f"- **{safe.md(k)}**: {safe.md(v)}" for k, v in ch.notes.items()))
     options = [o for o in ch.options if o in set(s["sgs"]["option"])]
     exports.altair_chart(charts.option_intervals(s["sgs"], options), f"methods_chart_{i}",
                          "Each dot is a model's SGS under one option, the bar its 95% bootstrap CI. Dots that move "
                          "apart between options show how much the choice matters for that model.", data=s["sgs"])
     exports.table(mc.option_wide(s["sgs"], options), f"methods_sgs_{i}", f"sago_method_{ch.key}_sgs.csv")
     st.caption(f"SGS [95% CI] and marker at ε = {eps:g} per option.")
-    st.markdown(f"**Rank agreement with '{ch.reference}'**")
+    st.markdown(f"**Rank agreement with '{safe.md(ch.reference)}'**")
     exports.table(s["ranks"], f"methods_ranks_{i}", f"sago_method_{ch.key}_ranks.csv")
     st.caption("n_discordant: pairs of models whose order flips. τ-b = 1: same order, −1: reversed; NaN with the "
                "reason when it cannot be computed. p is two-sided; p_method says how it was computed (exact, or a "
@@ -73,7 +73,7 @@ c1.metric("Cohen's κ (judge vs heuristic)", "n/a" if agr["kappa"] != agr["kappa
 c2.metric("Agreement", "n/a" if agr["n"] == 0 else f"{agr['agree']:.1%}")
 c3.metric("Judge calls with a usable verdict", f"{agr['n']} / {agr['n_calls']}")
 if agr["reason"]:
-    st.caption(f"κ is not defined: {agr['reason']}.")
+    st.caption(f"κ is not defined: {safe.md(agr['reason'])}.")
 st.dataframe(agr["confusion"], key="methods_confusion")
 st.caption("Counts of judge (rows) vs heuristic (columns) verdicts: YES = the reply mirrors the variant's register. "
            "κ and the table: scikit-learn (cohen_kappa_score, confusion_matrix).")
@@ -91,7 +91,7 @@ done = set(zip(labels["run_id"], labels["variant_id"], labels["response_of"]))
 keys = list(zip(sample["run_id"], sample["variant_id"], sample["response_of"]))
 st.caption(f"The paper hand-checked 10% of its judge calls. This seeded sample holds {len(sample)} of the {agr['n']} "
            f"usable calls (ordered by a hash of each call, the same on every machine); {sum(k in done for k in keys)} "
-           f"labelled so far. Labels go to {label_file.name} beside the store, never into the store.")
+           f"labelled so far. Labels go to {safe.md(label_file.name)} beside the store, never into the store.")
 first_open = next((j for j, k in enumerate(keys) if k not in done), 0)
 pick = st.selectbox("Example", list(range(len(sample))), index=first_open, key="methods_label_pick",
                     format_func=lambda j: f"#{j + 1} · {sample['model'].iloc[j]} · {sample['variant_id'].iloc[j]} "
@@ -117,10 +117,10 @@ else:
         try:
             write_label(label_file, store_file, row["run_id"], row["variant_id"], row["response_of"],
                         1 if mine == "YES" else 0)
-            st.success(f"Saved to {label_file}.")
+            st.success(f"Saved to {safe.md(label_file)}.")
             labels = read_labels(label_file, store_file)
         except Exception as e:  # noqa: BLE001 - a folder without write access, a locked file
-            st.error(f"Could not save the label: {type(e).__name__}: {e}")
+            st.error(f"Could not save the label: {type(e).__name__}: {safe.md(e)}")
 
 if len(labels):
     la = judge_audit.label_agreement(examples, labels)
@@ -131,6 +131,6 @@ if len(labels):
             st.metric(f"κ (you vs {name})", "n/a" if r["kappa"] != r["kappa"] else f"{r['kappa']:.3f}")
             st.caption(f"{r['n']} items, agreement {r['agree']:.0%}" if r["n"] else "no items")
             if r["reason"]:
-                st.caption(f"κ is not defined: {r['reason']}.")
+                st.caption(f"κ is not defined: {safe.md(r['reason'])}.")
             st.dataframe(r["confusion"], key=f"methods_label_conf_{name}")
 data.provenance("methods")

@@ -5,7 +5,7 @@ from pathlib import Path
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import choices, controls, data, exports, frame
+from dashboard import choices, controls, data, exports, frame, safe
 from sago_engine import method_choices as mc, paper
 from sago_engine.filters import Filters
 from sago_engine.types import AXES, AXIS_LABELS
@@ -46,13 +46,14 @@ st.markdown(
 )
 
 st.subheader("This store against the paper's scale")
-st.caption(f"Computed from the store picked in the sidebar ({Path(data.store_path()).name}, all models and datasets), "
+st.caption(f"Computed from the store picked in the sidebar ({safe.md(Path(data.store_path()).name)}, all models and "
+           "datasets), "
            "not reported: for each open method choice, the option whose SGS lies closest to the range of the paper's "
            "open models (Figure 2a), in orders of magnitude.")
 # The statement reads point SGS only (the median over models per option), which the bootstrap's
 # resample count does not change: a small count keeps this page fast; Method choices shows the CIs.
 _lines = [mc.closest_statement(ch.title, s["closest"], s["scale"])
           for ch, s in choices.summaries(Filters(), n_resamples=choices.POINT_ONLY_RESAMPLES) if s is not None]
-st.markdown("\n".join(f"- {ln}" for ln in _lines) if _lines else "This store has no choice with two options.")
+st.markdown("\n".join(f"- {safe.md(ln)}" for ln in _lines) if _lines else "This store has no choice with two options.")
 st.page_link("pages/method_choices.py", label="Method choices: SGS, rankings and claims under each option",
              icon=":material/alt_route:")

@@ -3,7 +3,7 @@
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import controls, data, exports, frame, urlstate
+from dashboard import controls, data, exports, frame, safe, urlstate
 from sago_engine import paper, report
 from sago_engine.store import Store
 from sago_engine.scoring import MAIN_EPSILON
@@ -114,7 +114,7 @@ exports.chart(fig, "pareto_scatter",
              "line joins models no other model beats on both axes (the Pareto frontier)."
              + (" Zoomed to the models: the axes do not start at 0." if zoom else ""), data=pts)
 if missing:
-    st.info(f"Not plotted (an axis is unavailable, n/a): {', '.join(missing)}.")
+    st.info(f"Not plotted (an axis is unavailable, n/a): {safe.md(', '.join(missing))}.")
 if x_axis == y_axis:
     st.warning("x and y are the same axis: pick two different axes.")
 

@@ -2,10 +2,9 @@
 
 import streamlit as st
 
-from dashboard import charts, controls, data, exports, frame, urlstate
+from dashboard import charts, controls, data, diffview, exports, frame, safe, urlstate
 from sago_engine.store import Store
 from sago_engine.detail import BASE_LABEL, heatmap_frame, labelled_variants, responses_side_by_side, variant_rows
-from sago_engine.textdiff import diff_html, diff_segments
 
 frame.require_frame()
 
@@ -28,7 +27,7 @@ counts = dict(zip(sub["prompt_id"], sub["n_variants"]))
 urlstate.restore("prompt", "prompts_prompt", choices=list(sub["prompt_id"]))
 with c2:
     pid = st.selectbox("Prompt", list(sub["prompt_id"]), key="prompts_prompt",
-                       format_func=lambda p: f"{p} ({counts[p]} variants) — {texts[p][:90]}")
+                       format_func=lambda p: f"{p} ({counts[p]} variants) — {safe.visible(texts[p][:90])}")
 
 detail = data.query(Store.prompt_detail, f, prompt_id=pid)
 if detail["prompt"].empty:
@@ -54,7 +53,7 @@ urlstate.restore("variant", "prompts_variant", choices=labels)
 label = st.selectbox("Variant", labels, key="prompts_variant")
 urlstate.publish()
 row = variants[variants["label"] == label].iloc[0]
-st.html(diff_html(diff_segments(base_text, str(row["text"]))))
+diffview.show_edit(base_text, str(row["text"]))
 st.caption("What the variant changed: struck-through red text was removed from the base prompt, green text was added.")
 
 side = responses_side_by_side(detail)

@@ -3,7 +3,7 @@
 import altair as alt
 import streamlit as st
 
-from dashboard import controls, data, exports, frame, urlstate
+from dashboard import controls, data, exports, frame, safe, urlstate
 from sago_engine import report
 from sago_engine.store import Store
 from sago_engine.scoring import MAIN_EPSILON
@@ -51,7 +51,7 @@ exports.altair_chart(bump, "rankings_bump",
 
 absent = sorted(set(scores["model"]) - set(r["model"]))
 if absent:
-    st.caption(f"Not ranked on {AXIS_LABELS[axis]} (axis unavailable, n/a): {', '.join(absent)}.")
+    st.caption(f"Not ranked on {AXIS_LABELS[axis]} (axis unavailable, n/a): {safe.md(', '.join(absent))}.")
 
 st.subheader("Ranking reversals (bootstrap)")
 n_boot = st.number_input("Bootstrap resamples B", 200, 5000, 1000, step=100, key="rankings_boot",

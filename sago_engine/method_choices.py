@@ -211,7 +211,8 @@ def collect_choices(store: "Store", f: "Filters | None" = None, q: float = 0.95,
         with ``missing`` set when the store has no such option axes), R_X, Δ-Prob, reply length
         cap. A choice without two options has ``missing`` saying why and how to get them.
     """
-    names = store.axis_names()
+    # an axis whose base is not one of the six (a foreign or damaged store) has no choice to compare
+    names = [a for a in store.axis_names() if str(a).split(OPTION_SEP, 1)[0] in AXES]
     plain_axes = tuple(a for a in names if option_of(a) is None)
     opts = option_axes(names)
     out: list[Choice] = []

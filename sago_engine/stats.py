@@ -212,7 +212,8 @@ def n_for_halfwidth(scores: pd.DataFrame, halfwidth: float = 0.02, level: float 
 
     z = ``scipy.stats.norm.ppf(1 − (1 − level)/2)``, σ = sample std (ddof=1) of s_X(i) in the
     group. Returns ``by`` + sigma, n_now, halfwidth_now (z·σ/√n_now), n_needed (0 when σ = 0:
-    "no variation"), halfwidth, level, status.
+    "no variation"), halfwidth, level, status. Non-finite s (NaN, ±inf in a store) are left out
+    like missing ones.
     """
     if not halfwidth > 0:
         raise ValueError(f"half-width must be > 0, got {halfwidth}")
@@ -220,7 +221,8 @@ def n_for_halfwidth(scores: pd.DataFrame, halfwidth: float = 0.02, level: float 
     rows = []
     for key, grp in scores.groupby(list(by), sort=True, observed=True):
         key = key if isinstance(key, tuple) else (key,)
-        s = grp["s"].dropna().to_numpy(dtype=float)
+        s = grp["s"].to_numpy(dtype=float)
+        s = s[np.isfinite(s)]
         n = len(s)
         sd = float(np.std(s, ddof=1)) if n > 1 else float("nan")
         status = STATUS_TINY if n < 2 else (STATUS_FLAT if sd == 0 else STATUS_OK)

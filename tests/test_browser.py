@@ -37,30 +37,24 @@ CHART = ("[data-testid='stPlotlyChart'] .main-svg, [data-testid='stVegaLiteChart
          "[data-testid='stVegaLiteChart'] canvas")
 
 
-def _browser_store(tmp_path):
-    """The demo store when it is complete and readable, else $SAGO_BROWSER_STORE, else a synthetic 3-model store."""
+def _browser_store():
+    """$SAGO_BROWSER_STORE, else the bundled demo store, which must open and be complete: a store the
+    store layer refuses (or a half-written one) fails the test instead of being swapped for another."""
     import os
 
     from sago_engine.store_catalog import DEMO_STORE
     from sago_engine.store import open_store
 
-    if os.environ.get("SAGO_BROWSER_STORE"):
-        return os.environ["SAGO_BROWSER_STORE"]
-    try:
-        with open_store(DEMO_STORE) as st:
-            runs = st.runs()
-            if len(runs) and (runs["status"] == "complete").all() and st.counts()["deltas"] > 0:
-                return DEMO_STORE
-    except Exception:  # missing, locked by the runner, or half-written: fall back
-        pass
-    return make_store(tmp_path / "pages.duckdb", models=("model-a", "model-b", "model-c"),
-                      datasets=("truthfulqa", "nq_open", "alpaca"), n_prompts=6, n_variants=6,
-                      missing_axes={"model-c": ["cos", "prob"]})
+    store = os.environ.get("SAGO_BROWSER_STORE") or DEMO_STORE
+    with open_store(store) as st:
+        runs = st.runs()
+        assert len(runs) and (runs["status"] == "complete").all() and st.counts()["deltas"] > 0, store
+    return store
 
 
-def test_every_page_renders_in_a_real_browser(tmp_path):
+def test_every_page_renders_in_a_real_browser():
     require_chromium()
-    store = _browser_store(tmp_path)
+    store = _browser_store()
     shots = screenshot_dir()
     with dashboard(store) as url, browser_page(1400, 2400) as page:
         offsite: list[str] = []  # no network at run time: every request stays on the dashboard's host
@@ -256,3 +250,114 @@ def test_paper_scale_heatmap_exports_png_and_svg():
     png, svg = exports.altair_png(ch), exports.altair_svg(ch)
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 1_000_000
     assert b"<svg" in svg[:200] and b"model-10" in svg
+
+
+# ---------------------------------------------------------------- the hostile-store corpus, every page, share mode
+#: Every page share mode serves (no Live without --live); "" is Profiles, the default page.
+SHARE_PAGES = ["", "pareto", "rankings", "significance", "sample_size", "prompts", "variants", "method_choices",
+               "paper_reference"]
+#: Every URL the document holds in an attribute that makes the browser fetch, navigate or run it.
+_URLS_JS = """() => {
+  const out = [];
+  for (const el of document.querySelectorAll('*')) {
+    for (const a of ['src', 'href', 'xlink:href', 'data', 'action', 'formaction', 'poster', 'srcset', 'background']) {
+      const v = el.getAttribute(a);
+      if (v) out.push([el.tagName.toLowerCase(), a, v]);
+    }
+  }
+  return out;
+}"""
+
+
+def _off_host(value: str, origin: str) -> bool:
+    """Whether an attribute URL leaves the dashboard: another host or port, or a javascript:/vbscript: URL."""
+    v = value.strip()
+    if v.startswith(("#", "data:", "blob:", "about:")):
+        return False
+    u = urllib.parse.urlparse(urllib.parse.urljoin(origin + "/", v))
+    if u.scheme in ("javascript", "vbscript"):
+        return True
+    return f"{u.scheme}://{u.netloc}" != origin
+
+
+def _hover_charts(page) -> None:
+    """Move the pointer over the middle of the first Plotly and Vega-Lite charts (their tooltips render store text)."""
+    for sel in ("[data-testid='stPlotlyChart'] .nsewdrag", "[data-testid='stVegaLiteChart'] canvas, "
+                "[data-testid='stVegaLiteChart'] svg"):
+        loc = page.locator(sel).first
+        if loc.count():
+            box = loc.bounding_box()
+            if box:
+                page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+                page.wait_for_timeout(300)
+
+
+def _settled(page, quiet_ms: int = 500) -> None:
+    """Wait until the page's script has finished and stayed finished for ``quiet_ms`` (the frame may rerun
+    a page once; a short run never shows the status widget, so that widget is no signal)."""
+    page.locator(APP_READY).first.wait_for(timeout=120_000)
+    state = "document.querySelector('[data-testid=\"stApp\"]').dataset.testScriptState"
+    for _ in range(5):
+        page.wait_for_function(f"{state} === 'notRunning'", timeout=120_000)
+        page.wait_for_timeout(quiet_ms)
+        if page.evaluate(state) == "notRunning":
+            return
+
+
+def test_hostile_stores_on_every_page_in_share_mode(tmp_path):
+    """The corpus of tests/hostile_stores.py in share mode, one server for its folder, every page, chromium:
+    no request leaves the dashboard (recorded at the browser; a pixel logger on another loopback port
+    must receive nothing), no <img>/<a>/… points off the host, nothing runs (no dialog, no payload
+    global, no injected script), no traceback, the secret file outside the folder never shown, and a
+    store the store layer refuses gets a clear message (the refusal itself: the trust-store branch)."""
+    require_chromium()
+    from tests.hostile_stores import PWNED, SECRET, PixelLogger, build_corpus
+
+    with PixelLogger() as pixel:
+        corpus = build_corpus(tmp_path, pixel.port)
+        with launcher(["--share", str(corpus.share)]) as (url, _port), browser_page(1400, 2200) as page:
+            origin = url.rstrip("/")
+            left: list[str] = []  # requests to anything but the dashboard
+
+            def route(r):
+                u = urllib.parse.urlparse(r.request.url)
+                if u.scheme in ("data", "blob") or f"{u.scheme}://{u.netloc}" == origin:
+                    return r.continue_()
+                left.append(r.request.url)
+                # loopback (the pixel logger) goes through, so the logger sees it too; nothing else leaves
+                return r.continue_() if u.hostname == "127.0.0.1" else r.abort()
+
+            page.route("**/*", route)
+            sockets: list[str] = []
+            page.on("websocket", lambda ws: sockets.append(ws.url))
+            dialogs: list[str] = []
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            problems: list[str] = []
+            for name in corpus.stores:
+                for path in SHARE_PAGES:
+                    where = f"/{path}?store={name}.duckdb"
+                    page.goto(f"{origin}/{path}?store={name}.duckdb", wait_until="domcontentloaded")
+                    _settled(page)
+                    if name == "payload":  # tooltips show store strings (the other stores: sizes, refusals)
+                        _hover_charts(page)
+                    html = page.content()
+                    text = page.inner_text("body")
+                    if page.locator("[data-testid='stException']").count():
+                        problems.append(f"{where}: traceback")
+                    if SECRET in html:
+                        problems.append(f"{where}: the secret file is shown")
+                    if page.evaluate(f"window.{PWNED}") is not None:
+                        problems.append(f"{where}: a payload script ran")
+                    if page.evaluate(f"Array.from(document.scripts).some(s => s.text.includes('{PWNED}'))"):
+                        problems.append(f"{where}: a payload script was injected")
+                    for tag, attr, value in page.evaluate(_URLS_JS):
+                        if _off_host(value, origin):
+                            problems.append(f"{where}: <{tag} {attr}={value[:80]!r}>")
+                    if name in corpus.refused and "is not a sago store" not in text:
+                        problems.append(f"{where}: no clear message that the store is refused")
+            page.screenshot(path=str(screenshot_dir() / "hostile_last.png"), full_page=True)
+    assert problems == [], "\n".join(problems[:40])
+    assert left == [], sorted(set(left))[:10]
+    assert pixel.hits == [], pixel.hits[:10]
+    assert dialogs == [], dialogs[:5]
+    assert all(urllib.parse.urlparse(s).netloc == urllib.parse.urlparse(origin).netloc for s in sockets), sockets

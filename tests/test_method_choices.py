@@ -23,6 +23,7 @@ from sago_engine import rankcorr
 from sago_engine.store import open_store
 from sago_engine.store.labels import read_labels, sidecar_path, write_label
 from tests.factories import add_judge_verdicts, add_option_axes, make_cap_store, make_store
+from tests.rendered import shown
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -312,7 +313,7 @@ def full_store(tmp_path_factory):
 
 def test_page_shows_options_sgs_ranks_claims_and_judge_kappa(full_store):
     at = _page(full_store)
-    heads = [h.value for h in at.header]
+    heads = [shown(h.value) for h in at.header]  # store-derived titles are Markdown-escaped
     assert heads[:2] == ["Δ-Cos: token position and layers", "Δ-BERT: encoder and scale"]
     with open_store(full_store) as st:
         chs = {c.key: c for c in mc.collect_choices(st)}
@@ -331,15 +332,15 @@ def test_page_shows_options_sgs_ranks_claims_and_judge_kappa(full_store):
     assert claims.set_index("claim").loc[mc.CLAIM_B, "user_last"].startswith("holds — models at p < 0.001")
     k = ja.judge_vs_heuristic(ex)["kappa"]
     assert [m.value for m in at.metric if m.label.startswith("Cohen")] == [f"{k:.3f}"]
-    assert any("Δ-Cos: token position and layers:" in m.value for m in at.markdown)
+    assert any("Δ-Cos: token position and layers:" in shown(m.value) for m in at.markdown)
 
 
 def test_page_without_options_or_verdicts_says_how_to_get_them(tmp_path):
     at = _page(make_store(tmp_path / "plain.duckdb"))
-    infos = " ".join(i.value for i in at.info)
+    infos = " ".join(shown(i.value) for i in at.info)
     assert "no Δ-Cos option axes" in infos and "no Δ-BERT option axes" in infos
     assert "max_new_tokens" in infos and "[judge]" in infos and "log-probs" in infos
-    assert [h.value for h in at.header][2] == "R_X: the paper's normalizers vs data-driven"  # still computed
+    assert [shown(h.value) for h in at.header][2] == "R_X: the paper's normalizers vs data-driven"  # still computed
 
 
 def test_page_records_a_label_in_the_sidecar_only(tmp_path):

@@ -20,6 +20,7 @@ from sago_engine.scoring import MAIN_EPSILON, marker, prompt_scores, sgs
 from sago_engine.store import open_store
 from sago_engine.types import AXES, AXIS_LABELS
 from tests.factories import make_store
+from tests.rendered import shown
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -195,7 +196,7 @@ def test_pareto_points_frontier_ideal(synth):
     at.selectbox(key="pareto_x").set_value("cos").run()
     fig2 = _fig(at, "pareto_scatter")
     assert not _traces(fig2, "model-c") and _traces(fig2, "model-a")
-    assert any("model-c" in i.value for i in at.info)
+    assert any("model-c" in shown(i.value) for i in at.info)  # the model name, Markdown-escaped
     # paper overlay: one separate trace, labelled as reported
     at.selectbox(key="pareto_x").set_value("bleu").run()
     at.toggle(key="pareto_paper").set_value(True).run()
