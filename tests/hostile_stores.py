@@ -143,6 +143,11 @@ def _full_store(path: Path, models=("model-a", "model-b")) -> Path:
         resp = con.execute("SELECT response_id, run_id FROM responses LIMIT 4").fetchall()
         st.insert_df("api_responses", pd.DataFrame([{"response_id": i, "run_id": r, "model_returned": "m",
                                                      "finish_raw": "stop", "attempts": 1} for i, r in resp]))
+        pv = con.execute("SELECT prompt_id, variant_id FROM variants LIMIT 2").fetchall()
+        st.insert_df("imported_rows", pd.DataFrame([{"run_id": runs["run_id"].iloc[0], "source": "results/x.csv",
+                                                     "row_index": k, "prompt_id": p_, "variant_id": v,
+                                                     "columns": json.dumps({"response": "r"})}
+                                                    for k, (p_, v) in enumerate(pv)]))
         con.execute("INSERT OR REPLACE INTO meta VALUES ('published_at', '2026-01-01 00:00'), ('status', 'running'), "
                     "('progress', '3/9')")
     return path
