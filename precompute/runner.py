@@ -221,7 +221,7 @@ def run_id_for(cfg: RunConfig, m: ModelConfig, plan: Plan) -> str:
     ``label`` joins the hash when set (two labelled runs of one model never share an id). The
     answer-changing API settings (``RUN_ID_API_FIELDS``; for hybrid not ``base_url``: shards
     may use different servers of the same weights, checked by the log-prob check) and hf_local's
-    ``chat_template_kwargs`` join the hash only when set, and
+    ``chat_template_kwargs`` and ``template_date`` join the hash only when set, and
     ``judge_key`` only when a ``[judge]`` is set, so the run ids of plain hf_local runs (and of
     existing stores) are unchanged.
     """
@@ -233,6 +233,8 @@ def run_id_for(cfg: RunConfig, m: ModelConfig, plan: Plan) -> str:
         parts.append(api)
     if getattr(m, "chat_template_kwargs", None) is not None:  # explicit template variables change the prompt
         parts.append({"chat_template_kwargs": dict(sorted(m.chat_template_kwargs.items()))})
+    if getattr(m, "template_date", None) is not None:  # the day a clock-reading template sees
+        parts.append({"template_date": m.template_date})
     jk = judge_key(cfg)
     if jk is not None:
         parts.append({"judge": jk})
@@ -292,6 +294,8 @@ def backend_spec(cfg: RunConfig, m: ModelConfig) -> dict:
                 "batch_size": m.batch_size}
         if m.chat_template_kwargs is not None:
             spec["chat_template_kwargs"] = dict(m.chat_template_kwargs)
+        if m.template_date is not None:
+            spec["template_date"] = m.template_date
         return spec
     from precompute.config import API_FIELDS
 

@@ -277,3 +277,25 @@ def test_s5_template_records_match_rules():
     assert template_records_match(plain, {**plain, "date_string": "26 Jul 2024"})  # an older record, no clock
     assert template_records_match("no template", {"template": None, "user_text": "…"})
     assert not template_records_match("no template", rec)
+
+
+def test_s5_template_date_is_a_model_setting(tmp_path):
+    from dataclasses import replace
+
+    from precompute.config import ConfigError, load_config
+    from precompute.runner import backend_spec, make_plan, run_id_for
+    from tests.factories import tiny_toml
+
+    def cfg(extra: str):
+        p = tmp_path / "c.toml"
+        p.write_text(tiny_toml().format(store=tmp_path / "s.duckdb", data=ROOT / "data" / "datasets")
+                     .replace('key = "tiny-random"', 'key = "tiny-random"\n' + extra))
+        return load_config(p)
+
+    c = cfg('template_date = "2026-01-15"')
+    m = c.models[0]
+    assert m.template_date == "2026-01-15" and backend_spec(c, m)["template_date"] == "2026-01-15"
+    plan = make_plan(c)
+    assert run_id_for(c, m, plan) != run_id_for(c, replace(m, template_date=None), plan)
+    with pytest.raises(ConfigError, match="ISO date"):
+        cfg('template_date = "Jan 15"')

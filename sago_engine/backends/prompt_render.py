@@ -191,6 +191,13 @@ class PromptRenderer:
         b = len(ids) - _common_prefix(ids[::-1], after[::-1])
         return ids, ((a, b) if a < b else None)
 
+    def spells_control_tokens(self, prompt: str) -> bool:
+        """True when tokenizing ``format_prompt(prompt)`` as one string would not give
+        ``encode_prompt``'s ids: the user's text spells a control token (a server that receives the
+        rendered text, not ids, would read it as one)."""
+        plain = self.tokenizer(self.format_prompt(prompt), add_special_tokens=not self.chat)["input_ids"]
+        return list(plain) != self.encode_prompt(prompt)
+
     def sanitized_ids(self, prompt: str) -> list[int]:
         """The ids of transformers' ``apply_chat_template(..., tokenize=True,
         sanitize_control_tokens=True)``: control tokens inside the message encoded as text, the
