@@ -17,6 +17,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from precompute.config import ModelConfig, RunConfig, llm_backend_spec
+from sago_engine.backends.context import OVER_CONTEXT_META
 from sago_engine.datasets import Prompt, load_dataset
 from sago_engine.pipeline import Unit, compute_rows, judge_rows, option_axes_for
 from sago_engine.runrecord import VERSION_PACKAGES, fingerprint, library_versions, local_decoding_record  # noqa: F401 (re-exported)
@@ -336,7 +337,9 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
               on_chunk: Callable[[int, int], None] | None = None) -> dict:
     """Run one model over every pending prompt unit of the plan; commit per chunk of prompts.
 
-    Returns a summary dict (run_id, pending, generated, seconds). A finished unit is never redone.
+    Returns a summary dict (run_id, model, pending, generated, retry_pending, errors, no_output, replies,
+    over_context: replies refused because the prompt plus the reply cap exceeds the model's context
+    (``backends.context``), status, seconds). A finished unit is never redone.
     """
     run_id = run_id_for(cfg, m, plan)
     cap = cfg.max_new_tokens_for(m)
@@ -397,7 +400,7 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     from sago_engine.noise import RepeatUnit, floor_rows, repeat_response_id
     from sago_engine.pipeline import budget_spent, response_id
 
-    health = {"replies": 0, "errors": 0, "no_output": 0, "first_error": None}
+    health = {"replies": 0, "errors": 0, "no_output": 0, "over_context": 0, "first_error": None}
     bar = tqdm(total=total, desc=f"{m.name}", unit="gen", disable=not progress, dynamic_ncols=True)
     for chunk in chunks:
         texts, spans = [], []
@@ -440,6 +443,7 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
             health["replies"] += 1
             health["errors"] += bool(r.error)
             health["no_output"] += budget_spent(r) is not None
+            health["over_context"] += bool((r.meta or {}).get(OVER_CONTEXT_META))
             if r.error and health["first_error"] is None:
                 health["first_error"] = r.error[:200]
         finished = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
@@ -470,7 +474,12 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
         judge.close()
     status = "complete" if shard is None else f"shard {shard[0]}/{shard[1]} complete"
     n = max(1, health["replies"])
-    summary.update(errors=health["errors"], no_output=health["no_output"], replies=health["replies"])
+    summary.update(errors=health["errors"], no_output=health["no_output"], replies=health["replies"],
+                   over_context=health["over_context"])
+    if health["over_context"]:
+        log.warning("%s: %d of %d prompts (base or variant) are longer than the model's context with the reply cap "
+                    "of %d tokens: stored as error rows, unavailable on every axis (python -m precompute --plan "
+                    "lists them)", m.name, health["over_context"], health["replies"], cap)
     if health["no_output"] / n > WARN_NO_OUTPUT_SHARE:
         log.warning("%s: %d of %d replies (%.1f%%) have no visible text: the token budget went to hidden reasoning. "
                     "Their text axes are stored as unavailable. Raise [run] max_new_tokens or set thinking_budget / "

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import re
 import time
 from typing import Any, Sequence
 
@@ -18,7 +17,7 @@ from ..models import load_model
 from ..types import GenerationResult
 from .base import DecodingConfig
 from .context import check_context, context_length, over_context_result
-from .prompt_render import PromptRenderer
+from .prompt_render import THINKING_SWITCHES, PromptRenderer, chat_template_of, template_kwargs
 
 __all__ = ["HFLocalBackend", "set_threads", "token_stats", "neutral_generation_config", "template_kwargs",
            "attention_window",
@@ -40,11 +39,6 @@ NEUTRAL_DECODING: dict[str, Any] = {
     "max_time": None,
 }
 
-#: Chat-template variables that switch a reasoning trace on or off (Qwen3-style templates think
-#: by default; ``enable_thinking=False`` makes them answer). Set to False unless the config says.
-THINKING_SWITCHES: tuple[str, ...] = ("enable_thinking",)
-
-
 def neutral_generation_config(eos_ids: Sequence[int], pad_id: int | None, max_new_tokens: int | None = None):
     """A fresh ``transformers.GenerationConfig`` for plain greedy decoding.
 
@@ -61,38 +55,6 @@ def neutral_generation_config(eos_ids: Sequence[int], pad_id: int | None, max_ne
 
     return GenerationConfig(**NEUTRAL_DECODING, eos_token_id=list(eos_ids), pad_token_id=pad_id,
                             max_new_tokens=max_new_tokens)
-
-
-def template_kwargs(template: str | None, given: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The extra variables the chat template is rendered with.
-
-    Each of ``THINKING_SWITCHES`` that the template source mentions defaults to False (thinking
-    off: the reply is an answer, not a reasoning trace); ``given`` (the config's
-    ``chat_template_kwargs``) overrides and adds.
-
-    Args:
-        template: the chat template source (Jinja), or None for a model without one.
-        given: explicit variables, or None.
-    Returns:
-        A new dict, sorted by name (``{}`` for a template without a switch and nothing given).
-    Raises:
-        ValueError: variables given for a model without a chat template, or a variable the
-            template never mentions (it would be silently ignored).
-    """
-    given = dict(given or {})
-    if template is None:
-        if given:
-            raise ValueError(f"chat_template_kwargs {sorted(given)} given, but the model has no chat template "
-                             f"(base models get the plain prompt)")
-        return {}
-    unused = [k for k in given if not re.search(rf"\b{re.escape(k)}\b", template)]
-    if unused:
-        raise ValueError(f"chat_template_kwargs {unused} do not occur in the model's chat template "
-                         f"(they would be ignored)")
-    out = {k: False for k in THINKING_SWITCHES if re.search(rf"\b{k}\b", template)}
-    out.update(given)
-    return dict(sorted(out.items()))
-
 
 
 def set_threads() -> int:
@@ -319,11 +281,7 @@ class HFLocalBackend:
         self.model_generation_config = self.model.generation_config.to_diff_dict()
         self.generation_config = neutral_generation_config(self.eos_ids, self.pad_id)
         self.model.generation_config = neutral_generation_config(self.eos_ids, self.pad_id)
-        tmpl = getattr(self.tokenizer, "chat_template", None) if self.chat else None
-        if isinstance(tmpl, dict):  # named templates: the one apply_chat_template uses by default
-            tmpl = tmpl.get("default")
-        if self.chat and not tmpl:
-            raise ValueError(f"model {key!r} is a chat model but its tokenizer has no chat template")
+        tmpl = chat_template_of(self.tokenizer, self.chat, key)
         self.template: str | None = tmpl
         self.template_kwargs = template_kwargs(tmpl, chat_template_kwargs)
         self.template_date = template_date

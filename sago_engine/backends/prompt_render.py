@@ -26,11 +26,13 @@ renders to the same ids on any day.
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 from .template_clock import clock_variables
 
-__all__ = ["PromptRenderer", "USER_TEXT_RULE", "template_records_match"]
+__all__ = ["PromptRenderer", "USER_TEXT_RULE", "THINKING_SWITCHES", "template_records_match", "template_kwargs",
+           "chat_template_of"]
 
 #: How the user's text is encoded, as recorded in ``runs.decoding.chat_template["user_text"]``.
 USER_TEXT_RULE = ("control tokens spelled in the user's text are encoded as text (special-token parsing off "
@@ -40,6 +42,60 @@ USER_TEXT_RULE = ("control tokens spelled in the user's text are encoded as text
 _PLAIN_TEMPLATE = "{{ messages[0]['content'] }}"
 #: A message that survives any template verbatim, used to find where the user's text starts.
 _SENTINEL = "\u2063SAGO-USER-TEXT\u2063"
+
+
+#: Chat-template variables that switch a reasoning trace on or off (Qwen3-style templates think
+#: by default; ``enable_thinking=False`` makes them answer). Set to False unless the config says.
+THINKING_SWITCHES: tuple[str, ...] = ("enable_thinking",)
+
+
+def template_kwargs(template: str | None, given: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The extra variables the chat template is rendered with.
+
+    Each of ``THINKING_SWITCHES`` that the template source mentions defaults to False (thinking
+    off: the reply is an answer, not a reasoning trace); ``given`` (the config's
+    ``chat_template_kwargs``) overrides and adds.
+
+    Args:
+        template: the chat template source (Jinja), or None for a model without one.
+        given: explicit variables, or None.
+    Returns:
+        A new dict, sorted by name (``{}`` for a template without a switch and nothing given).
+    Raises:
+        ValueError: variables given for a model without a chat template, or a variable the
+            template never mentions (it would be silently ignored).
+    """
+    given = dict(given or {})
+    if template is None:
+        if given:
+            raise ValueError(f"chat_template_kwargs {sorted(given)} given, but the model has no chat template "
+                             f"(base models get the plain prompt)")
+        return {}
+    unused = [k for k in given if not re.search(rf"\b{re.escape(k)}\b", template)]
+    if unused:
+        raise ValueError(f"chat_template_kwargs {unused} do not occur in the model's chat template "
+                         f"(they would be ignored)")
+    out = {k: False for k in THINKING_SWITCHES if re.search(rf"\b{k}\b", template)}
+    out.update(given)
+    return dict(sorted(out.items()))
+
+
+
+def chat_template_of(tokenizer: Any, chat: bool, name: str = "model") -> str | None:
+    """The chat template a chat model is rendered with (of named templates the one
+    ``apply_chat_template`` uses by default), or None for a base model (``chat`` False).
+
+    Raises:
+        ValueError: ``chat`` but the tokenizer has no template (``name`` goes in the message).
+    """
+    if not chat:
+        return None
+    tmpl = getattr(tokenizer, "chat_template", None)
+    if isinstance(tmpl, dict):
+        tmpl = tmpl.get("default")
+    if not tmpl:
+        raise ValueError(f"model {name!r} is a chat model but its tokenizer has no chat template")
+    return tmpl
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
