@@ -11,7 +11,6 @@ import torch
 from torch import nn
 
 from sago_engine import kernels
-from sago_engine.memlimit import cgroup_memory_limit
 
 GiB = 1 << 30
 #: cgroup v1's "no limit" (2^63 rounded down to a page).
@@ -36,6 +35,12 @@ def _fs(files: dict[str, str]):
         return files.get(path)
 
     return fake_open, read
+
+
+def cgroup_memory_limit(read=None):
+    from sago_engine.memlimit import cgroup_memory_limit as limit
+
+    return limit() if read is None else limit(read)
 
 
 def _slurm_files(**extra: str) -> dict[str, str]:

@@ -46,20 +46,28 @@ def test_t1_im_end_in_a_prompt_is_text_not_a_turn(tiny_backend):
     assert ids[b:] == tok("<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
 
 
+def _escaped_ids(tok, prompt: str) -> list[int]:
+    """The reference: transformers' own encoding of the chat with the message's control tokens as text."""
+    return tok.apply_chat_template([{"role": "user", "content": prompt}], tokenize=True, return_dict=False,
+                                   add_generation_prompt=True, sanitize_control_tokens=True)
+
+
 def test_t1_generation_and_teacher_forcing_use_the_same_ids(tiny_backend):
-    """The reply to a prompt with control-token text is scored by teacher forcing over the same
-    prompt ids (replay keeps matching), and its hidden state is that of the escaped ids."""
+    """The reply to a prompt with control-token text comes from the escaped ids (its hidden state is
+    theirs), and teacher forcing scores it over the same prompt ids (replay keeps matching)."""
     import torch
 
     be = tiny_backend
+    assert be.encode_prompt(T1_PROMPT) == _escaped_ids(be.tokenizer, T1_PROMPT)
     r = be.generate([T1_PROMPT], max_new_tokens=6)[0]
     assert r.error is None and r.n_tokens >= 1
+    with torch.inference_mode():
+        h = be.model(input_ids=torch.tensor([_escaped_ids(be.tokenizer, T1_PROMPT)]),
+                     output_hidden_states=True).hidden_states
+    np.testing.assert_allclose(r.hidden_last[-1], h[-1][0, -1].float().numpy(), atol=1e-4)
     lp, ent = be.teacher_force([T1_PROMPT], [r.token_ids])[0]
     np.testing.assert_allclose(lp, r.token_logprobs, atol=1e-3)
     np.testing.assert_allclose(ent, r.token_entropies, atol=1e-3)
-    with torch.inference_mode():
-        h = be.model(input_ids=torch.tensor([be.encode_prompt(T1_PROMPT)]), output_hidden_states=True).hidden_states
-    np.testing.assert_allclose(r.hidden_last[-1], h[-1][0, -1].float().numpy(), atol=1e-4)
 
 
 def test_t1_endoftext_in_surface_noise_variants_stays_text(tiny_backend):
