@@ -186,6 +186,22 @@ def test_sanitized_encoding_equals_the_plain_one_on_dataset_prompts(key, per_dat
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("key", ["smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct", "gemma-3-270m"])
+def test_demo_store_inputs_encode_as_their_rendered_string(key):
+    """Every prompt and variant text of the bundled demo store (1,344) gets the ids of its rendered
+    string tokenized as one (what the store's runs were computed from): no stored number moves."""
+    from sago_engine.store import open_store
+    from sago_engine.store_catalog import DEMO_STORE
+
+    r = _renderer(key)
+    with open_store(DEMO_STORE) as st:
+        texts = sorted({*st.prompts()["text"], *(t for pid in st.prompts()["prompt_id"] for t in st.variants(pid)["text"])})
+    assert len(texts) > 1000
+    for t in texts:
+        assert r.encode_prompt(t) == r.tokenizer(r.format_prompt(t), add_special_tokens=not r.chat)["input_ids"], t
+
+
+@pytest.mark.slow
 def test_qwen_fim_tokens_in_a_prompt_stay_text():
     """qwen2.5-coder's fill-in-the-middle control tokens typed in a prompt are text, and so is
     ``<tool_call>`` (an added, non-special token its template writes)."""
