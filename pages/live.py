@@ -171,8 +171,12 @@ if run:
         ss["live_result"] = (key, partial, info)  # kept if a Cancel click interrupts this run
         _show(partial)
 
-    res = live.run_probe(backend, probe, int(max_new), cache=ss["live_cache"], on_batch=_on_batch,
-                         should_stop=lambda: bool(ss.get("live_stop")))
+    try:
+        res = live.run_probe(backend, probe, int(max_new), cache=ss["live_cache"], on_batch=_on_batch,
+                             should_stop=lambda: bool(ss.get("live_stop")))
+    except live.LiveError as e:  # e.g. the prompt + reply cap is longer than the model's context
+        st.error(str(e))
+        st.stop()
     ss["live_result"] = (key, res, info)
 elif ss.get("live_result") and ss["live_result"][0] == key:
     res = ss["live_result"][1]

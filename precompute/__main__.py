@@ -71,14 +71,17 @@ def import_authors_main(argv: list[str]) -> int:
 
 
 def print_plan(cfg, runner, shard, only_models=None) -> None:
-    """Print prompts, variants, kept counts, no-op variants (text equals the base prompt) and pending
-    prompt units per model (``--plan``; the models of ``only_models`` — keys or names, as ``--model``
-    — when given). Model-input no-ops need the model's tokenizer: the run finds and counts them."""
+    """Print prompts, variants, kept counts, no-op variants (text equals the base prompt), pending
+    prompt units per model and, per local model, the inputs whose tokens plus the reply cap exceed
+    its context (``context_plan``: its tokenizer is loaded, not its weights) (``--plan``; the models
+    of ``only_models`` — keys or names, as ``--model`` — when given). Model-input no-ops need the
+    model's tokenizer: the run finds and counts them."""
     from pathlib import Path
 
     from sago_engine.store import open_store
 
     from precompute.config import missing_api_keys, run_key_holders
+    from precompute.context_plan import over_context_lines
 
     store = open_store(cfg.store, read_only=True) if Path(cfg.store).exists() else None
     plan = runner.make_plan(cfg, None, request_rewrites=False)  # --plan sends no request
@@ -105,6 +108,8 @@ def print_plan(cfg, runner, shard, only_models=None) -> None:
         done = store.done_units(rid) if store else set()
         part = f" (shard {shard[0]}/{shard[1]}: {len(ids)} prompts)" if shard else ""
         print(f"  {m.name}: run {rid}, {len(set(ids) - done)} prompts pending{part}")
+        for line in over_context_lines(cfg, m, plan, ids):
+            print(line)
     if store:
         store.close()
 
@@ -157,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
                          "<store>.shard-K-of-N.duckdb; combine the parts with `merge`")
     ap.add_argument("--publish-every", type=float, default=30.0, metavar="SECONDS",
                     help="publish a consistent snapshot of the store this often during a run (default 30)")
-    ap.add_argument("--plan", action="store_true", help="print the plan (prompts, variants, pending work) and exit")
+    ap.add_argument("--plan", action="store_true",
+                    help="print the plan (prompts, variants, pending work, inputs longer than a local model's context: "
+                         "loads each local model's tokenizer, not its weights) and exit")
     ap.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     ap.add_argument("-v", "--verbose", action="store_true", help="log more")
     args = ap.parse_args(argv)

@@ -47,6 +47,11 @@ class ModelConfig:
     """hf_local only: extra variables for the chat template, e.g. ``{enable_thinking = true}``.
     None: the template's own thinking switch (``enable_thinking``), where it has one, is set to
     false (see ``sago_engine.backends.hf_local.template_kwargs``). Enters the run id when set."""
+    template_date: str | None = None
+    """hf_local (and hybrid's local copy): the day a chat template that reads the clock sees, ISO
+    ``YYYY-MM-DD``. None: the template's own fallback date where it has one (Llama-3.x "26 Jul 2024"),
+    else 2024-07-26 (``sago_engine.backends.template_clock``). Recorded in
+    ``runs.decoding.chat_template``; enters the run id when set."""
     # ---- API backends only (see sago_engine.backends.api_common.ApiBackend) ----
     base_url: str | None = None
     """API root; required for ``openai_compatible`` (e.g. ``http://localhost:8000/v1``)."""
@@ -124,7 +129,7 @@ API_FIELDS: tuple[str, ...] = ("base_url", "api_key_env", "api_version", "top_lo
                                "timeout_s", "max_retries", "price_in_per_mtok", "price_out_per_mtok",
                                "price_cached_in_per_mtok", "omit_params", "thinking_budget", "reasoning_effort")
 #: ModelConfig fields that only hf_local takes.
-LOCAL_FIELDS: tuple[str, ...] = ("dtype", "device", "batch_size", "chat_template_kwargs")
+LOCAL_FIELDS: tuple[str, ...] = ("dtype", "device", "batch_size", "chat_template_kwargs", "template_date")
 #: ModelConfig fields that only ``hybrid`` takes, and the API fields it takes for its server.
 HYBRID_FIELDS: tuple[str, ...] = ("server_model", "logprob_tol", "server_extra_body")
 HYBRID_SERVER_FIELDS: tuple[str, ...] = ("base_url", "api_key_env", "max_concurrency", "timeout_s", "max_retries")
@@ -185,6 +190,13 @@ def _check_model(m: dict, base: Path) -> ModelConfig:
                 isinstance(k, str) and isinstance(v, (str, int, float, bool)) for k, v in ctk.items())):
             raise ConfigError(f"model {key!r}: chat_template_kwargs must be a table of names to strings, numbers "
                               f"or booleans, e.g. {{enable_thinking = false}}, got {ctk!r}")
+        if mc.template_date is not None:
+            from sago_engine.backends.template_clock import parse_template_date
+
+            try:
+                parse_template_date(mc.template_date)
+            except ValueError as e:
+                raise ConfigError(f"model {key!r}: {e}") from None
         return mc
     bad = [k for k in LOCAL_FIELDS if k in m]
     if bad:

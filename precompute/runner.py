@@ -17,6 +17,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from precompute.config import ModelConfig, RunConfig, llm_backend_spec
+from sago_engine.backends.context import OVER_CONTEXT_META
 from sago_engine.datasets import Prompt, load_dataset
 from sago_engine.noop import count_by_cell, model_input_noops, noop_delta_rows, text_noops
 from sago_engine.pipeline import Unit, compute_rows, judge_rows, option_axes_for
@@ -231,7 +232,7 @@ def run_id_for(cfg: RunConfig, m: ModelConfig, plan: Plan) -> str:
     ``label`` joins the hash when set (two labelled runs of one model never share an id). The
     answer-changing API settings (``RUN_ID_API_FIELDS``; for hybrid not ``base_url``: shards
     may use different servers of the same weights, checked by the log-prob check) and hf_local's
-    ``chat_template_kwargs`` join the hash only when set, and
+    ``chat_template_kwargs`` and ``template_date`` join the hash only when set, and
     ``judge_key`` only when a ``[judge]`` is set, so the run ids of plain hf_local runs (and of
     existing stores) are unchanged.
     """
@@ -243,6 +244,8 @@ def run_id_for(cfg: RunConfig, m: ModelConfig, plan: Plan) -> str:
         parts.append(api)
     if getattr(m, "chat_template_kwargs", None) is not None:  # explicit template variables change the prompt
         parts.append({"chat_template_kwargs": dict(sorted(m.chat_template_kwargs.items()))})
+    if getattr(m, "template_date", None) is not None:  # the day a clock-reading template sees
+        parts.append({"template_date": m.template_date})
     jk = judge_key(cfg)
     if jk is not None:
         parts.append({"judge": jk})
@@ -302,6 +305,8 @@ def backend_spec(cfg: RunConfig, m: ModelConfig) -> dict:
                 "batch_size": m.batch_size}
         if m.chat_template_kwargs is not None:
             spec["chat_template_kwargs"] = dict(m.chat_template_kwargs)
+        if m.template_date is not None:
+            spec["template_date"] = m.template_date
         return spec
     from precompute.config import API_FIELDS
 
@@ -346,9 +351,11 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     backend's ``encode_prompt`` gives the same token ids; hf_local only) is not generated: its
     ``deltas`` rows are stored unavailable with ``noop.MODEL_INPUT_NOOP`` as the reason.
 
-    Returns a summary dict (run_id, pending, generated, seconds; noop_text / noop_model_input:
-    the pending prompts' text no-ops and this model's model-input no-ops, each ``"family ·
-    subtype"`` → count). A finished unit is never redone.
+    Returns a summary dict (run_id, model, pending, generated, retry_pending, errors, no_output,
+    replies, invalid_logprobs, over_context: replies refused because the prompt plus the reply cap
+    exceeds the model's context (``backends.context``), status, seconds; noop_text /
+    noop_model_input: the pending prompts' text no-ops and this model's model-input no-ops, each
+    ``"family · subtype"`` → count). A finished unit is never redone.
     """
     run_id = run_id_for(cfg, m, plan)
     cap = cfg.max_new_tokens_for(m)
@@ -418,7 +425,8 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     from sago_engine.noise import RepeatUnit, floor_rows, repeat_response_id
     from sago_engine.pipeline import budget_spent, response_id
 
-    health = {"replies": 0, "errors": 0, "no_output": 0, "first_error": None, "invalid_logprobs": 0}
+    health = {"replies": 0, "errors": 0, "no_output": 0, "over_context": 0, "first_error": None,
+              "invalid_logprobs": 0}
     bar = tqdm(total=total, desc=f"{m.name}", unit="gen", disable=not progress, dynamic_ncols=True)
     for chunk in chunks:
         texts, spans = [], []
@@ -467,6 +475,7 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
             health["replies"] += 1
             health["errors"] += bool(r.error)
             health["no_output"] += budget_spent(r) is not None
+            health["over_context"] += bool((r.meta or {}).get(OVER_CONTEXT_META))
             if r.error and health["first_error"] is None:
                 health["first_error"] = r.error[:200]
         finished = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
@@ -498,11 +507,15 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     status = "complete" if shard is None else f"shard {shard[0]}/{shard[1]} complete"
     n = max(1, health["replies"])
     summary.update(errors=health["errors"], no_output=health["no_output"], replies=health["replies"],
-                   invalid_logprobs=health["invalid_logprobs"])
+                   invalid_logprobs=health["invalid_logprobs"], over_context=health["over_context"])
     if health["invalid_logprobs"]:
         log.warning("%s: %d of %d replies came with invalid log-probs (placeholders, positive or non-finite "
                     "values): their Δ-Prob/Δ-Ent are stored as unavailable with the reason.", m.name,
                     health["invalid_logprobs"], health["replies"])
+    if health["over_context"]:
+        log.warning("%s: %d of %d prompts (base or variant) are longer than the model's context with the reply cap "
+                    "of %d tokens: stored as error rows, unavailable on every axis (python -m precompute --plan "
+                    "lists them)", m.name, health["over_context"], health["replies"], cap)
     if health["no_output"] / n > WARN_NO_OUTPUT_SHARE:
         log.warning("%s: %d of %d replies (%.1f%%) have no visible text: the token budget went to hidden reasoning. "
                     "Their text axes are stored as unavailable. Raise [run] max_new_tokens or set thinking_budget / "

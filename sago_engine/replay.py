@@ -20,6 +20,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from .backends.prompt_render import template_records_match
 from .seeds import stable_hash
 
 __all__ = ["replay_token_stats", "REPLAY_COLUMNS", "LOGPROB_TOL_PER_TOKEN", "ENTROPY_TOL", "logprob_tol"]
@@ -66,6 +67,9 @@ def _default_factory(device: str) -> Callable[[pd.Series, dict], Any]:
                 "batch_size": 8}
         if kwargs:
             spec["chat_template_kwargs"] = kwargs
+        tmpl = (_json(run["decoding"]) or {}).get("chat_template")
+        if isinstance(tmpl, dict) and tmpl.get("template_date") is not None:  # the day the run's template saw
+            spec["template_date"] = tmpl["template_date"]
         return get_backend(spec)
 
     return make
@@ -90,8 +94,8 @@ def replay_token_stats(store_path: str | Path, per_run: int = 8, seed: int = 0, 
         DataFrame with ``REPLAY_COLUMNS``, one row per sampled response: stored and replayed
         ``seq_logprob`` / ``mean_entropy`` (nats), absolute errors ``err_logprob`` /
         ``err_entropy``, ``text_is_decode`` (stored reply == decode of the stored ids, special
-        tokens skipped, no clean-up) and ``template_match`` (the backend's template sha256
-        and variables equal the run's record; None when the run recorded none). Empty when the
+        tokens skipped, no clean-up) and ``template_match`` (the backend renders as the run's record
+        says: ``prompt_render.template_records_match``; None when the run recorded none). Empty when the
         store has no local run with stored ids.
     Raises:
         StoreError / FileNotFoundError: not a readable store.
@@ -135,10 +139,7 @@ def replay_token_stats(store_path: str | Path, per_run: int = 8, seed: int = 0, 
                       if isinstance(tmpl, dict) else {})
             be = make(run, kwargs)
             try:
-                now = be.template_record()
-                match = None if tmpl is None else (
-                    now == tmpl if isinstance(tmpl, str) else
-                    isinstance(now, dict) and now["sha256"] == tmpl["sha256"] and now["kwargs"] == tmpl["kwargs"])
+                match = None if tmpl is None else template_records_match(tmpl, be.template_record())
                 ids = [_ids(r["token_ids"]) for r in picked]
                 stats = be.teacher_force(texts, ids)
                 for r, tid, (lp, ent) in zip(picked, ids, stats):

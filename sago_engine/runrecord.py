@@ -45,15 +45,17 @@ def local_decoding_record(info: dict, max_new_tokens: int, batch_size: int | Non
     Returns:
         ``{"greedy": True, "max_new_tokens", "batch_size", "generation_config" (the neutral
         settings passed to ``generate``), "model_generation_config_ignored" (the model folder's
-        own defaults, not applied), "chat_template" (template sha256 + every render variable,
-        or "no template"), "linear_kernel" (``"onednn"`` | ``"torch"``, ``sago_engine.kernels``),
+        own defaults, not applied), "chat_template" (``PromptRenderer.template_record()``: template
+        sha256, every render variable, the pinned date, how the user's text is encoded; a base model:
+        ``{"template": None, ...}``), "linear_kernel" (``"onednn"`` | ``"torch"``, ``sago_engine.kernels``),
         "threads" (torch's CPU threads), "drop_finished_fraction" (when finished rows leave a
         decoding batch, ``HFLocalBackend.DROP_FINISHED_FRACTION``), "kv_cache" (``"preallocated"``
         | ``"dynamic"``, ``HFLocalBackend.KV_CACHE``), "prefill_buckets" (``{"max_pad_fraction",
         "min_rows"}`` or None: one padded prefill per batch), "packed_weights" (``{"rows", "mkl",
-        "onednn", "bytes"}``, ``sago_engine.kernels.pack_linear_weights``; absent when packing is
-        off or does not apply)}``; keys the backend does not
-        report are left out.
+        "onednn", "bytes", "memory_bytes", "memory_source"}``, ``sago_engine.kernels.pack_linear_weights``;
+        absent when packing is off or does not apply), "context_length" (tokens of prompt + reply the
+        model's positions cover, ``backends.context.context_length``; a longer prompt is an error
+        row)}``; keys the backend does not report are left out.
     """
     dec = {k: v for k, v in (info.get("decoding") or {}).items() if k not in ("greedy", "batch_size", "max_new_tokens")}
     out = {"greedy": True, "max_new_tokens": max_new_tokens, "batch_size": batch_size, **dec}
@@ -62,4 +64,6 @@ def local_decoding_record(info: dict, max_new_tokens: int, batch_size: int | Non
     for key in ENGINE_DECODING_KEYS:
         if info.get(key) is not None:
             out[key] = info[key]
+    if info.get("context_length") is not None:
+        out["context_length"] = int(info["context_length"])
     return out

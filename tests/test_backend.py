@@ -271,15 +271,15 @@ def gemma_backend():
 @pytest.mark.slow
 def test_gemma_base_model_plain_completion(gemma_backend):
     """A base model gets BOS + the plain prompt (never a chat template), its run record says
-    "no template", it continues obvious sequences, batch 4 (left padding) gives the tokens of
+    it has no template, it continues obvious sequences, batch 4 (left padding) gives the tokens of
     batch 1, and teacher forcing reproduces the step log-probs."""
     from sago_engine.runrecord import local_decoding_record
 
     be = gemma_backend
     info = be.info()
     assert info["key"] == "gemma-3-270m" and info["chat"] is False
-    assert be.template is None and info["chat_template"] == "no template"
-    assert local_decoding_record(info, 48, be.batch_size)["chat_template"] == "no template"
+    assert be.template is None and info["chat_template"]["template"] is None
+    assert local_decoding_record(info, 48, be.batch_size)["chat_template"] == info["chat_template"]
     assert info["gguf_sha256"] == ZOO["gemma-3-270m"].sha256
     prompts = ["Monday, Tuesday, Wednesday,", "January, February, March,", "1, 2, 3, 4, 5,",
                "What is the capital of Australia?"]

@@ -142,11 +142,10 @@ def test_thinking_template_is_switched_off_and_recorded(tmp_path):
 
 
 def test_base_model_records_no_template(tiny_backend):
-    import copy
+    from sago_engine.backends.prompt_render import USER_TEXT_RULE, PromptRenderer
 
-    base = copy.copy(tiny_backend)
-    base.chat, base.template, base.template_kwargs = False, None, {}
-    assert base.template_record() == "no template"
+    base = PromptRenderer(tiny_backend.tokenizer, None)
+    assert base.template_record() == {"template": None, "user_text": USER_TEXT_RULE}
     assert tiny_backend.template_record()["kwargs"] == {"add_generation_prompt": True}  # smollm2 ChatML: no switch
 
 

@@ -290,6 +290,31 @@ def test_server_ids_retokenized_or_eos_appended(tiny_backend, token_ids, drop_eo
     assert (chk["replies"], chk["checked"], chk["re_tokenized"], chk["beyond_tol"]) == (1, 1, int(not token_ids), 0)
 
 
+def test_control_token_text_reaches_the_server_as_text(tiny_backend):
+    """The T1 prompt (``<|im_end|>`` and ``<|im_start|>`` typed in it) is sent as hf_local's escaped
+    ids, so the server continues the same conversation the local copy scores; with
+    ``prompt_format="text"`` (the server would tokenize the string and read the control tokens) it is
+    an error row and never sent."""
+    from sago_engine.backends.hybrid import HybridBackend
+    from tests.test_prompt_render import T1_PROMPT
+
+    fake = FakeVLLM({}, _generate_fallback(tiny_backend), tiny_backend.tokenizer, tiny_backend.eos_ids)
+    try:
+        be = HybridBackend("tiny-random", base_url=fake.url, device="cpu", check_server=False)
+        (r,) = be.generate([T1_PROMPT], 6)
+        be.close()
+        as_text = HybridBackend("tiny-random", base_url=fake.url, device="cpu", check_server=False,
+                                prompt_format="text")
+        (e,) = as_text.generate([T1_PROMPT], 6)
+        as_text.close()
+    finally:
+        fake.close()
+    assert len(fake.requests) == 1 and fake.requests[0]["prompt"] == tiny_backend.encode_prompt(T1_PROMPT)
+    assert fake.requests[0]["prompt"].count(1) == 3  # system, user, assistant turns: none forged
+    assert r.error is None and r.meta["logprob_max_abs_diff"] < 1e-4
+    assert e.error is not None and "control token" in e.error and e.n_tokens == 0
+
+
 def test_parse_token_ids():
     from sago_engine.backends.hybrid import parse_token_ids
 

@@ -154,7 +154,8 @@ def test_packed_weights_run_mkl_for_the_pack_rows_and_onednn_otherwise(monkeypat
     net, rec = _packed_net(rows=6)
     mkl = mkl_packed_usable()
     n_bytes = (96 * 40 + 40 * 24) * 4
-    assert rec == {"rows": 6, "mkl": mkl, "onednn": onednn_pack_usable(), "bytes": n_bytes * (mkl + onednn_pack_usable())}
+    assert rec == {"rows": 6, "mkl": mkl, "onednn": onednn_pack_usable(), "bytes": n_bytes * (mkl + onednn_pack_usable()),
+                   "memory_bytes": 10**12, "memory_source": "given"}
     g = torch.Generator().manual_seed(4)
     six, five = torch.randn(2, 3, 96, generator=g), torch.randn(5, 96, generator=g)
     ops = _ops_run(lambda: _assert_like_f_linear(net, six))
@@ -231,9 +232,11 @@ def test_packing_follows_the_env_and_the_memory_cap(monkeypatch):
     full = size / PACK_MEMORY_FRACTION  # memory at which one packed copy just fits
     mkl, dnn = mkl_packed_usable(), onednn_pack_usable()
     _, rec = _packed_net(rows=4, memory_bytes=int(full))
-    assert rec == {"rows": 4, "mkl": mkl, "onednn": dnn and not mkl, "bytes": size if (mkl or dnn) else 0}
+    assert rec == {"rows": 4, "mkl": mkl, "onednn": dnn and not mkl, "bytes": size if (mkl or dnn) else 0,
+                   "memory_bytes": int(full), "memory_source": "given"}
     _, rec = _packed_net(rows=4, memory_bytes=int(full) - 8)
-    assert rec == {"rows": 4, "mkl": False, "onednn": False, "bytes": 0}
+    assert rec == {"rows": 4, "mkl": False, "onednn": False, "bytes": 0, "memory_bytes": int(full) - 8,
+                   "memory_source": "given"}
     monkeypatch.setenv(PACK_ENV, "0")
     net, rec = _packed_net(rows=4)
     assert rec is None and net[0].__dict__["_packs"] is None
@@ -252,6 +255,7 @@ def test_backend_packs_for_its_batch_size_and_records_it(monkeypatch):
     be = HFLocalBackend("tiny-random", dtype="float32", device="cpu", batch_size=5)
     rec = be.info()["packed_weights"]
     assert rec["rows"] == 5 and rec["onednn"] == onednn_pack_usable() and rec["mkl"] == mkl_packed_usable()
+    assert rec["memory_bytes"] > 0 and rec["memory_source"]  # the limit the packs were measured against
     assert local_decoding_record(be.info(), 8, 5)["packed_weights"] == rec
     packs = [m.__dict__.get("_packs") for m in be.model.modules() if isinstance(m, nn.Linear)]
     assert packs and all(p is not None and p.rows == 5 for p in packs)

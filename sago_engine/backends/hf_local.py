@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import os
-import re
 import time
 from typing import Any, Sequence
 
@@ -18,6 +16,8 @@ from ..kvcache import preallocated_cache
 from ..models import load_model
 from ..types import GenerationResult
 from .base import DecodingConfig
+from .context import check_context, context_length, over_context_result
+from .prompt_render import THINKING_SWITCHES, PromptRenderer, chat_template_of, template_kwargs
 
 __all__ = ["HFLocalBackend", "set_threads", "token_stats", "neutral_generation_config", "template_kwargs",
            "attention_window",
@@ -39,11 +39,6 @@ NEUTRAL_DECODING: dict[str, Any] = {
     "max_time": None,
 }
 
-#: Chat-template variables that switch a reasoning trace on or off (Qwen3-style templates think
-#: by default; ``enable_thinking=False`` makes them answer). Set to False unless the config says.
-THINKING_SWITCHES: tuple[str, ...] = ("enable_thinking",)
-
-
 def neutral_generation_config(eos_ids: Sequence[int], pad_id: int | None, max_new_tokens: int | None = None):
     """A fresh ``transformers.GenerationConfig`` for plain greedy decoding.
 
@@ -60,38 +55,6 @@ def neutral_generation_config(eos_ids: Sequence[int], pad_id: int | None, max_ne
 
     return GenerationConfig(**NEUTRAL_DECODING, eos_token_id=list(eos_ids), pad_token_id=pad_id,
                             max_new_tokens=max_new_tokens)
-
-
-def template_kwargs(template: str | None, given: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The extra variables the chat template is rendered with.
-
-    Each of ``THINKING_SWITCHES`` that the template source mentions defaults to False (thinking
-    off: the reply is an answer, not a reasoning trace); ``given`` (the config's
-    ``chat_template_kwargs``) overrides and adds.
-
-    Args:
-        template: the chat template source (Jinja), or None for a model without one.
-        given: explicit variables, or None.
-    Returns:
-        A new dict, sorted by name (``{}`` for a template without a switch and nothing given).
-    Raises:
-        ValueError: variables given for a model without a chat template, or a variable the
-            template never mentions (it would be silently ignored).
-    """
-    given = dict(given or {})
-    if template is None:
-        if given:
-            raise ValueError(f"chat_template_kwargs {sorted(given)} given, but the model has no chat template "
-                             f"(base models get the plain prompt)")
-        return {}
-    unused = [k for k in given if not re.search(rf"\b{re.escape(k)}\b", template)]
-    if unused:
-        raise ValueError(f"chat_template_kwargs {unused} do not occur in the model's chat template "
-                         f"(they would be ignored)")
-    out = {k: False for k in THINKING_SWITCHES if re.search(rf"\b{k}\b", template)}
-    out.update(given)
-    return dict(sorted(out.items()))
-
 
 
 def set_threads() -> int:
@@ -264,6 +227,7 @@ class HFLocalBackend:
         seed: int = 0,
         chat_template_kwargs: dict[str, Any] | None = None,
         pack_weights: bool = True,
+        template_date: str | None = None,
     ) -> None:
         """Load the model (see ``sago_engine.models.load_model``).
 
@@ -279,9 +243,12 @@ class HFLocalBackend:
             pack_weights: lay the linear weights out once for the CPU kernels
                 (``kernels.pack_linear_weights`` for ``batch_size`` rows; also subject to
                 ``SAGO_PACK_WEIGHTS``); False keeps the plain weights only (less memory).
+            template_date: the day a clock-reading chat template sees (ISO ``YYYY-MM-DD``; None:
+                the template's own fallback date, see ``template_clock``).
         Raises:
             ValueError: bad arguments, unknown model, a (dtype, device) pair this machine does
-                not offer (``models.check_device``), template variables the template lacks;
+                not offer (``models.check_device``), template variables the template lacks, a
+                ``template_date`` that is not an ISO date;
             ModelUnavailableError: weights missing.
         """
         if batch_size < 1:
@@ -314,14 +281,15 @@ class HFLocalBackend:
         self.model_generation_config = self.model.generation_config.to_diff_dict()
         self.generation_config = neutral_generation_config(self.eos_ids, self.pad_id)
         self.model.generation_config = neutral_generation_config(self.eos_ids, self.pad_id)
-        tmpl = getattr(self.tokenizer, "chat_template", None) if self.chat else None
-        if isinstance(tmpl, dict):  # named templates: the one apply_chat_template uses by default
-            tmpl = tmpl.get("default")
-        if self.chat and not tmpl:
-            raise ValueError(f"model {key!r} is a chat model but its tokenizer has no chat template")
+        tmpl = chat_template_of(self.tokenizer, self.chat, key)
         self.template: str | None = tmpl
         self.template_kwargs = template_kwargs(tmpl, chat_template_kwargs)
+        self.template_date = template_date
+        self._renderer: tuple[tuple, PromptRenderer] | None = None
+        self.renderer  # noqa: B018 - a bad template_date raises here, at load
         self.attention_window = attention_window(self.model)
+        #: tokens of prompt + reply the model's positions cover (``context.context_length``; None: unknown)
+        self.context_length = context_length(self.model.config)
         self._closed = False
 
     # ------------------------------------------------------------------ record
@@ -337,7 +305,8 @@ class HFLocalBackend:
             ``model_generation_config_ignored``: the model folder's own, not applied),
             ``eos_token_ids``, ``chat_template`` (``template_record()``), ``threads``,
             ``shared_prefix_cache``, ``drop_finished_fraction``, ``packed_weights``
-            (``kernels.pack_linear_weights``' record or None), and from ``load_model`` ``linear_kernel``.
+            (``kernels.pack_linear_weights``' record or None), ``context_length`` (tokens of prompt +
+            reply, ``context.context_length``; None: unknown), and from ``load_model`` ``linear_kernel``.
         """
         dec = DecodingConfig(batch_size=self.batch_size).as_dict()
         dec.pop("max_new_tokens")
@@ -362,102 +331,51 @@ class HFLocalBackend:
             "prefill_buckets": ({"max_pad_fraction": self.PREFILL_PAD_FRACTION, "min_rows": self.PREFILL_MIN_ROWS}
                                 if self.PREFILL_BUCKETS else None),
             "attention_window": self.attention_window,
+            "context_length": self.context_length,
         }
 
     # ------------------------------------------------------------------ prompts
 
-    def template_record(self) -> dict[str, Any] | str:
-        """What the rendered prompt is a pure function of (besides the prompt text).
+    @property
+    def renderer(self) -> PromptRenderer:
+        """The ``PromptRenderer`` of the current ``tokenizer``, ``chat``, ``template``,
+        ``template_kwargs`` and ``template_date`` (rebuilt when one of them is reassigned)."""
+        key = (id(self.tokenizer), self.chat, self.template, tuple(sorted(self.template_kwargs.items())),
+               self.template_date)
+        if self._renderer is None or self._renderer[0] != key:
+            self._renderer = (key, PromptRenderer(self.tokenizer, self.template if self.chat else None,
+                                                  self.template_kwargs, self.template_date))
+        return self._renderer[1]
 
-        Returns:
-            ``"no template"`` for a base model; else ``{"sha256": <hex of the template text>,
-            "kwargs": <every variable passed to the render besides the messages>,
-            "special_tokens": <the tokenizer's special-token strings the template can use>,
-            "uses_clock": <True if the template calls strftime_now (not a pure function)>}``.
-        """
-        if self.template is None:
-            return "no template"
-        tok = self.tokenizer
-        return {
-            "sha256": hashlib.sha256(self.template.encode("utf-8")).hexdigest(),
-            "kwargs": {"add_generation_prompt": True, **self.template_kwargs},
-            "special_tokens": {k: getattr(tok, k, None) for k in ("bos_token", "eos_token", "pad_token", "unk_token")},
-            "uses_clock": "strftime_now" in self.template,
-        }
+    def template_record(self) -> dict[str, Any]:
+        """What the model input is a pure function of besides the prompt text
+        (``PromptRenderer.template_record``: template sha256, variables, pinned date, user-text rule)."""
+        return self.renderer.template_record()
 
     def format_prompt(self, prompt: str) -> str:
-        """The exact text fed to the model: chat template (chat models) or the prompt itself.
-
-        Chat models: ``apply_chat_template`` with the recorded template text (``template``),
-        one user message, ``add_generation_prompt=True`` and ``template_kwargs`` (thinking
-        off where the template has a switch) — everything in ``template_record()``.
-        """
-        if self.chat:
-            return self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": prompt}], chat_template=self.template, tokenize=False,
-                add_generation_prompt=True, **self.template_kwargs,
-            )
-        return prompt
+        """The rendered text: chat template (chat models) or the prompt itself
+        (``PromptRenderer.format_prompt``; everything it depends on is in ``template_record()``)."""
+        return self.renderer.format_prompt(prompt)
 
     def encode_prompt(self, prompt: str) -> list[int]:
-        """Token ids of the formatted prompt (templates carry their own special tokens; base
-        models get the tokenizer's default special tokens, e.g. BOS)."""
-        text = self.format_prompt(prompt)
-        return self.tokenizer(text, add_special_tokens=not self.chat)["input_ids"]
-
-    def _user_prefix(self) -> str | None:
-        """The rendered text before the user's message (the template rendered around a sentinel
-        message, cut at the sentinel); ``""`` for base models; None when the sentinel does not
-        survive the template verbatim."""
-        if not self.chat:
-            return ""
-        if not hasattr(self, "_user_prefix_cache"):
-            sentinel = "\u2063SAGO-USER-TEXT\u2063"
-            rendered = self.format_prompt(sentinel)
-            self._user_prefix_cache = rendered.split(sentinel, 1)[0] if sentinel in rendered else None
-        return self._user_prefix_cache
+        """Token ids fed to the model: the template's control tokens as tokens, the user's text as
+        text (``PromptRenderer.encode_prompt``); base models get the tokenizer's BOS."""
+        return self.renderer.encode_prompt(prompt)
 
     def user_char_span(self, prompt: str) -> tuple[int, int] | None:
-        """Character span [start, end) of the user's text inside ``format_prompt(prompt)``.
-
-        Base models (no template): the whole prompt, ``(0, len(prompt))``. Chat models: the
-        rendered text before the user's message is the template rendered around a sentinel
-        message; the user's text must follow it verbatim (or stripped of outer whitespace, for
-        templates that trim the message). Returns None if it does not (a template that rewrites
-        the message) or the text is empty.
-        """
-        text = self.format_prompt(prompt)
-        pre = self._user_prefix()
-        if pre is None or not text.startswith(pre):
-            return None
-        for cand in (prompt, prompt.strip()):
-            if cand and text.startswith(cand, len(pre)):
-                return len(pre), len(pre) + len(cand)
-        return None
+        """Character span [start, end) of the user's text inside ``format_prompt(prompt)``
+        (``PromptRenderer.user_char_span``), or None where the template rewrites the message."""
+        return self.renderer.user_char_span(prompt)
 
     def prompt_layout(self, prompt: str) -> tuple[list[int], tuple[int, int] | None]:
-        """Token ids of the formatted prompt (``encode_prompt``) and the token span [a, b) of the
-        user's text among them.
+        """``encode_prompt``'s ids and the token span [a, b) of the user's text among them
+        (``PromptRenderer.prompt_layout``), or ``(ids, None)`` where it cannot be located."""
+        return self.renderer.prompt_layout(prompt)
 
-        The span comes from the tokenizer's offset mapping: every token whose character span
-        overlaps ``user_char_span`` (special tokens, which cover no characters, never do). For a
-        base model the user's text is the whole input, so ``b`` is ``len(ids)`` (the last token)
-        and only a BOS token is left out. Returns ``(ids, None)`` where the user's text cannot be
-        located (``user_char_span`` None, a tokenizer without offsets, no overlapping token).
-        Source: transformers fast tokenizers, ``return_offsets_mapping``.
-        """
-        text = self.format_prompt(prompt)
-        chars = self.user_char_span(prompt)
-        try:
-            enc = self.tokenizer(text, add_special_tokens=not self.chat, return_offsets_mapping=True)
-        except (NotImplementedError, ValueError, TypeError):  # slow tokenizer: no offsets
-            return self.tokenizer(text, add_special_tokens=not self.chat)["input_ids"], None
-        ids = list(enc["input_ids"])
-        if chars is None:
-            return ids, None
-        cs, ce = chars
-        hit = [i for i, (a, b) in enumerate(enc["offset_mapping"]) if b > a and a < ce and b > cs]
-        return ids, ((hit[0], hit[-1] + 1) if hit else None)
+    def context_error(self, prompt: str, max_new_tokens: int) -> str | None:
+        """Why ``prompt`` cannot run with reply cap ``max_new_tokens``: its tokens plus the cap exceed
+        ``context_length`` (``context.check_context``'s reason), or None."""
+        return check_context(len(self.encode_prompt(prompt)), int(max_new_tokens), self.context_length)
 
     def _pad_left(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         n = max(len(s) for s in seqs)
@@ -523,6 +441,9 @@ class HFLocalBackend:
                 ids, span = self.prompt_layout(p)
                 if not ids:
                     raise ValueError("prompt encodes to zero tokens")
+                if check_context(len(ids), max_new_tokens, self.context_length):
+                    out[i] = over_context_result(len(ids), max_new_tokens, self.context_length)  # type: ignore[arg-type]
+                    ids, span = None, None
                 encoded.append(ids)
                 spans.append(span)
             except Exception as exc:  # one bad prompt becomes a row

@@ -11,7 +11,8 @@ returns. ``HybridBackend`` splits the work (issue #17 item 3):
    would render with its own copy of the template (possibly another revision, other defaults
    such as a thinking switch, a second BOS). The server continues exactly the tokens the local
    model scores. ``prompt_format="text"`` sends the rendered text instead, for servers that take
-   no token ids.
+   no token ids; a prompt whose text spells a control token is then an error row (the server would
+   tokenize the string and read the control token; the ids keep it text, ``prompt_render``).
 2. The server answers greedily (temperature 0; with vLLM's ``repetition_penalty=1``, ``top_k=-1``,
    ``min_p=0`` so no folder default changes a greedy choice) and returns its per-token log-probs
    and, with vLLM's ``return_tokens_as_token_ids``, the generated token ids (``"token_id:N"``
@@ -173,6 +174,7 @@ class HybridBackend:
         device: str = "auto",
         batch_size: int = 8,
         chat_template_kwargs: dict[str, Any] | None = None,
+        template_date: str | None = None,
         api_key_env: str | None = None,
         max_concurrency: int = 4,
         timeout_s: float = 60.0,
@@ -192,7 +194,7 @@ class HybridBackend:
                 ``HFLocalBackend``); also the served name unless ``server_model`` is given.
             base_url: the server's API root, e.g. ``"http://localhost:8000/v1"``.
             server_model: the model name the server serves (vLLM ``--served-model-name``).
-            dtype, device, batch_size, chat_template_kwargs: the local copy's settings
+            dtype, device, batch_size, chat_template_kwargs, template_date: the local copy's settings
                 (``HFLocalBackend``); ``batch_size`` = rows per teacher-forced forward pass.
             api_key_env, max_concurrency, timeout_s, max_retries: the server side
                 (``api_common.ApiBackend``: key from that variable only; none at a local URL).
@@ -220,7 +222,7 @@ class HybridBackend:
                                         extra_body=VLLM_EXTRA_BODY if server_extra_body is None else server_extra_body)
         try:
             self.local = HFLocalBackend(model, dtype=dtype, device=device, batch_size=batch_size, seed=weights_seed,
-                                        chat_template_kwargs=chat_template_kwargs)
+                                        chat_template_kwargs=chat_template_kwargs, template_date=template_date)
         except BaseException:
             self.server.close()
             raise
@@ -333,8 +335,9 @@ class HybridBackend:
             latency plus this reply's share of the local pass; ``meta``: the server's (model
             returned, tokens, attempts, finish_raw…) plus ``token_ids_source``,
             ``eos_appended``, ``server_n_tokens``, ``logprob_max_abs_diff`` (nats or None) and ``logprob_mismatch``.
-            A prompt the server failed on (or that encodes to nothing) is a result with ``error``
-            set and ``meta["retryable"]`` as ``ApiBackend.generate`` sets it.
+            A prompt the server failed on (or that encodes to nothing, or, with
+            ``prompt_format="text"``, spells a control token: the server would parse it) is a result
+            with ``error`` set and ``meta["retryable"]`` as ``ApiBackend.generate`` sets it.
         Raises:
             ApiFatalError / ApiConfigError: as ``ApiBackend.generate`` (bad key, unknown model,
                 a refused parameter); RuntimeError: closed; ValueError: ``max_new_tokens < 1``.
@@ -353,6 +356,9 @@ class HybridBackend:
                     ids, span = self.local.prompt_layout(p)
                     if not ids:
                         raise ValueError("prompt encodes to zero tokens")
+                    if self.prompt_format == "text" and self.local.renderer.spells_control_tokens(p):
+                        raise ValueError("the prompt spells a control token, which a server tokenizing the rendered "
+                                         "text would read as one (prompt_format='token_ids' sends it as text)")
                     rendered[p] = (ids, self.local.format_prompt(p))
                     spans[p] = span
                 valid.append(i)
