@@ -305,11 +305,15 @@ def _connect(address: str | None, verbose: bool):
 
     if ray.is_initialized():  # a caller connected already (tests, notebooks): use that cluster
         return ray
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # an instance started here sends no usage report
     try:
         ray.init(address=address, log_to_driver=verbose, configure_logging=False)
     except ConnectionError as e:
-        raise LaunchError(f"no Ray cluster at {address!r} ({e}); start one with `ray start --head` "
-                          f"(and `ray start --address=HEAD:6379` on the other nodes)") from None
+        raise LaunchError(f"no Ray cluster at {address!r} ({e}); start one with `ray start --head` (and "
+                          f"`ray start --address=HEAD:6379` on the other nodes). A cluster with token authentication "
+                          f"(Ray's default for one started on a single machine) also needs RAY_AUTH_MODE=token here "
+                          f"and the head's token (`ray get-auth-token` there) in ~/.ray/auth_token or "
+                          f"RAY_AUTH_TOKEN_PATH") from None
     return ray
 
 
