@@ -229,9 +229,12 @@ def _plan_task(cfg: RunConfig, previous: bytes | None, threads: int | None) -> b
 
 
 def _shard_task(cfg: RunConfig, task: ShardTask, seed: bytes, shared_dir: str, probe: tuple[str, str],
-                local_dir: str | None, transfer: str, board, publish_every_s: float,
+                local: tuple[str | None, str], transfer: str, board, publish_every_s: float,
                 hook: Callable[[str, int, int], None] | None) -> dict:
-    """Ray task: shard ``task`` of its model into its shard store; see the module docstring."""
+    """Ray task: shard ``task`` of its model into its shard store; see the module docstring.
+
+    ``local`` is (``worker_dir`` or None for this node's ``<tmp>/sago-ray``, the launch's folder
+    name there), used when the driver's ``shared_dir`` is not visible here."""
     import ray
 
     from precompute.runner import run, work_path
@@ -247,7 +250,7 @@ def _shard_task(cfg: RunConfig, task: ShardTask, seed: bytes, shared_dir: str, p
             shared = (Path(shared_dir) / probe[0]).read_text() == probe[1]
         except OSError:
             pass
-    base = Path(shared_dir) if shared else Path(local_dir or Path(tempfile.gettempdir()) / "sago-ray")
+    base = Path(shared_dir) if shared else Path(local[0] or Path(tempfile.gettempdir()) / "sago-ray") / local[1]
     target = base / task.file
     target.parent.mkdir(parents=True, exist_ok=True)
     if not target.exists() and not work_path(target).exists():
@@ -354,8 +357,8 @@ def launch(cfg: RunConfig, address: str | None = "auto", shards: int | None = No
             the other models' shard stores of this N from earlier launches.
         transfer: ``"auto"`` (a shared path where the driver's ``<store>.ray/`` is visible, else
             bytes) or ``"bytes"`` (always through the object store).
-        worker_dir: folder for shard stores on a worker without the shared path (default
-            ``<tmp>/sago-ray``), per driver and store.
+        worker_dir: folder for shard stores on a worker without the shared path (default the
+            worker's ``<tmp>/sago-ray``); each launch uses a subfolder named by driver and store.
         publish_every_s: each shard's snapshot interval (``runner.run``).
         hook: called in the task after each committed chunk with (shard key, done, total); for
             fault-injection tests.
@@ -398,6 +401,7 @@ def launch(cfg: RunConfig, address: str | None = "auto", shards: int | None = No
     with open_store(plan_file, read_only=True) as st:
         n_chunks = -(-st.counts()["prompts"] // cfg.chunk_prompts)
     n = shards or default_shards(replace(cfg, models=tuple(models)), n_chunks, res, cpus_per_task)
+    log.info("%d shard(s) per model for %d model(s); cluster: %s", n, len(models), res)
 
     # 2. the shard tasks
     tasks = [ShardTask(m.name, k, n, task_resources([(m.backend, m.device), *_section_device(cfg.judge)],
@@ -406,13 +410,12 @@ def launch(cfg: RunConfig, address: str | None = "auto", shards: int | None = No
     board = ray.remote(num_cpus=0)(ProgressBoard).options(name=f"sago-progress-{uuid.uuid4().hex[:8]}").remote()
     probe = (f".probe-{uuid.uuid4().hex}", uuid.uuid4().hex)
     (shard_dir / probe[0]).write_text(probe[1])
-    local_dir = str(Path(worker_dir or Path(tempfile.gettempdir()) / "sago-ray")
-                    / stable_hash(socket.gethostname(), str(target), length=12))
+    local = (worker_dir, stable_hash(socket.gethostname(), str(target), length=12))  # per driver and store
     seed_ref = ray.put(seed)
     remote = ray.remote(_shard_task)
     refs = {remote.options(num_cpus=t.resources.num_cpus, num_gpus=t.resources.num_gpus, max_retries=max_retries,
                            retry_exceptions=False, runtime_env=renv, name=f"sago {t.key}").remote(
-                cfg, t, seed_ref, str(shard_dir), probe, local_dir, transfer, board, publish_every_s, hook): t
+                cfg, t, seed_ref, str(shard_dir), probe, local, transfer, board, publish_every_s, hook): t
             for t in tasks}
     bars = _Bars([t.key for t in tasks], progress)
     done: dict[str, dict] = {}
