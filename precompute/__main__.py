@@ -160,6 +160,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shard", type=_shard, metavar="K/N",
                     help="run only part K of N (prompt chunks i with i mod N = K-1); default store "
                          "<store>.shard-K-of-N.duckdb; combine the parts with `merge`")
+    ap.add_argument("--ray", metavar="ADDRESS",
+                    help="run the study on a Ray cluster: auto (the cluster this machine is part of), HOST:PORT, "
+                         "ray://HOST:10001, or local (a Ray instance on this machine only); each (model, shard) is a "
+                         "Ray task, retried when its worker dies, and the shards are merged into the store "
+                         "(docs/SCALING.md)")
+    ap.add_argument("--shards", type=_positive, metavar="N",
+                    help="with --ray: shards per model (default: the cluster's GPUs for a model on GPU, its CPUs / "
+                         "--cpus-per-task otherwise, at most the number of prompt chunks)")
+    ap.add_argument("--cpus-per-task", type=float, default=1.0, metavar="C",
+                    help="with --ray: CPUs each task asks for, also its torch threads on CPU (default 1)")
+    ap.add_argument("--ray-retries", type=int, default=3, metavar="R",
+                    help="with --ray: times a task whose worker died is run again; it resumes its shard (default 3)")
+    ap.add_argument("--ray-transfer", choices=("auto", "bytes"), default="auto",
+                    help="with --ray: auto writes shard stores into <store>.ray/ where a worker sees it (shared "
+                         "filesystem) and sends them as bytes otherwise; bytes always sends them")
+    ap.add_argument("--ray-worker-dir", metavar="DIR",
+                    help="with --ray: folder on each worker for shard stores sent as bytes (default <tmp>/sago-ray)")
     ap.add_argument("--publish-every", type=float, default=30.0, metavar="SECONDS",
                     help="publish a consistent snapshot of the store this often during a run (default 30)")
     ap.add_argument("--plan", action="store_true",
@@ -175,8 +192,14 @@ def main(argv: list[str] | None = None) -> int:
     from precompute.config import ConfigError, check_run_keys, load_config
     from precompute import runner
 
-    try:
-        cfg = load_config(args.config, check_keys=False)
+    if args.ray and args.shard:
+        print("error: --ray runs every shard itself; give --shards N, not --shard K/N", file=sys.stderr)
+        return 2
+    if not args.ray and (args.shards or args.ray_worker_dir):
+        print("error: --shards and --ray-worker-dir apply to --ray only", file=sys.stderr)
+        return 2
+    try:  # with --ray the models run on the cluster's machines, which check their devices
+        cfg = load_config(args.config, check_keys=False, check_devices=not args.ray)
     except (ConfigError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -214,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {e}", file=sys.stderr)
             return 2
         return 0
+    if args.ray:
+        return ray_main(cfg, args)
     try:
         summaries = runner.run(cfg, progress=not args.no_progress, only_models=args.model, shard=args.shard,
                                publish_every_s=args.publish_every)
@@ -222,6 +247,33 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for s in summaries:
         print(json.dumps(s))
+    return exit_status(summaries)
+
+
+def ray_main(cfg, args) -> int:
+    """``--ray``: launch the study on the cluster (``precompute.ray_launch.launch``), print one
+    summary line per shard task and the merged store's counts; the exit status as a single run's."""
+    from precompute.ray_launch import LaunchError, launch
+    from sago_engine.store import StoreError
+
+    try:
+        res = launch(cfg, args.ray, shards=args.shards, cpus_per_task=args.cpus_per_task, max_retries=args.ray_retries,
+                     only_models=args.model, progress=not args.no_progress, transfer=args.ray_transfer,
+                     worker_dir=args.ray_worker_dir, publish_every_s=args.publish_every, verbose=args.verbose)
+    except (LaunchError, StoreError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    summaries = []
+    for t in res.tasks:
+        for s in t["summaries"]:
+            print(json.dumps({**s, "shard": t["shard"], "attempts": t["attempts"], "transfer": t["transfer"]}))
+            summaries.append(s)
+    print(json.dumps({"out": res.out, "shards": res.shards, "transfer": res.transfer, **res.counts}))
+    return exit_status(summaries)
+
+
+def exit_status(summaries: list[dict]) -> int:
+    """0, or 3 when prompt units are left to retry, or 4 when a model's replies are mostly errors (said on stderr)."""
     retry = sum(s.get("retry_pending", 0) for s in summaries)
     if retry:  # exit status 3: the run is incomplete, the same command retries what failed
         print(f"incomplete: {retry} prompt units failed transiently; rerun the same command to retry them",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import difflib
 import re
 import tomllib
@@ -134,6 +135,10 @@ LOCAL_FIELDS: tuple[str, ...] = ("dtype", "device", "batch_size", "chat_template
 HYBRID_FIELDS: tuple[str, ...] = ("server_model", "logprob_tol", "server_extra_body")
 HYBRID_SERVER_FIELDS: tuple[str, ...] = ("base_url", "api_key_env", "max_concurrency", "timeout_s", "max_retries")
 
+#: Whether ``_check_model`` checks devices against this machine (``load_config(check_devices=...)``).
+_CHECK_DEVICES_HERE: contextvars.ContextVar[bool] = contextvars.ContextVar("check_devices_here", default=True)
+
+
 def _number(m: dict, key: str, lo: float, *, strict: bool = False) -> None:
     v = m.get(key)
     if v is None:
@@ -182,7 +187,7 @@ def _check_model(m: dict, base: Path) -> ModelConfig:
             raise ConfigError(f"{err} (for an API model set backend = \"openai\", \"anthropic\", \"gemini\" "
                               f"or \"openai_compatible\")")
         try:  # the backend decides what runs here (the same check runs again at load time)
-            check_device(mc.dtype, mc.device)
+            check_device(mc.dtype, mc.device, here=_CHECK_DEVICES_HERE.get())
         except ValueError as e:
             raise ConfigError(f"model {key!r}: {e}") from None
         ctk = mc.chat_template_kwargs
@@ -457,7 +462,8 @@ def llm_backend_spec(section: dict[str, Any]) -> dict[str, Any]:
     return {"backend": section["backend"], "model": section["model"], **section["kwargs"]}
 
 
-def load_config(path: str | Path, base_dir: str | Path | None = None, check_keys: bool = True) -> RunConfig:
+def load_config(path: str | Path, base_dir: str | Path | None = None, check_keys: bool = True,
+                check_devices: bool = True) -> RunConfig:
     """Read and validate a TOML config. Relative paths resolve against ``base_dir`` (default: cwd).
 
     Nothing is loaded or contacted: API backends are checked by name and settings only.
@@ -465,12 +471,23 @@ def load_config(path: str | Path, base_dir: str | Path | None = None, check_keys
     Args:
         check_keys: also require the API keys of every API model in the environment
             (``check_api_keys``); the CLI passes False and checks only the models it will run.
+        check_devices: check each local model's (dtype, device) against this machine
+            (``sago_engine.models.check_device``); False checks only the names, for a launcher
+            whose models run on other machines (``--ray``), where each model load checks them.
     Raises:
         FileNotFoundError: no such file.
         ConfigError: unknown sections, keys, datasets, families, models, backends, dtypes, bad
             values — with the valid choices listed (``[judge]`` / ``[rewriter]``: see
             ``llm_section``) — or missing API key variables (all listed).
     """
+    token = _CHECK_DEVICES_HERE.set(check_devices)
+    try:
+        return _load_config(path, base_dir, check_keys)
+    finally:
+        _CHECK_DEVICES_HERE.reset(token)
+
+
+def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool) -> RunConfig:
     from sago_engine.models import ZOO
     from sago_engine.variants import list_families
 

@@ -577,7 +577,7 @@ def publish(store: Store, target: str | Path, *, clustered: bool = False, **meta
 
 def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = None,
         backend_factory: Callable | None = None, shard: tuple[int, int] | None = None,
-        publish_every_s: float = 30.0) -> list[dict]:
+        publish_every_s: float = 30.0, on_progress: Callable[[str, int, int], None] | None = None) -> list[dict]:
     """Plan, then run every model (or ``only_models``) into ``cfg.store``. Returns per-model summaries.
 
     The runner writes a private working copy (``work_path``) and publishes consistent snapshots
@@ -587,6 +587,8 @@ def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = N
 
     Args:
         shard: ``(K, N)`` with 1 ≤ K ≤ N — run only chunks whose index ≡ K−1 (mod N).
+        on_progress: called after each committed (and, when due, published) chunk with the
+            model's name, the texts generated so far and the texts this run has to generate.
     Raises:
         ConfigError: an API model's key variable is unset (all missing ones listed; nothing done).
         StoreError: ``cfg.store`` exists but is not a sago store of this schema (never overwritten).
@@ -619,16 +621,18 @@ def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = N
             write_plan(store, plan)
             last = [time.monotonic()]
 
-            def on_chunk(done: int, total: int) -> None:
+            def on_chunk(name: str, done: int, total: int) -> None:
                 if time.monotonic() - last[0] >= publish_every_s:
                     publish(store, target, progress=f"{done}/{total}", status="running")
                     last[0] = time.monotonic()
+                if on_progress is not None:
+                    on_progress(name, done, total)
 
             for m in cfg.models:
                 if only_models and m.key not in only_models and m.name not in only_models:
                     continue
                 out.append(run_model(cfg, m, plan, store, progress=progress, backend_factory=backend_factory,
-                                     shard=shard, on_chunk=on_chunk))
+                                     shard=shard, on_chunk=lambda d, t, name=m.name: on_chunk(name, d, t)))
             if resumed or not plan.variant_rows.empty or any(s["generated"] for s in out) or not target.exists():
                 failed = sum(s.get("retry_pending", 0) for s in out)
                 broken = [s["model"] for s in out if str(s.get("status", "")).startswith("failed")]

@@ -472,7 +472,7 @@ def resolve_model(key_or_path: str) -> ModelEntry | LocalModel:
     )
 
 
-def check_device(dtype: str, device: str) -> str:
+def check_device(dtype: str, device: str, here: bool = True) -> str:
     """Whether a (dtype, device) pair is usable on this machine; the one source of truth.
 
     The run config (``precompute.config``) calls this before any work, and every model load
@@ -490,6 +490,9 @@ def check_device(dtype: str, device: str) -> str:
     Args:
         dtype: weights and compute dtype name.
         device: device name as above.
+        here: False checks only what holds on any machine (the names, ``float16`` on an explicit
+            ``cpu``) and returns ``device`` unresolved: for a launcher whose models run on other
+            machines (``precompute.ray_launch``), where the model load checks the rest.
     Returns:
         The resolved torch device string (``"auto"`` resolved), e.g. ``"cpu"``, ``"cuda:1"``.
     Raises:
@@ -502,6 +505,10 @@ def check_device(dtype: str, device: str) -> str:
     m = re.fullmatch(r"cuda:(\d+)", dev)
     if dev not in DEVICES and not m:
         raise ValueError(f"unknown device {device!r}. Valid: {', '.join(DEVICES)}, cuda:N")
+    if not here:
+        if dtype == "float16" and dev == "cpu":
+            raise ValueError("dtype='float16' needs a GPU (cuda, cuda:N or mps); use float32 or bfloat16 on CPU")
+        return dev
     import torch
 
     if dev == "auto":
