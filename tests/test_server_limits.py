@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from sago_engine.backends.api_common import ApiConfigError, classify_error, config_fix, logprobs_cap
-from sago_engine.backends.context import check_context, context_limit_reason
+from sago_engine.backends.api_common import (OVER_CONTEXT_400, ApiConfigError, classify_error, config_fix,
+                                             context_limit_reason, logprobs_cap)
 from tests.fake_api import FakeAPI, reply_text
 from tests.test_api_backends import env, make  # noqa: F401 (fixture)
 from tests.test_hybrid_backend import FakeVLLM, _generate_fallback
@@ -29,19 +29,12 @@ class Err400(Exception):
 # ---------------------------------------------------------------------- pure rules
 
 
-def test_check_context_boundaries():
-    assert check_context(10, 6, 16) is None  # exactly full fits
-    assert check_context(10, 6, None) is None  # limit unknown: nothing checked
-    r = check_context(10, 7, 16, where="the server's max_model_len")
-    assert r.startswith("context: ") and "10 tokens" in r and "is 16 tokens" in r and "max_new_tokens to 6" in r
-    assert "no room for a reply" in check_context(16, 1, 16)
-
-
 def test_classify_400s_content_unsent_and_sent_params():
     ctx = Err400("This model's maximum context length is 2048 tokens. However, your prompt contains 2130 input "
                  "tokens (parameter=input_tokens, value=2130)", "input_tokens")
     c = classify_error(ctx, frozenset({"temperature", "max_tokens"}))
-    assert (c.fatal, c.retryable, c.param, c.context) == (False, False, None, True) and c.message.startswith("context: ")
+    assert (c.fatal, c.retryable, c.param, c.context) == (False, False, None, True)
+    assert c.message.startswith(OVER_CONTEXT_400 + ": Err400: This model")
     assert not classify_error(ctx).fatal  # even when the sent fields are unknown
     # a context message on a parameter sago sent (newer vLLM names max_tokens) is still the prompt's
     mt = Err400("'max_tokens' is too large: 200. This model's maximum context length is 512 tokens and your request "
@@ -76,7 +69,7 @@ def test_a_prompt_over_the_context_is_its_error_row_and_the_run_goes_on(env):
         fake.script("long", [("400_context", 2130)])
         fake.script("odd", [("400_param", "frequency_penalty")])  # a field sago never sends
         res = be.generate(["long", "What is the capital of Peru?", "odd"], 8)
-        assert res[0].error.startswith("context: ") and "maximum context length" in res[0].error
+        assert res[0].error.startswith(OVER_CONTEXT_400) and "maximum context length" in res[0].error
         assert res[0].meta["retryable"] is False and res[0].finish_reason == "error"
         assert res[1].error is None and res[1].text == reply_text("What is the capital of Peru?")
         assert res[2].error and res[2].meta["retryable"] is False
@@ -99,8 +92,10 @@ def test_prompt_plus_cap_over_max_model_len_is_an_error_row_not_a_reply(env):
         (ok,) = be.generate(["What is the capital of Peru?"], 6)
         (bad,) = be.generate(["What is the capital of Peru?"], 7)
         assert ok.error is None and ok.text == reply_text("What is the capital of Peru?")
-        assert bad.error.startswith("context: the prompt has 10 tokens and the reply cap is 7")
-        assert "max_model_len is 16" in bad.error and bad.text == "" and bad.meta["context"] is True
+        assert bad.error == ("prompt of 10 tokens + reply cap 7 exceeds the model's context of 16 tokens (the "
+                             "server's max_model_len; the server would shorten the reply)")
+        assert bad.text == "" and bad.meta["over_context"] == {"prompt_tokens": 10, "max_new_tokens": 7, "context": 16}
+        assert bad.meta["retryable"] is False
         assert fake.gets.count("/v1/models") == 1  # read once
         be.close()
 
@@ -114,7 +109,8 @@ def test_a_reply_the_server_cut_short_is_an_error_row(env):
         fake.script("b", [("cut", 8)])
         assert be.info()["decoding"]["server_limits"]["source"].startswith("unavailable: ")
         cut, full = be.generate(["a", "b"], 8)
-        assert cut.error.startswith("context: the server ended the reply at 3 of 8 tokens") and cut.n_tokens == 0
+        assert cut.error.startswith('the server cut the reply short: it ended at 3 of 8 tokens with finish "length"')
+        assert cut.n_tokens == 0 and cut.meta["cut_short"] is True and cut.meta["retryable"] is False
         assert full.error is None and full.finish_reason == "length"
         be.close()
 
@@ -169,15 +165,17 @@ def test_hybrid_prompt_plus_cap_over_the_limit_is_an_error_row(tiny_backend, lis
     finally:
         fake.close()
     assert r_short.error is None and r_short.n_tokens > 0
-    assert r_long.error.startswith("context: ") and r_long.n_tokens == 0 and r_long.finish_reason == "error"
+    assert r_long.n_tokens == 0 and r_long.finish_reason == "error" and r_long.meta["retryable"] is False
     lim = info["decoding"]["hybrid"]["server_limits"]
     if listed:
         assert lim["max_model_len"] == n_long + 3
-        assert f"the prompt has {n_long} tokens and the reply cap is 6" in r_long.error
+        assert r_long.error.startswith(f"prompt of {n_long} tokens + reply cap 6 exceeds the model's context of "
+                                       f"{n_long + 3} tokens (the server's max_model_len")
+        assert r_long.meta["over_context"]["context"] == n_long + 3
         assert tuple(tiny_backend.encode_prompt(long)) not in sent  # never sent
     else:
         assert lim["max_model_len"] is None
-        assert "ended the reply at 3 of 6 tokens" in r_long.error  # the cut, caught after the fact
+        assert r_long.error.startswith("the server cut the reply short: it ended at 3 of 6 tokens")  # caught after
 
 
 def test_hybrid_logprobs_refused_gives_the_hybrid_fix(tiny_backend):

@@ -193,6 +193,8 @@ def test_a_prompt_over_the_context_is_its_error_row_and_the_run_goes_on(vllm_url
     it 400 (``param: "input_tokens"``); openai_compatible stores that prompt (and its variants) as
     error rows with the reason and answers the rest; hybrid never sends it (its token count is
     known) and does the same. Neither stops the run with a configuration error."""
+    from sago_engine.backends.api_common import OVER_CONTEXT_400
+
     data = tmp_path / "data"
     data.mkdir()
     rows = [{"id": "short1", "prompt": "What is the capital of Peru?"}, {"id": "long", "prompt": LONG},
@@ -205,9 +207,11 @@ def test_a_prompt_over_the_context_is_its_error_row_and_the_run_goes_on(vllm_url
         assert len(resp) == 3 * 2
         for (pid, vid), r in resp.items():
             if pid == "mixed:long":
-                assert r.error.startswith("context: ") and r.response == "", (name, r.error)
-                assert ("maximum context length is 512" in r.error) if name == "openai_compatible" else (
-                    "max_model_len is 512 tokens: no room for a reply" in r.error)
+                assert r.response == "" and r.n_tokens == 0, (name, r.error)
+                if name == "openai_compatible":  # the server's 400, the prompt's row
+                    assert r.error.startswith(OVER_CONTEXT_400) and "maximum context length is 512" in r.error
+                else:  # known before sending
+                    assert "reply cap 16 exceeds the model's context of 512 tokens (the server's max_model_len" in r.error
             else:
                 assert r.error is None and r.n_tokens > 0, (name, pid, r.error)
 
@@ -235,12 +239,14 @@ def test_prompt_plus_cap_over_the_limit_is_an_error_row_not_a_cut_reply(vllm_url
         for be in (compat, hybrid):
             ok, bad = be.generate(["What is the capital of Peru?", NEAR], cap)
             assert ok.error is None and ok.n_tokens > 0
-            assert bad.error.startswith(f"context: the prompt has {n_prompt} tokens and the reply cap is {cap}")
-            assert f"max_model_len is {MAX_MODEL_LEN} tokens" in bad.error and bad.text == "" and bad.n_tokens == 0
+            assert bad.error.startswith(f"prompt of {n_prompt} tokens + reply cap {cap} exceeds the model's context of "
+                                        f"{MAX_MODEL_LEN} tokens (the server's max_model_len")
+            assert bad.text == "" and bad.n_tokens == 0 and bad.meta["over_context"]["prompt_tokens"] == n_prompt
         # a server that does not list its limit: the cut itself is caught
         compat._limits = {**compat.server_limits(), "max_model_len": None, "source": "not listed (test)"}
         (cut,) = compat.generate([NEAR], cap)
-        assert cut.error.startswith(f"context: the server ended the reply at {MAX_MODEL_LEN - n_prompt} of {cap} tokens")
+        assert cut.error.startswith(f"the server cut the reply short: it ended at {MAX_MODEL_LEN - n_prompt} of {cap} "
+                                    f"tokens") and cut.meta["cut_short"] is True
     finally:
         compat.close()
         hybrid.close()
@@ -253,7 +259,7 @@ def test_top_logprobs_over_the_servers_cap_is_a_config_error_with_the_right_fix(
     from sago_engine.backends.api_common import ApiConfigError
     from sago_engine.backends.openai_api import OpenAICompatibleBackend
 
-    be = OpenAICompatibleBackend(SERVED, base_url=vllm_url)
+    be = OpenAICompatibleBackend(SERVED, base_url=vllm_url)  # top_logprobs 20
     try:
         with pytest.raises(ApiConfigError) as ei:
             be.generate(["What is the capital of Peru?"], 8)

@@ -33,7 +33,6 @@ import numpy as np
 from ..seeds import stable_hash
 from ..types import GenerationResult
 from .caching import ResponseCache, default_cache_dir  # noqa: F401 (re-exported)
-from .context import context_limit_reason
 
 __all__ = [
     "API_BACKENDS",
@@ -49,7 +48,9 @@ __all__ = [
     "Usage",
     "api_cache_dir",
     "CONTENT_PARAMS",
+    "OVER_CONTEXT_400",
     "config_fix",
+    "context_limit_reason",
     "cost_usd",
     "classify_error",
     "is_local_url",
@@ -163,10 +164,26 @@ def config_fix(param: str, message: str = "") -> str:
     return f"remove {param} from the request (see the model's [[models]] table)"
 
 
+#: How the error row of a prompt a server refused as over its context begins.
+OVER_CONTEXT_400 = "the server refused the prompt as longer than its context"
+
 #: Request fields that carry the prompt itself (vLLM names ``input_tokens`` when a prompt is over
 #: its context, OpenAI ``messages``): a 400 naming one is about that prompt, not about a setting.
 CONTENT_PARAMS: frozenset[str] = frozenset({"input_tokens", "prompt", "prompt_tokens", "messages", "input",
                                             "contents", "content", "system"})
+
+
+def context_limit_reason(message: str) -> bool:
+    """Whether a server's error message says the request does not fit the model's context.
+
+    Recognises vLLM's ("This model's maximum context length is 2048 tokens. However, your
+    prompt contains 2130 input tokens…"), OpenAI's (``context_length_exceeded``, "maximum
+    context length"), Anthropic's ("prompt is too long") and Gemini's ("exceeds the maximum
+    number of tokens") wording; case-insensitive.
+    """
+    return bool(re.search(r"maximum context length|context[ _]length[ _]exceeded|context window|max_model_len|"
+                          r"prompt is too long|input is too long|too many (input )?tokens|"
+                          r"exceeds the maximum number of tokens|input tokens exceed", message, re.IGNORECASE))
 
 
 def normalise_param(name: str) -> str:
@@ -376,9 +393,9 @@ def classify_error(exc: BaseException, sent: Collection[str] | None = None) -> E
     ``APIConnectionError``, httpx ``TimeoutException``/``TransportError``, ``ConnectionError``).
 
     A 400/413/422 about the prompt itself — its message says it does not fit the context
-    (``context.context_limit_reason``), or it names a field that carries the prompt
-    (``CONTENT_PARAMS``: vLLM's ``input_tokens``) — is that prompt's error (``context`` set when the
-    message is about the context; the message then starts with ``"context: "``). A 400/422 that
+    (``context_limit_reason``), or it names a field that carries the prompt (``CONTENT_PARAMS``:
+    vLLM's ``input_tokens``) — is that prompt's error (``context`` set when the message is about
+    the context; the message then starts with ``OVER_CONTEXT_400``). A 400/422 that
     names a request parameter (OpenAI's ``param`` field, or a parameter named as unsupported / not
     enabled in the message) is fatal with ``param`` set — a configuration error, the same for
     every prompt — when sago sent that parameter: ``sent`` holds the normalised names of the
@@ -397,7 +414,7 @@ def classify_error(exc: BaseException, sent: Collection[str] | None = None) -> E
         retryable = status in (408, 409, 429) or status >= 500
         fatal = status in (401, 403, 404)
         if status in (400, 413, 422) and context_limit_reason(msg):
-            return ErrorClass(False, False, status, None, f"context: {msg}", None, context=True)
+            return ErrorClass(False, False, status, None, f"{OVER_CONTEXT_400}: {msg}", None, context=True)
         param = _param_of(exc, status)
         if param is not None and (param in CONTENT_PARAMS or (sent is not None and param not in sent)):
             param = None  # about this prompt's content, or a field sago never set: not a setting to fix

@@ -34,9 +34,9 @@ returns. ``HybridBackend`` splits the work (issue #17 item 3):
 5. The server's limits are read at start-up (``GET /v1/models``: vLLM's ``max_model_len``;
    ``server_limits.ServerLimitsMixin``) and recorded in ``decoding["hybrid"]["server_limits"]``.
    A prompt whose tokens plus the reply cap exceed ``max_model_len`` is an error row with the
-   reason (``context.check_context``) and is not sent — vLLM would shorten the reply without an
-   error; a reply the server still ends early with finish "length", or a 400 on one prompt's
-   content, is that prompt's error row and the run goes on.
+   reason (``context.check_context``, as for a local model's context) and is not sent — vLLM
+   would shorten the reply without an error; a reply the server still ends early with finish
+   "length", or a 400 on one prompt's content, is that prompt's error row and the run goes on.
 
 Stored ``token_ids`` are the scored ids; the stored reply is their decode (special tokens skipped,
 no clean-up), as for ``hf_local``. So a hybrid run's responses and deltas equal a pure ``hf_local``
@@ -62,7 +62,7 @@ from .api_common import ApiFatalError, ApiReply, _public_url
 from .hf_local import HFLocalBackend, token_stats
 from .context import check_context
 from .openai_api import OpenAICompatibleBackend
-from .server_limits import WHERE
+from .server_limits import server_over_context
 
 __all__ = ["HybridBackend", "DEFAULT_LOGPROB_TOL", "VLLM_EXTRA_BODY", "PROBE_PROMPT", "parse_token_ids"]
 
@@ -365,7 +365,7 @@ class HybridBackend:
             A prompt the server failed on (or that encodes to nothing) is a result with ``error``
             set and ``meta["retryable"]`` as ``ApiBackend.generate`` sets it; a prompt whose
             tokens plus ``max_new_tokens`` exceed the server's ``max_model_len`` is one too
-            (``error`` from ``check_context``, ``meta["context"]`` True), never sent.
+            (``server_limits.server_over_context``: ``meta["over_context"]``), never sent.
         Raises:
             ApiFatalError / ApiConfigError: as ``ApiBackend.generate`` (bad key, unknown model,
                 a refused parameter); RuntimeError: closed; ValueError: ``max_new_tokens < 1``.
@@ -391,11 +391,9 @@ class HybridBackend:
                 out[i] = GenerationResult(text="", n_tokens=0, finish_reason="error",
                                           error=f"{type(exc).__name__}: {exc}")
                 continue
-            reason = check_context(len(rendered[p][0]), max_new_tokens, limit, where=WHERE)
-            if reason is not None:  # never sent: the server would cut the reply or refuse the prompt
-                out[i] = GenerationResult(text="", n_tokens=0, finish_reason="error", error=reason,
-                                          meta={"status": None, "retryable": False, "context": True,
-                                                "prompt_tokens": len(rendered[p][0])})
+            if check_context(len(rendered[p][0]), max_new_tokens, limit) is not None:
+                # never sent: the server would shorten the reply or refuse the prompt
+                out[i] = server_over_context(len(rendered[p][0]), max_new_tokens, limit)
                 continue
             valid.append(i)
         self.server.rendered = rendered

@@ -4,8 +4,9 @@ vLLM lists each served model's context window in ``GET /v1/models`` (``max_model
 not list its log-prob cap (``--max-logprobs``), which a server may expose as ``max_logprobs``.
 Near its context limit vLLM shortens a reply without an error (finish "length" before the
 cap), and over it answers 400 (``param: "input_tokens"``). ``ServerLimitsMixin`` turns both into
-that prompt's error row (``context.check_context``'s reason), so a cut reply is never stored as
-a normal one and one long prompt never stops the run.
+that prompt's error row (``context.check_context`` against ``max_model_len``, as for a local
+model's context; a cut reply; ``api_common.classify_error`` for the 400), so a cut reply is never
+stored as a normal one and one long prompt never stops the run.
 """
 
 from __future__ import annotations
@@ -16,14 +17,24 @@ from typing import Any
 
 from ..types import GenerationResult
 from .api_common import ApiConfigError, _public_url
-from .context import check_context
+from .context import check_context, over_context_result
 
-__all__ = ["ServerLimitsMixin", "limits_from_models"]
+__all__ = ["ServerLimitsMixin", "limits_from_models", "server_over_context"]
 
 log = logging.getLogger("sago.api")
 
 #: Where the limit of a server's context comes from, for messages.
 WHERE = "the server's max_model_len"
+
+
+def server_over_context(n_prompt: int, max_new_tokens: int, max_model_len: int) -> GenerationResult:
+    """The error row of a prompt whose tokens plus the cap exceed a server's ``max_model_len``:
+    ``context.over_context_result`` (counted as over-context by the runner) with the limit named
+    as the server's, not retryable. Raises ValueError when it fits."""
+    r = over_context_result(n_prompt, max_new_tokens, max_model_len)
+    r.error = f"{r.error} ({WHERE}; the server would shorten the reply)"
+    r.meta.update(status=None, retryable=False)
+    return r
 
 
 def _positive_int(v: Any) -> int | None:
@@ -54,8 +65,8 @@ class ServerLimitsMixin:
     ``server_limits()`` reads the listing once (the first of ``info()`` / ``generate()``);
     ``info()["decoding"]["server_limits"]`` records it. Every successful reply then passes
     ``limit_error``: prompt tokens (the server's usage count) + the cap over ``max_model_len`` →
-    error row; finish "length" with fewer completion tokens than the cap → error row (the server
-    cut it short). A ``top_logprobs`` above a listed ``max_logprobs`` stops the run before any
+    ``server_over_context`` row; finish "length" with fewer completion tokens than the cap → a
+    cut-short row (``meta["cut_short"]``). A ``top_logprobs`` above a listed ``max_logprobs`` stops the run before any
     request (``ApiConfigError``).
     """
 
@@ -105,41 +116,42 @@ class ServerLimitsMixin:
                 f"Fix: {self.config_fix('logprobs', msg)}", "logprobs")
         return super().generate(prompts, max_new_tokens, repeats)
 
-    def limit_error(self, r: GenerationResult, max_new_tokens: int) -> str | None:
-        """Why a successful reply is not a normal one, or None.
+    def limit_error(self, r: GenerationResult, max_new_tokens: int) -> GenerationResult | None:
+        """The error row that replaces a successful reply that is not a normal one, or None.
 
         Args:
             r: the reply (``meta`` with the server's ``prompt_tokens`` / ``completion_tokens``).
             max_new_tokens: the cap sent.
         Returns:
-            ``check_context``'s reason (prompt + cap over ``max_model_len``), or a cut-short reason
-            (finish "length" with fewer completion tokens than the cap), or None.
+            The error row: ``server_over_context`` (the server's prompt token count + the cap over
+            ``max_model_len``) or a cut-short row (finish "length" with fewer completion tokens
+            than the cap); None for a normal reply.
         """
         meta = r.meta or {}
         lim = self.max_model_len
         pt = meta.get("prompt_tokens")
-        if isinstance(pt, int) and not isinstance(pt, bool):
-            reason = check_context(pt, max_new_tokens, lim, where=WHERE)
-            if reason is not None:
-                return reason
+        if isinstance(pt, int) and not isinstance(pt, bool) and check_context(pt, max_new_tokens, lim) is not None:
+            return server_over_context(pt, max_new_tokens, lim)
         ct = meta.get("completion_tokens")
         ct = r.n_tokens if not isinstance(ct, int) or isinstance(ct, bool) else ct
         if r.finish_reason == "length" and ct < max_new_tokens:
-            return (f"context: the server ended the reply at {ct} of {max_new_tokens} tokens with finish \"length\": "
-                    f"cut short before the cap (prompt {pt if pt is not None else '?'} tokens, {WHERE} "
-                    f"{lim if lim is not None else 'not listed'}); not stored as a reply")
+            why = (f"the server cut the reply short: it ended at {ct} of {max_new_tokens} tokens with finish "
+                   f"\"length\" (prompt {pt if pt is not None else '?'} tokens, {WHERE} "
+                   f"{lim if lim is not None else 'not listed'}); not stored as a reply")
+            return GenerationResult(text="", n_tokens=0, finish_reason="error", error=why,
+                                    meta={"status": None, "retryable": False, "cut_short": True})
         return None
 
     def _one(self, prompt: str, max_new_tokens: int, repeat: int = 0) -> GenerationResult:
         r = super()._one(prompt, max_new_tokens, repeat)
         if r.error is not None:
             return r
-        reason = self.limit_error(r, max_new_tokens)
-        if reason is None:
+        err = self.limit_error(r, max_new_tokens)
+        if err is None:
             return r
         self._count(errors=1)
-        log.warning("%s %s: prompt failed: %s", self.name, self.model_id, reason[:300])
-        meta = {k: (r.meta or {}).get(k) for k in ("model", "prompt_tokens", "completion_tokens", "finish_raw",
-                                                   "attempts")}
-        return GenerationResult(text="", n_tokens=0, finish_reason="error", latency_s=r.latency_s, error=reason,
-                                meta={**meta, "cached": False, "status": None, "retryable": False, "context": True})
+        log.warning("%s %s: prompt failed: %s", self.name, self.model_id, err.error[:300])
+        err.latency_s = r.latency_s
+        err.meta = {**{k: (r.meta or {}).get(k) for k in ("model", "prompt_tokens", "completion_tokens", "finish_raw",
+                                                          "attempts")}, "cached": False, **err.meta}
+        return err
