@@ -135,19 +135,28 @@ def _decoding(rec):
 
 
 def test_hybrid_and_openai_compatible_replies_equal_hf_local(vllm_url, api_cache, tmp_path):
-    """One tiny study (2 datasets × 2 prompts × (base + 3 variants), 24 tokens), three runs into one
-    store: hf_local, hybrid and openai_compatible against the server. Hybrid: the same token ids,
-    texts and finish reasons as hf_local, every reply's server log-probs within LOGPROB_TOL of
-    the local ones; openai_compatible: the same texts, finish reasons and token counts; both
+    """One tiny study (4 prompts × (base + 3 variants), 24 tokens: two short questions whose replies
+    stop, the first TruthfulQA and Alpaca prompts, whose replies reach the cap), three runs into
+    one store: hf_local, hybrid and openai_compatible against the server. Hybrid: the same token
+    ids, texts and finish reasons as hf_local, every reply's server log-probs within LOGPROB_TOL
+    of the local ones; openai_compatible: the same texts, finish reasons and token counts; both
     record the server's max_model_len."""
-    _run(tmp_path, "hf_local", vllm_url)
-    hyb = _run(tmp_path, "hybrid", vllm_url)
-    _run(tmp_path, "openai_compatible", vllm_url)
+    from sago_engine.datasets import load_dataset
+
+    data = tmp_path / "data"
+    data.mkdir()
+    texts = ["What is the capital of France?", "What is 2+2?"] + [
+        load_dataset(ROOT / "data" / "datasets" / f"{d}.jsonl", 1)[0].text for d in ("truthfulqa", "alpaca")]
+    (data / "mini.jsonl").write_text("".join(json.dumps({"id": str(i), "prompt": t}) + "\n" for i, t in enumerate(texts)))
+    kw = {"datasets": '["mini"]', "n": 4, "data": data}
+    _run(tmp_path, "hf_local", vllm_url, **kw)
+    hyb = _run(tmp_path, "hybrid", vllm_url, **kw)
+    _run(tmp_path, "openai_compatible", vllm_url, **kw)
     store = tmp_path / "store.duckdb"
     local, _ = _responses(store, "hf_local")
     hybrid, hrec = _responses(store, "hybrid")
     compat, crec = _responses(store, "openai_compatible")
-    assert len(local) == 2 * 2 * 4 and set(hybrid) == set(local) == set(compat)
+    assert len(local) == 4 * 4 and set(hybrid) == set(local) == set(compat)
     for k, a in local.items():
         assert a.error is None, (k, a.error)
         h, c = hybrid[k], compat[k]
