@@ -55,6 +55,7 @@ def _reply(prompt: str) -> str:
     ("There is no", None), ("No rudeness here. YES", None), ("The reply is rude, so yes", None),
     ("It is polite.\nAnswer: YES", 1), ("Reasoning: curt.\n**Answer:** no", 0), ('"NO"', 0), ("Yes - polite", 1),
     ("Answer: YES\nAnswer: NO", 0), ("yes yes", None),
+    ("Yes. Yes, it is polite.", 1), ("NO - no rudeness", 0),  # the same word again does not contradict it
 ])
 def test_parse_verdict_edge_cases(raw, want):
     assert parse_verdict(raw) == want
