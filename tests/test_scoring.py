@@ -323,3 +323,13 @@ def test_sgs_and_significance_sorted_observed_no_warnings_small_groups():
 
 def test_ttest_takes_none_as_missing():
     assert ttest_greater([0.1, None, 0.2, 0.3, 0.4], 0.05) == pytest.approx(ttest_greater([0.1, 0.2, 0.3, 0.4], 0.05))
+
+
+def test_scores_from_sql_stats_drop_every_sum_column():
+    from sago_engine.scoring import scores_from_stats
+
+    st = pd.DataFrame({"run_id": "r", "prompt_id": ["p", "q"], "axis": "cos", "n_rows": [3, 2], "n": [2, 2],
+                       "sum_norm": [0.1, 0.0], "sum_sq": [0.5, 0.0], "sum_abs": [0.9, 0.0]})
+    out = scores_from_stats(st)  # the store's statistics tables also carry n_rows (rows incl. unavailable)
+    assert list(out.columns) == ["run_id", "prompt_id", "axis", "s", "n_variants"]
+    assert out["s"].tolist() == [0.5, 0.0]
