@@ -4,6 +4,7 @@
 #   bash scripts/mutation.sh                 # every module of MODULES below
 #   bash scripts/mutation.sh scoring stats   # only these
 #   MUTATION_CHILDREN=1 bash scripts/mutation.sh access
+#   MUTATION_GLOB="sago_engine.stats.x_holm__mutmut_*" bash scripts/mutation.sh stats   # some functions only
 #
 # Each module runs in its own scratch copy of the tracked files ($MUTATION_DIR/<name>, default
 # /tmp/sago-mutation), with only that file mutated and only the test files that kill its mutants
@@ -37,6 +38,7 @@ mkdir -p "$OUT"
 printf '%-14s %8s %8s %7s %9s %8s\n' module killed total score survived wall_s
 for spec in "${MODULES[@]}"; do
   IFS='|' read -r name file glob tests <<<"$spec"
+  glob=${MUTATION_GLOB:-$glob}
   if [ ${#want[@]} -gt 0 ] && [[ ! " ${want[*]} " == *" $name "* ]]; then continue; fi
   work="$OUT/$name"
   rm -rf "$work"
@@ -57,14 +59,15 @@ for spec in "${MODULES[@]}"; do
     echo "use_git_change_detection=false"
   } >"$work/setup.cfg"
   t0=$(date +%s)
-  (cd "$work" && "$MUTMUT" run --max-children "$CHILDREN" ${glob:+"$glob"} >"$work/run.log" 2>&1) || true
+  # shellcheck disable=SC2086  # each glob is one argument
+  (cd "$work" && set -f && "$MUTMUT" run --max-children "$CHILDREN" $glob >"$work/run.log" 2>&1) || true
   wall=$(( $(date +%s) - t0 ))
   (cd "$work" && "$MUTMUT" results --all true >"$work/results.txt" 2>&1) || true
   read -r killed total survived < <("$PY" - "$work/results.txt" "$glob" <<'EOF'
 import fnmatch, sys
 rows = [ln.strip().rsplit(": ", 1) for ln in open(sys.argv[1]) if ": " in ln]
-glob = sys.argv[2]
-rows = [(n, s) for n, s in rows if not glob or fnmatch.fnmatch(n, glob)]
+globs = sys.argv[2].split()
+rows = [(n, s) for n, s in rows if not globs or any(fnmatch.fnmatch(n, g) for g in globs)]
 killed = sum(s in ("killed", "timeout", "segfault", "caught by type check") for _, s in rows)
 surv = [n for n, s in rows if s not in ("killed", "timeout", "segfault", "caught by type check")]
 open(sys.argv[1].replace("results.txt", "survivors.txt"), "w").write("".join(f"{n}\n" for n in surv))
