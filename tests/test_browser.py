@@ -38,7 +38,8 @@ CHART = ("[data-testid='stPlotlyChart'] .main-svg, [data-testid='stVegaLiteChart
 
 
 def _browser_store(tmp_path):
-    """The demo store when it is complete and readable, else $SAGO_BROWSER_STORE, else a synthetic 3-model store."""
+    """$SAGO_BROWSER_STORE, else the bundled demo store (which must be complete and readable), else — only
+    where no demo store ships — a synthetic 3-model store."""
     import os
 
     from sago_engine.store_catalog import DEMO_STORE
@@ -46,13 +47,11 @@ def _browser_store(tmp_path):
 
     if os.environ.get("SAGO_BROWSER_STORE"):
         return os.environ["SAGO_BROWSER_STORE"]
-    try:
+    if DEMO_STORE.exists():  # the bundled store must open: an error here fails the test, never a fallback
         with open_store(DEMO_STORE) as st:
             runs = st.runs()
-            if len(runs) and (runs["status"] == "complete").all() and st.counts()["deltas"] > 0:
-                return DEMO_STORE
-    except Exception:  # missing, locked by the runner, or half-written: fall back
-        pass
+            assert len(runs) and (runs["status"] == "complete").all() and st.counts()["deltas"] > 0, DEMO_STORE
+        return DEMO_STORE
     return make_store(tmp_path / "pages.duckdb", models=("model-a", "model-b", "model-c"),
                       datasets=("truthfulqa", "nq_open", "alpaca"), n_prompts=6, n_variants=6,
                       missing_axes={"model-c": ["cos", "prob"]})
