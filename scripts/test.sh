@@ -1,7 +1,21 @@
 #!/usr/bin/env bash
-# Installs what is needed (first time only) and runs the test suite.
+# Installs what is needed (first time only) and runs the test suite under coverage.
+# The whole suite (no arguments) also prints the line coverage of sago_engine and fails below
+# $COVERAGE_MIN percent (default 90); with arguments (some test files) it only prints it.
+# SAGO_NO_COVERAGE=1 runs pytest alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-exec .venv/bin/python -m pytest -q "$@"
+if [ -n "${SAGO_NO_COVERAGE:-}" ]; then
+  exec .venv/bin/python -m pytest -q "$@"
+fi
+.venv/bin/python -m coverage erase
+rc=0
+.venv/bin/python -m coverage run -m pytest -q "$@" || rc=$?
+.venv/bin/python -m coverage combine -q >/dev/null 2>&1 || true
+min=0
+[ $# -eq 0 ] && min=${COVERAGE_MIN:-90}
+echo "line coverage of sago_engine (fails below ${min}%):"
+.venv/bin/python -m coverage report --fail-under="$min" || { [ "$rc" -ne 0 ] || rc=3; }
+exit "$rc"

@@ -238,9 +238,12 @@ def test_smollm_answers_and_teacher_forcing(smollm_backend):
         np.testing.assert_allclose(lp, r.token_logprobs, atol=LOGPROB_ATOL)
         np.testing.assert_allclose(ent, r.token_entropies, atol=LOGPROB_ATOL)
         np.testing.assert_allclose(r.hidden_last, _separate_forward_hidden(smollm_backend, p), atol=HIDDEN_ATOL)
-    # docs/MODELS.md: teacher-forced "The capital of Australia is Canberra." ≈ −1.55 over 7 tokens
+    # docs/MODELS.md: teacher-forced "The capital of Australia is Canberra." = −1.546 over 7 tokens
+    # (the per-token values of the pinned GGUF in fp32 on cpu; the tolerance is the kernels' float noise)
     (lp, ent), = smollm_backend.teacher_force(prompts[:1], ["The capital of Australia is Canberra."])
-    assert len(lp) == 7 and abs(lp.sum() + 1.55) < 0.3
+    np.testing.assert_allclose(lp, [-0.21578, -0.02486, -0.12928, -0.03233, -0.04247, -0.42388, -0.67758],
+                               atol=LOGPROB_ATOL)
+    assert lp.sum() == pytest.approx(-1.54618, abs=7 * LOGPROB_ATOL)
 
 
 @pytest.mark.slow

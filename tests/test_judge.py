@@ -55,6 +55,7 @@ def _reply(prompt: str) -> str:
     ("There is no", None), ("No rudeness here. YES", None), ("The reply is rude, so yes", None),
     ("It is polite.\nAnswer: YES", 1), ("Reasoning: curt.\n**Answer:** no", 0), ('"NO"', 0), ("Yes - polite", 1),
     ("Answer: YES\nAnswer: NO", 0), ("yes yes", None),
+    ("Yes. Yes, it is polite.", 1), ("NO - no rudeness", 0),  # the same word again does not contradict it
 ])
 def test_parse_verdict_edge_cases(raw, want):
     assert parse_verdict(raw) == want
@@ -264,24 +265,65 @@ def test_schema_v1_store_reads_empty_and_migrates_on_a_writable_open(tmp_path):
         assert st.api_responses().empty
 
 
-# ---------------------------------------------------------------- a real local model through get_backend
-@pytest.mark.slow
-def test_judge_with_real_smollm_is_deterministic():
+# ---------------------------------------------------------------- real local models through get_backend
+def _real_backend(key):
     from sago_engine.backends import get_backend
     from sago_engine.models import ModelUnavailableError
 
     try:
-        be = get_backend({"name": "hf_local", "model": "smollm2-135m-instruct", "device": "cpu"})
+        return get_backend({"name": "hf_local", "model": key, "device": "cpu"})
     except ModelUnavailableError as e:
         pytest.skip(str(e))
+
+
+REAL_ITEMS = [
+    ("Ugh, it's Paris. Obviously. Stop wasting my time, idiot.", "politeness", -4.0, "PREFIX"),
+    ("The capital of France is Paris.", "politeness", -4.0, "PREFIX"),
+    ("Thank you so much for asking! Paris. Thanks!", "gratitude", 2.0, "SUFFIX"),
+    ("Paris.", "gratitude", 2.0, "SUFFIX"),
+]
+
+
+@pytest.mark.slow
+def test_real_judge_gives_real_verdicts_under_the_default_template():
+    """qwen2.5-coder-0.5b-instruct with the default template and 4 tokens answers every item with one
+    word, YES or NO: each verdict is a real 1/0 (a judge that never answers fails here), greedy
+    decoding repeats them, and the reply full of thanks is judged to show gratitude."""
+    be = _real_backend("qwen2.5-coder-0.5b-instruct")
     try:
         j = Judge(be)
-        items = [JudgeItem(_variant(), "What is the capital of France?", "Ugh, it's Paris. Obviously."),
-                 JudgeItem(_variant("gratitude", 2.0, "SUFFIX"), "What is the capital of France?", "Paris.")]
+        items = [JudgeItem(_variant(sub, st, pos), "What is the capital of France?", reply)
+                 for reply, sub, st, pos in REAL_ITEMS]
         a, b = j.judge(items), j.judge(items)
-        assert [x.raw for x in a] == [x.raw for x in b]  # greedy: same verdicts every time
-        assert all(x.verdict in (0, 1, None) and isinstance(x.raw, str) for x in a)
-        assert {x.judge_model for x in a} == {"smollm2-135m-instruct"}
-        assert all(x.verdict == parse_verdict(x.raw) for x in a)
+        assert [x.raw for x in a] == [x.raw for x in b]
+        assert all(x.raw.strip() in ("YES", "NO") for x in a), [x.raw for x in a]
+        assert [x.verdict for x in a] == [parse_verdict(x.raw) for x in a] and None not in [x.verdict for x in a]
+        assert a[2].verdict == 1  # "Thank you so much for asking! ... Thanks!" expresses gratitude
+        assert {x.judge_model for x in a} == {"qwen2.5-coder-0.5b-instruct"} and {x.error for x in a} == {None}
+        # judged Δ-MR then comes from the judge, not from the heuristic fallback
+        out = judged_delta_mr(j, [items[2].variant], ["What is the capital of France?"], [REAL_ITEMS[2][0]],
+                              ["Paris."])
+        assert out[0].detector == "judge:qwen2.5-coder-0.5b-instruct"
+        assert out[0].delta == out[0].variant.verdict - out[0].base.verdict
+    finally:
+        be.close()
+
+
+@pytest.mark.slow
+def test_smollm_judge_gives_no_verdict_and_falls_back_to_the_heuristic():
+    """SmolLM2-135M under the same template opens with "The chatbot reply" (no YES/NO in 4 tokens):
+    the parser must call that no verdict, and Δ-MR must fall back to the offline heuristic."""
+    be = _real_backend("smollm2-135m-instruct")
+    try:
+        j = Judge(be)
+        items = [JudgeItem(_variant(sub, st, pos), "What is the capital of France?", reply)
+                 for reply, sub, st, pos in REAL_ITEMS]
+        out = j.judge(items)
+        assert [x.raw for x in out] == [x.raw for x in j.judge(items)]  # greedy: the same text every time
+        assert all(x.raw.startswith("The chatbot repl") for x in out), [x.raw for x in out]
+        assert [x.verdict for x in out] == [None] * 4
+        mr = judged_delta_mr(j, [items[0].variant], ["What is the capital of France?"], [REAL_ITEMS[0][0]],
+                             [REAL_ITEMS[1][0]])
+        assert mr[0].detector == "heuristic" and mr[0].delta == mr[0].heuristic_variant - mr[0].heuristic_base
     finally:
         be.close()

@@ -277,3 +277,62 @@ def test_background_warmup_loads_once_and_reports_progress():
                             live.choose_specs(["social_register"], max_variants=2, prompt_id="warm"))
     res = live.run_probe(be, probe, 4)
     assert res.complete and res.done == 2
+
+
+# ---------------------------------------------------------------- "Save to store" through the page, local and --share --live
+def _probe_and_save(store_path) -> AppTest:
+    at = _page(store_path)
+    at.button(key="live_run").click().run()
+    assert not at.exception, at.exception
+    shown = at.dataframe[0].value
+    assert (shown["status"] == "done").all()
+    at.button(key="live_save").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("Saved as run" in s.value for s in at.success)
+    return at
+
+
+def _saved_equals_the_page(saved, at) -> None:
+    from sago_engine.store import open_store
+
+    with open_store(saved) as st:
+        runs, scores, counts = st.runs(), st.prompt_scores(), st.counts()
+    assert len(runs) == 1 and runs.loc[0, "model"] == "tiny-random" and set(scores["dataset"]) == {"live"}
+    assert counts["responses"] == 1 + 5  # the base reply and one per variant
+    [fig] = at.get("plotly_chart")
+    import json
+
+    radar = json.loads(fig.proto.spec)["data"]
+    [mine] = [t for t in radar if t.get("name") == "this prompt: s_X"]
+    got = {lab: r for lab, r in zip(mine["theta"], mine["r"]) if r is not None}
+    from sago_engine.types import AXIS_LABELS
+
+    stored = {AXIS_LABELS[a]: s for a, s in zip(scores["axis"], scores["s"])}
+    assert got and set(got) <= set(stored)
+    for lab, r in got.items():  # the saved run's s_X are the ones the page drew
+        assert r == pytest.approx(stored[lab], abs=1e-9), lab
+
+
+def test_live_save_writes_the_probe_to_the_user_store(store, tmp_path, monkeypatch):
+    target = tmp_path / "mine" / "probes.duckdb"
+    monkeypatch.setenv("SAGO_USER_STORE", str(target))
+    at = _probe_and_save(store)
+    _saved_equals_the_page(target, at)
+
+
+def test_share_live_saves_inside_the_shared_folder_and_share_alone_offers_no_save(tmp_path, monkeypatch):
+    share = tmp_path / "meet"
+    share.mkdir()
+    meeting = make_store(share / "meeting.duckdb")
+    home = tmp_path / "home" / "probes.duckdb"
+    monkeypatch.setenv("SAGO_USER_STORE", str(home))
+    monkeypatch.setenv("SAGO_SHARE_DIR", str(share))
+    monkeypatch.setenv("SAGO_LIVE", "1")
+    before = meeting.read_bytes()
+    at = _probe_and_save("meeting.duckdb")
+    _saved_equals_the_page(share / "probes.duckdb", at)
+    assert not home.exists() and meeting.read_bytes() == before  # never outside DIR, never the shown store
+    monkeypatch.delenv("SAGO_LIVE")  # --share without --live: no Live page, so nothing to save
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    assert "Live" not in [p.proto.label for p in at.get("page_link")]

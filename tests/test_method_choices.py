@@ -239,7 +239,10 @@ def test_mirroring_examples_carry_the_judged_reply(tmp_path):
     store = add_judge_verdicts(make_store(tmp_path / "j.duckdb"))
     with open_store(store) as st:
         ex = st.mirroring_examples()
-    assert len(ex) > 0 and ex["response"].notna().all()
+    # make_store: 2 models x 2 datasets x 4 prompts, one social_register variant each (v0 of 3) = 16
+    # (run, variant) pairs, each judged on its variant reply and on the base reply
+    assert len(ex) == 2 * 2 * 4 * 1 * 2 == 32 and ex["response"].notna().all()
+    assert ex.groupby(["run_id", "variant_id"]).size().eq(2).all() and set(ex["response_of"]) == {"base", "variant"}
     v = ex[ex["response_of"] == "variant"].iloc[0]
     assert v["response"] == f"Reply to {v['variant_id']}, in kind." and v["variant_prompt"].startswith("Q ")
     b = ex[ex["response_of"] == "base"].iloc[0]

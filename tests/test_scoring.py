@@ -249,3 +249,87 @@ def test_rms_is_the_one_formula_of_s():
     assert prompt_scores(d)["s"].tolist() == pytest.approx([math.sqrt(0.5)])
     raw = pd.DataFrame({"model": "m", "dataset": "d", "prompt_id": "p", "delta": [6.0, -20.0]})
     assert rms_scores(raw, r=10.0)["s"].tolist() == pytest.approx([math.sqrt((0.36 + 1.0) / 2)])
+
+
+# ------------------------------------------------------------------ contracts pinned by mutation testing (docs/TESTING.md)
+def test_normalize_and_normalizers_accept_r_below_one_and_say_why_not_otherwise():
+    assert float(normalize(0.3, 0.5)) == pytest.approx(0.6)  # R_X may be < 1 (Δ-BERT's R is 1)
+    out = normalize(np.array([0.25, -2.0], dtype=np.float32), 0.5)
+    assert out.dtype == np.float64 and out.tolist() == [0.5, -1.0]
+    with pytest.raises(ValueError, match=r"normalizer R_X must be > 0, got 0"):
+        normalize(1.0, 0)
+    assert resolve_normalizers({"bert": 0.5})["bert"] == 0.5
+    with pytest.raises(ValueError, match=r"valid: cos, bleu, bert, prob, ent, mr$"):
+        resolve_normalizers({"bogus": 1.0})
+
+
+def test_rms_returns_float64_for_any_input_dtype():
+    from sago_engine.scoring import rms
+
+    out = rms(np.array([2, 1], dtype=np.int32), np.array([0.5, 0.25], dtype=np.float32))
+    assert out.dtype == np.float64 and out.tolist() == [0.5, 0.5]
+
+
+def _unsorted_with_noise_columns() -> pd.DataFrame:
+    """Rows out of group order, a NaN in an unrelated column (``reason`` is None where available),
+    a categorical key with an unused category, float32 values."""
+    df = pd.DataFrame({"run_id": "r", "dataset": ["d2", "d2", "d1", "d1"], "prompt_id": ["q", "q", "p", "p"],
+                       "axis": "bleu", "delta_norm": np.array([0.5, -0.5, 0.25, 0.75], dtype=np.float32),
+                       "reason": [None, "x", None, None]})
+    df["dataset"] = pd.Categorical(df["dataset"], categories=["d0", "d1", "d2"])
+    return df
+
+
+def test_sufficient_stats_sorted_observed_float64_and_blind_to_other_nans():
+    from sago_engine.scoring import scores_from_stats, sufficient_stats
+
+    st = sufficient_stats(_unsorted_with_noise_columns())
+    assert list(st["prompt_id"]) == ["p", "q"]  # sorted by group; the unused category d0 has no row
+    assert list(st["n"]) == [2, 2]  # the NaN in `reason` does not drop a row
+    assert st["sum_sq"].dtype == np.float64 and st["sum_sq"].tolist() == [0.625, 0.5]
+    sc = scores_from_stats(st)  # keep=None: every column but the sums
+    assert list(sc.columns) == ["run_id", "dataset", "prompt_id", "axis", "s", "n_variants"]
+    assert sc["n_variants"].dtype == np.int32
+    assert sc["s"].tolist() == pytest.approx([math.sqrt(0.3125), 0.5])
+    assert list(scores_from_stats(st, keep=("prompt_id",)).columns) == ["prompt_id", "s", "n_variants"]
+
+
+def test_prompt_scores_with_another_grouping():
+    df = pd.DataFrame({"model": ["m", "m", "n"], "prompt_id": "p", "axis": "cos", "delta_norm": [0.3, 0.4, 0.1]})
+    ps = prompt_scores(df, group=("model", "prompt_id", "axis"))
+    assert list(ps.columns) == ["model", "prompt_id", "axis", "s", "n_variants"]
+    assert ps["s"].tolist() == pytest.approx([math.sqrt(0.125), 0.1])
+
+
+def test_sgs_and_significance_sorted_observed_no_warnings_small_groups():
+    import warnings
+
+    sc = pd.DataFrame({"run_id": ["r2", "r1", "r1", "r3"], "axis": "bleu", "s": [0.4, 0.1, 0.3, 0.2]})
+    sc["run_id"] = pd.Categorical(sc["run_id"], categories=["r0", "r1", "r2", "r3"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a one-prompt group gives NaN std silently, never a numpy warning
+        tot = sgs(sc)
+        sig = significance(sc, eps=0.05)
+    for t in (tot, sig):
+        assert list(t["run_id"]) == ["r1", "r2", "r3"]  # sorted, the unused category left out
+        assert t["std"].iloc[0] == pytest.approx(math.sqrt(0.02))  # two prompts have a sample std
+        assert math.isnan(t["std"].iloc[1]) and math.isnan(t["std"].iloc[2])
+    assert tot["sgs"].tolist() == pytest.approx([0.2, 0.4, 0.2])
+    ref = stats.ttest_1samp(np.array([0.1, 0.3]) - 0.05, 0.0, alternative="greater").pvalue
+    assert sig["p"].iloc[0] == pytest.approx(ref) and math.isnan(sig["p"].iloc[1])
+    empty = significance(sc.iloc[:0], eps=0.05)
+    assert list(empty.columns) == ["run_id", "axis", "sgs", "std", "n_prompts", "t", "p", "marker", "eps"]
+
+
+def test_ttest_takes_none_as_missing():
+    assert ttest_greater([0.1, None, 0.2, 0.3, 0.4], 0.05) == pytest.approx(ttest_greater([0.1, 0.2, 0.3, 0.4], 0.05))
+
+
+def test_scores_from_sql_stats_drop_every_sum_column():
+    from sago_engine.scoring import scores_from_stats
+
+    st = pd.DataFrame({"run_id": "r", "prompt_id": ["p", "q"], "axis": "cos", "n_rows": [3, 2], "n": [2, 2],
+                       "sum_norm": [0.1, 0.0], "sum_sq": [0.5, 0.0], "sum_abs": [0.9, 0.0]})
+    out = scores_from_stats(st)  # the store's statistics tables also carry n_rows (rows incl. unavailable)
+    assert list(out.columns) == ["run_id", "prompt_id", "axis", "s", "n_variants"]
+    assert out["s"].tolist() == [0.5, 0.0]

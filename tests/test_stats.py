@@ -234,3 +234,87 @@ def test_significance_page_holm_switch_shows_raw_and_adjusted(synth):
 def test_stats_pages_render(synth, page):
     at = _app(synth, page)
     assert not at.error
+
+
+# ---------------------------------------------------------------- every output column pinned (mutation testing, docs/TESTING.md)
+def test_n_for_halfwidth_every_column_by_hand():
+    import math
+
+    from scipy import stats as sps
+
+    from sago_engine.stats import STATUS_FLAT, STATUS_OK, STATUS_TINY, n_for_halfwidth
+
+    sc = pd.DataFrame({"model": ["b", "b", "b", "a", "a", "c", "c", "c"], "axis": "cos",
+                       "s": [0.1, 0.3, 0.2, 0.5, 0.5, 0.7, float("nan"), 0.4]})
+    sc["model"] = pd.Categorical(sc["model"], categories=["z", "a", "b", "c"])
+    out = n_for_halfwidth(sc, halfwidth=0.05, level=0.9)
+    assert list(out.columns) == ["model", "axis", "sigma", "n_now", "halfwidth_now", "n_needed", "halfwidth", "level",
+                                 "status"]
+    assert list(out["model"]) == ["a", "b", "c"]  # sorted, the unused category left out
+    z = sps.norm.ppf(0.95)
+    a, b, c = out.iloc[0], out.iloc[1], out.iloc[2]
+    assert (a["sigma"], a["n_now"], a["halfwidth_now"], a["n_needed"], a["status"]) == (0.0, 2, 0.0, 0, STATUS_FLAT)
+    assert b["sigma"] == pytest.approx(0.1) and b["n_now"] == 3 and b["status"] == STATUS_OK
+    assert b["halfwidth_now"] == pytest.approx(z * 0.1 / math.sqrt(3))
+    assert b["n_needed"] == math.ceil((z * 0.1 / 0.05) ** 2) == 11
+    assert c["n_now"] == 2 and c["sigma"] == pytest.approx(math.sqrt(0.045))  # the NaN is dropped
+    assert (out["halfwidth"] == 0.05).all() and (out["level"] == 0.9).all()
+    one = n_for_halfwidth(pd.DataFrame({"model": "m", "axis": "cos", "s": [0.3]}))
+    assert one.loc[0, "status"] == STATUS_TINY and one.loc[0, "n_needed"] is None
+    assert math.isnan(one.loc[0, "sigma"]) and math.isnan(one.loc[0, "halfwidth_now"])
+    assert n_for_halfwidth(sc, halfwidth=1.5)["n_needed"].tolist() == [0, 1, 1]  # h > 1 is a valid request
+    with pytest.raises(ValueError, match="half-width must be > 0, got 0"):
+        n_for_halfwidth(sc, halfwidth=0)
+    empty = n_for_halfwidth(sc.iloc[:0])
+    assert list(empty.columns) == list(out.columns)
+
+
+def test_sample_size_std_every_column_and_group_handling():
+    import math
+
+    from sago_engine.stats import sample_size_std
+
+    cell = {"family": "surface_noise", "subtype": "typo", "strength": 1.0, "position": "GLOBAL"}
+    rows = [{"model": "m", "axis": "bleu", **cell, "prompt_id": f"p{i}", "s": v}
+            for i, v in enumerate([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])]
+    rows += [{"model": "m", "axis": "bleu", **{**cell, "position": None}, "prompt_id": "q0", "s": 0.3},
+             {"model": "m", "axis": "bleu", **{**cell, "position": None}, "prompt_id": "q1", "s": 0.7}]
+    df = pd.DataFrame(rows)
+    out = sample_size_std(df, sizes=(2, 4, 8), n_repeats=300, seed=0)
+    assert list(out.columns) == ["model", "axis", "family", "subtype", "strength", "position", "n", "n_requested",
+                                 "n_available", "std_mean", "pop_std", "expected_std", "n_repeats"]
+    six = out[out["position"] == "GLOBAL"].set_index("n_requested")
+    two = out[out["position"].isna()]  # a NULL position is a group of its own, not dropped
+    assert list(six.index) == [2, 4, 8] and list(six["n"]) == [2, 4, 6] and (six["n_available"] == 6).all()
+    assert list(two["n_requested"]) == [2] and list(two["n"]) == [2]  # capped at M: kept once
+    x = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    assert np.allclose(six["pop_std"], float(np.std(x))) and (six["n_repeats"] == 300).all()
+    for n in (2, 4):
+        assert six.loc[n, "expected_std"] == pytest.approx(np.std(x) / math.sqrt(n) * math.sqrt((6 - n) / 5))
+        assert six.loc[n, "std_mean"] == pytest.approx(six.loc[n, "expected_std"], rel=0.2)  # 300 seeded draws
+    assert six.loc[8, "std_mean"] == 0.0 and six.loc[8, "expected_std"] == 0.0  # every prompt drawn
+    assert sample_size_std(df, sizes=(2,), n_repeats=300, seed=0).equals(sample_size_std(df, sizes=(2,), n_repeats=300))
+    single = sample_size_std(df.iloc[:1], sizes=(2,), n_repeats=5)
+    assert single.loc[0, "n"] == 1 and single.loc[0, "expected_std"] == 0.0 and single.loc[0, "std_mean"] == 0.0
+    assert math.isnan(sample_size_std(df.iloc[:6], sizes=(2,), n_repeats=1).loc[0, "std_mean"])  # one draw: no std
+    assert list(sample_size_std(df.iloc[:0]).columns) == list(out.columns)
+
+
+def test_data_driven_normalizers_every_column_and_fallbacks():
+    from sago_engine.stats import data_driven_normalizers
+
+    q = pd.DataFrame({"axis": ["bleu", "mr", "ent", "cos"], "n": [10, 8, 5, 3], "q": 0.95,
+                      "q_abs": [40.0, 0.0, 0.0, float("nan")], "max_abs": [90.0, 1.0, 0.0, 0.5]})
+    out = data_driven_normalizers(q, [("bleu", 100.0), ("mr", 1.0), ("ent", 10.0)])
+    assert list(out.columns) == ["axis", "n", "q", "q_abs", "max_abs", "r_paper", "r_data", "source"]
+    o = out.set_index("axis")
+    assert list(o["n"]) == [10, 8, 5, 3] and (o["q"] == 0.95).all()
+    assert o.loc["bleu", "q_abs"] == 40.0 and o.loc["bleu", "max_abs"] == 90.0
+    assert (o.loc["bleu", "r_data"], o.loc["bleu", "source"], o.loc["bleu", "r_paper"]) == (40.0, "95% quantile of |Δ|", 100.0)
+    assert (o.loc["mr", "r_data"], o.loc["mr", "source"]) == (1.0, "max |Δ|")
+    assert (o.loc["ent", "r_data"], o.loc["ent", "source"]) == (10.0, "paper (no variation)")
+    assert (o.loc["cos", "r_data"], o.loc["cos", "source"]) == (0.5, "max |Δ|")  # NaN quantile: the max
+    assert np.isnan(o.loc["cos", "r_paper"])  # no paper R given for cos
+    small = data_driven_normalizers(q.assign(max_abs=[90.0, 0.5, 0.0, 0.5]), {"mr": 1.0})
+    assert small.set_index("axis").loc["mr", "r_data"] == 0.5  # a max below 1 is still a scale
+    assert list(data_driven_normalizers(q.iloc[:0], {}).columns) == list(out.columns)

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Mutation testing (mutmut) over the method's core, one module at a time (docs/TESTING.md).
+#
+#   bash scripts/mutation.sh                 # every module of MODULES below
+#   bash scripts/mutation.sh scoring stats   # only these
+#   MUTATION_CHILDREN=1 bash scripts/mutation.sh access
+#   MUTATION_GLOB="sago_engine.stats.x_holm__mutmut_*" bash scripts/mutation.sh stats   # some functions only
+#
+# Each module runs in its own scratch copy of the tracked files ($MUTATION_DIR/<name>, default
+# /tmp/sago-mutation), with only that file mutated and only the test files that kill its mutants
+# fast selected. Prints one line per module: killed / total, the score, survivors, wall time; the
+# surviving mutants' names are in $MUTATION_DIR/<name>/survivors.txt (`mutmut show NAME` there).
+# Exit status 1 when a module scores below $MUTATION_MIN (default 90) percent.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+PY=${PY:-$ROOT/.venv/bin/python}
+MUTMUT=${MUTMUT:-$ROOT/.venv/bin/mutmut}
+OUT=${MUTATION_DIR:-/tmp/sago-mutation}
+CHILDREN=${MUTATION_CHILDREN:-2}
+MIN=${MUTATION_MIN:-90}
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+
+# name | file to mutate | mutant-name glob ("" = all of the file) | test files that kill its mutants
+MODULES=(
+  "scoring|sago_engine/scoring.py||tests/test_scoring.py"
+  "stats|sago_engine/stats.py||tests/test_stats.py"
+  "axes|sago_engine/axes/*.py||tests/test_axes.py tests/test_axis_options.py"
+  "suffstats|sago_engine/store/suffstats.py||tests/test_store.py"
+  "scores|sago_engine/store/scores.py||tests/test_store.py tests/test_pages_summary.py::test_sql_prompt_scores_equal_scoring_on_real_store tests/test_method_choices.py"
+  "parse_verdict|sago_engine/judge.py|sago_engine.judge.x_parse_verdict__mutmut_*|tests/test_judge.py::test_parse_verdict_edge_cases"
+  "access|dashboard/access.py||tests/test_access.py tests/test_app.py::test_confined_store_refuses_paths_out_of_the_shared_folder tests/test_app.py::test_access_mode_from_environment"
+)
+
+want=("$@")
+status=0
+mkdir -p "$OUT"
+printf '%-14s %8s %8s %7s %9s %8s\n' module killed total score survived wall_s
+for spec in "${MODULES[@]}"; do
+  IFS='|' read -r name file glob tests <<<"$spec"
+  glob=${MUTATION_GLOB:-$glob}
+  if [ ${#want[@]} -gt 0 ] && [[ ! " ${want[*]} " == *" $name "* ]]; then continue; fi
+  work="$OUT/$name"
+  rm -rf "$work"
+  mkdir -p "$work"
+  # the tracked files (a scratch copy: mutmut writes mutants/ and its cache next to its config)
+  git ls-files -z | grep -zv '^data/.*\.duckdb$' | xargs -0 cp --parents -t "$work"
+  src=${file%%/*}
+  {
+    echo "[mutmut]"
+    echo "source_paths=$src"
+    echo "only_mutate=$file"
+    echo "also_copy="
+    for p in sago_engine dashboard precompute pages app.py data pytest.ini; do [ "$p" = "$src" ] || echo "    $p"; done
+    printf "pytest_add_cli_args=\n    -p\n    no:cacheprovider\n"
+    echo "pytest_add_cli_args_test_selection="
+    for t in $tests; do echo "    $t"; done
+    echo "process_isolation=forkserver"
+    echo "use_git_change_detection=false"
+  } >"$work/setup.cfg"
+  t0=$(date +%s)
+  # shellcheck disable=SC2086  # each glob is one argument
+  (cd "$work" && set -f && "$MUTMUT" run --max-children "$CHILDREN" $glob >"$work/run.log" 2>&1) || true
+  wall=$(( $(date +%s) - t0 ))
+  (cd "$work" && "$MUTMUT" results --all true >"$work/results.txt" 2>&1) || true
+  read -r killed total survived < <("$PY" - "$work/results.txt" "$glob" <<'EOF'
+import fnmatch, sys
+rows = [ln.strip().rsplit(": ", 1) for ln in open(sys.argv[1]) if ": " in ln]
+globs = sys.argv[2].split()
+rows = [(n, s) for n, s in rows if not globs or any(fnmatch.fnmatch(n, g) for g in globs)]
+killed = sum(s in ("killed", "timeout", "segfault", "caught by type check") for _, s in rows)
+surv = [n for n, s in rows if s not in ("killed", "timeout", "segfault", "caught by type check")]
+open(sys.argv[1].replace("results.txt", "survivors.txt"), "w").write("".join(f"{n}\n" for n in surv))
+print(killed, len(rows), len(surv))
+EOF
+)
+  score=$("$PY" -c "print(f'{100*$killed/max($total,1):.1f}')")
+  printf '%-14s %8s %8s %6s%% %9s %8s\n' "$name" "$killed" "$total" "$score" "$survived" "$wall"
+  if [ "$total" -eq 0 ] || "$PY" -c "import sys; sys.exit(0 if $killed*100 < $MIN*$total else 1)"; then status=1; fi
+done
+exit $status
