@@ -12,8 +12,14 @@ import pandas as pd
 from sago_engine.types import axes_shown, axis_label
 
 
+#: Name of the Prompts heatmap's click selection (fields model, label: the clicked cell's variant).
+HEATMAP_SELECTION = "cell"
+
+
 def delta_heatmap(heat: pd.DataFrame, columns: int = 2) -> alt.FacetChart:
     """The Prompts page's Δ̃ heatmap: one panel per model, variants × axes, cells labelled with ``value``.
+
+    A click on a cell selects it (selection ``HEATMAP_SELECTION``: the cell's model and variant label).
 
     Args:
         heat: ``sago_engine.detail.heatmap_frame`` (model, label, order, axis, axis_label, delta_norm,
@@ -33,7 +39,8 @@ def delta_heatmap(heat: pd.DataFrame, columns: int = 2) -> alt.FacetChart:
     rect = base.mark_rect(stroke="white").encode(
         color=alt.condition("isValid(datum.delta_norm)",
                             alt.Color("delta_norm:Q", title="Δ̃", scale=alt.Scale(scheme="redblue", domain=[-1, 1])),
-                            alt.value("#d9d9d9")))
+                            alt.value("#d9d9d9"))).add_params(
+        alt.selection_point(name=HEATMAP_SELECTION, fields=["model", "label"], on="click"))
     text = base.mark_text(fontSize=10).encode(text="value:N")
     n_models = max(1, plot["model"].nunique())
     return alt.layer(rect, text, data=plot).properties(width=alt.Step(44), height=alt.Step(20)).facet(
@@ -64,3 +71,50 @@ def option_intervals(table: pd.DataFrame, options: list[str], height: int = 60) 
     n_models = max(1, plot["model"].nunique())
     return alt.layer(rule, point, data=plot).properties(height=height * n_models, width=420).facet(
         row=alt.Row("axis_label:N", title=None, sort=[axis_label(a) for a in axes_shown(())]))
+
+
+def pairwise_matrix(cells: pd.DataFrame, models: list[str], title: str, height: int | None = None):
+    """The Model vs model page's matrix (Plotly): row model − column model on one axis and scope.
+
+    Args:
+        cells: ``sago_engine.pairwise.matrix_cells`` (row, col, diff, ci_low, ci_high, p, p_adj,
+            marker, called, row_better, n_prompts, label).
+        models: row / column order.
+        title: the chart's title.
+    A cell is coloured by the difference where the pair is called different (blue: the row model
+    is more stable, red: less stable), light grey where it is not distinguishable; its text is
+    the difference with its marker and the adjusted p. The diagonal is empty.
+    """
+    import html
+
+    import numpy as np
+    import plotly.graph_objects as go
+
+    k = len(models)
+    idx = {m: i for i, m in enumerate(models)}
+    z = np.full((k, k), np.nan)
+    grey = np.full((k, k), np.nan)
+    hover = [["" for _ in models] for _ in models]
+    for c in cells.itertuples(index=False):
+        i, j = idx[c.row], idx[c.col]
+        (z if c.called else grey)[i, j] = c.diff if c.called else 0.0
+        ci = "" if not np.isfinite(c.ci_low) else f"<br>95% CI [{c.ci_low:+.3g}, {c.ci_high:+.3g}]"
+        r, col = html.escape(str(c.row)), html.escape(str(c.col))  # names are data: plotly reads tags in hover text
+        hover[i][j] = (f"{r} − {col}: {c.diff:+.3g}{ci}<br>p = {c.p:.3g} (raw), {c.p_adj:.3g} (adjusted)"
+                       f"<br>{c.n_prompts} shared prompts" if np.isfinite(c.p_adj) else f"{r} vs {col}: n/a")
+    top = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
+    fig = go.Figure()
+    fig.add_trace(go.Heatmap(z=grey, x=models, y=models, colorscale=[[0, "#e6e6e6"], [1, "#e6e6e6"]], showscale=False,
+                             hoverinfo="skip", xgap=2, ygap=2))
+    fig.add_trace(go.Heatmap(z=z, x=models, y=models, colorscale="RdBu_r", zmid=0, zmin=-top, zmax=top, xgap=2,
+                             ygap=2, text=hover, hoverinfo="text", hoverongaps=False,
+                             colorbar={"title": {"text": "row − column"}, "tickformat": "+.2g"}))
+    for c in cells.itertuples(index=False):
+        strong = c.called and abs(c.diff) > 0.55 * top
+        fig.add_annotation(x=c.col, y=c.row, text=c.label.replace("\n", "<br>"), showarrow=False,
+                           font={"size": 13, "color": "white" if strong else "#111111"})
+    fig.update_layout(title={"text": title}, height=height or max(360, 150 + 110 * k),
+                      margin={"l": 10, "r": 10, "t": 60, "b": 10},
+                      xaxis={"title": {"text": "column model"}, "side": "top", "tickangle": 0, "automargin": True},
+                      yaxis={"title": {"text": "row model"}, "autorange": "reversed", "automargin": True})
+    return fig

@@ -3,8 +3,8 @@
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import controls, data, exports, frame, urlstate
-from sago_engine import paper, report
+from dashboard import controls, data, exports, frame, links, prose, urlstate
+from sago_engine import pairwise, paper, report
 from sago_engine.store import Store
 from sago_engine.report import radar_axis_scales, wide_ci_cells, wide_cells
 from sago_engine.noise import floor_table, reply_health_table
@@ -81,7 +81,7 @@ for model, grp in radar.groupby("model", sort=True):
                                       name=f"{model} 95% CI", legendgroup=model, showlegend=False, hoverinfo="skip"))
     fig.add_trace(go.Scatterpolar(r=_closed(r), theta=_closed(spokes), name=model, legendgroup=model,
                                   mode="lines+markers", line={"color": col, "width": 2.5}, connectgaps=False,
-                                  text=_closed(hover), hoverinfo="text"))
+                                  text=_closed(hover), hoverinfo="text", customdata=_closed([[model, a] for a in AXES])))
     if ci_style == "whiskers":
         for a, lab, lo, hi, ok in zip(grp.index, spokes, grp["lo"], grp["hi"], grp["available"]):
             if ok and lo == lo:
@@ -111,13 +111,24 @@ fig.update_layout(polar={"radialaxis": radial},
                   height=controls.chart_height(520),
                   title={"text": f"SGS per axis — {which}"
                          + (" — PER-AXIS SCALE: each spoke to its own max" if per_axis else "")})
-exports.chart(fig, "profiles_radar",
+radar_event = exports.chart(fig, "profiles_radar",
              "Each line is one model; closer to the centre = more stable on that axis. Shaded band / whisker = 95% "
-             "bootstrap CI over prompts. A gap means the axis is unavailable for that model (n/a, not 0)."
+             "bootstrap CI over prompts. A gap means the axis is unavailable for that model (n/a, not 0). Click a "
+             "point to see that model's worst prompts on that axis."
              + (" Per-axis scale: each spoke runs from 0 to the largest value shown on it (printed beside the "
                 "axis name); compare models along a spoke, not spokes with each other." if per_axis
                 else " Common scale, as in the paper: one SGS scale for all six spokes."),
-             data=radar)
+             data=radar, on_select="rerun")
+clicked = [p["customdata"] for p in radar_event.selection.points if len(p.get("customdata") or []) == 2]
+if clicked:  # a radar point: that model's worst prompts on that axis
+    links.jump(links.WORST, {"rank": "prompt", "model": clicked[0][0], "axis": clicked[0][1]})
+if radar["model"].nunique() > 1:
+    lead = data.scored(pairwise.leader_sentences, f, per_dataset=dataset is not None, correction=correction,
+                       n_resamples=int(n_boot), seed=0)
+    st.subheader("Is the most stable model ahead of the runner-up?")
+    prose.sentences(lead["sentence"] if dataset is None else lead.loc[lead["dataset"] == dataset, "sentence"])
+    links.page_link(links.PAIRWISE, {"scope": which}, "Every pair of models, per axis: Model vs model",
+                    icon=":material/compare_arrows:")
 if overlay and dataset is not None:
     st.info("The paper reports totals only: the overlay is drawn on the Total scope.")
 st.caption("Δ-Cos: under a chat template the layer-0 (embedding) cosine is trivially 1; the definition is kept.")
