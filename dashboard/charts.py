@@ -94,27 +94,27 @@ def pairwise_matrix(cells: pd.DataFrame, models: list[str], title: str, height: 
     idx = {m: i for i, m in enumerate(models)}
     z = np.full((k, k), np.nan)
     grey = np.full((k, k), np.nan)
+    text = {True: [["" for _ in models] for _ in models], False: [["" for _ in models] for _ in models]}
     hover = [["" for _ in models] for _ in models]
     for c in cells.itertuples(index=False):
         i, j = idx[c.row], idx[c.col]
         (z if c.called else grey)[i, j] = c.diff if c.called else 0.0
+        text[bool(c.called)][i][j] = c.label.replace("\n", "<br>")
         ci = "" if not np.isfinite(c.ci_low) else f"<br>95% CI [{c.ci_low:+.3g}, {c.ci_high:+.3g}]"
         r, col = html.escape(str(c.row)), html.escape(str(c.col))  # names are data: plotly reads tags in hover text
         hover[i][j] = (f"{r} − {col}: {c.diff:+.3g}{ci}<br>p = {c.p:.3g} (raw), {c.p_adj:.3g} (adjusted)"
                        f"<br>{c.n_prompts} shared prompts" if np.isfinite(c.p_adj) else f"{r} vs {col}: n/a")
     top = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
+    common = {"x": models, "y": models, "xgap": 3, "ygap": 3, "texttemplate": "%{text}",
+              "textfont": {"size": 14}, "customdata": hover, "hovertemplate": "%{customdata}<extra></extra>",
+              "hoverongaps": False}
     fig = go.Figure()
-    fig.add_trace(go.Heatmap(z=grey, x=models, y=models, colorscale=[[0, "#e6e6e6"], [1, "#e6e6e6"]], showscale=False,
-                             hoverinfo="skip", xgap=2, ygap=2))
-    fig.add_trace(go.Heatmap(z=z, x=models, y=models, colorscale="RdBu_r", zmid=0, zmin=-top, zmax=top, xgap=2,
-                             ygap=2, text=hover, hoverinfo="text", hoverongaps=False,
-                             colorbar={"title": {"text": "row − column"}, "tickformat": "+.2g"}))
-    for c in cells.itertuples(index=False):
-        strong = c.called and abs(c.diff) > 0.55 * top
-        fig.add_annotation(x=c.col, y=c.row, text=c.label.replace("\n", "<br>"), showarrow=False,
-                           font={"size": 13, "color": "white" if strong else "#111111"})
-    fig.update_layout(title={"text": title}, height=height or max(360, 150 + 110 * k),
-                      margin={"l": 10, "r": 10, "t": 60, "b": 10},
-                      xaxis={"title": {"text": "column model"}, "side": "top", "tickangle": 0, "automargin": True},
-                      yaxis={"title": {"text": "row model"}, "autorange": "reversed", "automargin": True})
+    fig.add_trace(go.Heatmap(z=grey, colorscale=[[0, "#dcdcdc"], [1, "#dcdcdc"]], showscale=False,
+                             name="not distinguishable", text=text[False], **common))
+    fig.add_trace(go.Heatmap(z=z, colorscale="RdBu_r", zmid=0, zmin=-top, zmax=top, name="different", text=text[True],
+                             colorbar={"title": {"text": "row − column"}, "tickformat": "+.2g"}, **common))
+    fig.update_layout(title={"text": title}, height=height or max(360, 130 + 100 * k),
+                      margin={"l": 10, "r": 10, "t": 90, "b": 10},
+                      xaxis={"side": "top", "tickangle": 0, "automargin": True, "tickfont": {"size": 13}},
+                      yaxis={"autorange": "reversed", "automargin": True, "tickfont": {"size": 13}})
     return fig

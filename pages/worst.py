@@ -14,7 +14,7 @@ frame.require_frame()
 ALL = "all models"
 RANK_LABELS = {"prompt": "prompts by s_X(i)", "variant": "variants by Δ̃"}
 ORDER_LABELS = {"abs": "|Δ̃|, largest first", "neg": "Δ̃, most negative first", "pos": "Δ̃, most positive first"}
-REPLY_LABELS = {"all": "all replies", "different": "different", "unchanged": "unchanged"}
+REPLY_LABELS = {"all": "all", "different": "different", "unchanged": "unchanged"}
 ROWS = (10, 25, 50, 100)
 
 f = controls.current_filters()
@@ -37,21 +37,21 @@ urlstate.restore("rows", "worst_rows", "int", choices=ROWS, default=25)
 urlstate.restore("q", "worst_search", "str", default="")
 st.session_state["worst_search"] = str(st.session_state.get("worst_search") or "")[:MAX_SEARCH]
 
-c1, c2, c3, c4 = st.columns([1.2, 1, 1.6, 1.4])
+c1, c2, c3 = st.columns([1.4, 1, 1.6])
 with c1:
-    by = st.radio("Rank", worst.BY, key="worst_by", format_func=RANK_LABELS.get, horizontal=True)
+    by = st.segmented_control("Rank", worst.BY, key="worst_by", format_func=RANK_LABELS.get) or "prompt"
 with c2:
     axis = st.selectbox("Axis", AXES, key="worst_axis", format_func=AXIS_LABELS.get)
 with c3:
     model = st.selectbox("Model", [ALL, *models], key="worst_model")
+c4, c5, c6, c7 = st.columns([2, 1.8, 1.4, 0.6])
 with c4:
+    search = st.text_input("Search prompts, variants and replies", key="worst_search", max_chars=MAX_SEARCH,
+                           placeholder="words from a prompt or a reply (case-insensitive)")
+with c5:
     replies = st.segmented_control("Replies", worst.REPLIES, key="worst_replies", format_func=REPLY_LABELS.get,
                                    help="Different: the variant's reply text is not identical to the base reply "
                                         "(for a prompt: at least one of its variants' replies). Unchanged: identical.")
-c5, c6, c7 = st.columns([3, 1.6, 1])
-with c5:
-    search = st.text_input("Search prompts, variants and replies", key="worst_search", max_chars=MAX_SEARCH,
-                           placeholder="words from a prompt or a reply (case-insensitive)")
 with c6:
     order = st.selectbox("Order of variants", ORDERS, key="worst_order", format_func=ORDER_LABELS.get,
                          disabled=by != "variant")
@@ -69,17 +69,19 @@ if rows.empty:
 rows = rows.assign(open=[links.href(links.PROMPTS, worst.prompts_link(r)) for _, r in rows.iterrows()])
 if by == "prompt":
     shown = rows.assign(different=[f"{int(d)} of {int(n)}" for d, n in zip(rows["n_different"], rows["n_variants"])])
-    shown = shown[["rank", "model", "dataset", "prompt_text", "score", "different", "label", "delta_norm", "open"]]
-    names = {"prompt_text": "prompt", "score": f"s_X(i) on {label}", "different": "replies different",
+    shown = shown[["rank", "open", "model", "dataset", "score", "different", "label", "delta_norm", "prompt_text"]]
+    names = {"prompt_text": "prompt", "score": f"s_X(i) on {label}", "different": "different replies",
              "label": "worst variant", "delta_norm": "its Δ̃"}
 else:
-    shown = rows[["rank", "model", "dataset", "prompt_text", "label", "variant_text", "score", "differs",
-                  "base_reply", "variant_reply", "open"]]
+    shown = rows[["rank", "open", "model", "dataset", "score", "differs", "label", "prompt_text", "variant_text",
+                  "base_reply", "variant_reply"]]
     names = {"prompt_text": "prompt", "label": "variant", "variant_text": "variant text", "score": f"Δ̃ on {label}",
              "differs": "reply differs", "base_reply": "base reply", "variant_reply": "variant's reply"}
-config = {"open": st.column_config.LinkColumn("Prompts page", display_text="open ↗",
+config = {"open": st.column_config.LinkColumn("Prompts", display_text="open ↗", width="small",
                                               help="Opens this prompt and variant on the Prompts page"),
-          "rank": st.column_config.NumberColumn("rank", format="%d")}
+          "rank": st.column_config.NumberColumn("rank", format="%d", width="small"),
+          names["score"]: st.column_config.NumberColumn(format="%.3f"),
+          "its Δ̃": st.column_config.NumberColumn(format="%+.3f")}
 csv = rows.drop(columns=["open"]).assign(axis=axis, axis_label=label)
 event = exports.table(csv, "worst_table", f"sago_worst_{by}s_{axis}.csv", show=shown.rename(columns=names),
                       on_select="rerun", selection_mode="single-row", column_config=config)

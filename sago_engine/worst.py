@@ -126,5 +126,5 @@ def token_table(row) -> pd.DataFrame:
         "tokens": pd.array([row["base_tokens"], row["variant_tokens"]], dtype="Int64"),
         "finish": [row["base_finish"], row["variant_finish"]],
         "latency_s": [row["base_latency_s"], row["variant_latency_s"]],
-        "error": [row["base_error"], row["variant_error"]],
+        "error": [e if isinstance(e, str) else "none" for e in (row["base_error"], row["variant_error"])],
     })
