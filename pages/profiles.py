@@ -114,7 +114,8 @@ fig.update_layout(polar={"radialaxis": radial},
                          + (" — PER-AXIS SCALE: each spoke to its own max" if per_axis else "")})
 exports.chart(fig, "profiles_radar",
              "Each line is one model; closer to the centre = more stable on that axis. Shaded band / whisker = 95% "
-             "bootstrap CI over prompts. A gap means the axis is unavailable for that model (n/a, not 0)."
+             "bootstrap CI over prompts. A gap means the axis is unavailable for that model (n/a, not 0). A model's "
+             "worst prompts on an axis: click its cell in the total SGS table below."
              + (" Per-axis scale: each spoke runs from 0 to the largest value shown on it (printed beside the "
                 "axis name); compare models along a spoke, not spokes with each other." if per_axis
                 else " Common scale, as in the paper: one SGS scale for all six spokes."),
