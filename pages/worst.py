@@ -63,7 +63,8 @@ rows = data.with_store(worst.worst_cases, f, axis=axis, by=by, model=None if mod
                        order=order, replies=replies or "all", search=search or None, limit=int(n_rows))
 label = AXIS_LABELS[axis]
 if rows.empty:
-    st.info("No prompts match" + (f" the search “{search}”" if search else "") + " with the current filters.")
+    st.info("No prompts match" + (f" the search “{escape_md(search.strip()[:MAX_SEARCH])}”" if search else "")
+            + " with the current filters.")
     st.stop()
 
 rows = rows.assign(open=[links.href(links.PROMPTS, worst.prompts_link(r)) for _, r in rows.iterrows()])
@@ -85,7 +86,7 @@ config = {"open": st.column_config.LinkColumn("Prompts", display_text="open ↗"
 csv = rows.drop(columns=["open"]).assign(axis=axis, axis_label=label)
 event = exports.table(csv, "worst_table", f"sago_worst_{by}s_{axis}.csv", show=shown.rename(columns=names),
                       on_select="rerun", selection_mode="single-row", column_config=config)
-st.caption(f"{len(rows)} row(s), worst first" + (f", matching “{search.strip()[:MAX_SEARCH]}”" if search else "")
+st.caption(f"{len(rows)} row(s), worst first" + (f", matching “{escape_md(search.strip()[:MAX_SEARCH])}”" if search else "")
            + ". The CSV holds every column of these rows (texts, tokens, latency, requests).")
 
 picked = list(getattr(getattr(event, "selection", None), "rows", []) or [])

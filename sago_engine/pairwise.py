@@ -181,7 +181,7 @@ def matrix_cells(table: pd.DataFrame, axis: str, dataset: str | None = None) -> 
             lo, hi = (r.ci_low, r.ci_high) if sign > 0 else (-r.ci_high, -r.ci_low)
             called = r.verdict in (VERDICT_A, VERDICT_B)
             row_better = called and (r.better == row)
-            label = "n/a" if not np.isfinite(r.p_adj) else f"{sign * r.diff:+.3g}{r.marker}\n{format_p(r.p_adj)}"
+            label = "n/a" if not np.isfinite(r.p_adj) else f"{sign * r.diff:+#.3g}{r.marker}\n{format_p(r.p_adj)}"
             cells.append({"row": row, "col": col, "diff": sign * r.diff, "ci_low": lo, "ci_high": hi, "p": r.p,
                           "p_adj": r.p_adj, "marker": r.marker, "called": called, "row_better": row_better,
                           "n_prompts": r.n_prompts, "label": label.replace("-", "−")})
@@ -220,8 +220,8 @@ def pair_sentence(row, first: str | None = None) -> str:
     if lead == b:  # name the better (or the requested) model first: the difference is lead − other
         a, b, sa, sb, d, lo, hi = b, a, sb, sa, -d, -hi, -lo
     ptxt = format_p(row["p_adj"]) + _ADJ.get(str(row["correction"]), "")
-    ci = "" if not np.isfinite(lo) else f" [95% CI {lo:+.3g}, {hi:+.3g}]"
-    numbers = (f"SGS {sa:.3g} vs {sb:.3g} on {int(row['n_prompts'])} shared prompts, difference {d:+.3g}{ci}"
+    ci = "" if not np.isfinite(lo) else f" [95% CI {lo:+#.3g}, {hi:+#.3g}]"
+    numbers = (f"SGS {sa:#.3g} vs {sb:#.3g} on {int(row['n_prompts'])} shared prompts, difference {d:+#.3g}{ci}"
                ).replace("-", "−")
     if row["verdict"] in (VERDICT_A, VERDICT_B):
         return f"{a} is more stable than {b}{where} ({ptxt}; {numbers})."

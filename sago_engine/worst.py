@@ -105,13 +105,49 @@ def request_text(text) -> str:
     return text if isinstance(text, str) else NOT_RECORDED
 
 
+def grouped_segments(segments: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Diff segments with each run of changes read as one deletion then one insertion.
+
+    Two replies that differ in most words diff word by word into alternating delete / insert
+    pieces around the shared spaces (``~~The~~ **I'm** ~~capital~~ **not** …``). Here an equal
+    segment that is only whitespace between two changes joins the change, and each run of
+    changes becomes all its deleted text, then all its inserted text. Joining equal + delete
+    texts still gives the base, equal + insert texts the variant.
+    """
+    out: list[tuple[str, str]] = []
+    dels: list[str] = []
+    ins: list[str] = []
+
+    def flush() -> None:
+        if dels:
+            out.append(("delete", "".join(dels)))
+        if ins:
+            out.append(("insert", "".join(ins)))
+        dels.clear()
+        ins.clear()
+
+    for k, (op, text) in enumerate(segments):
+        between = 0 < k < len(segments) - 1 and segments[k - 1][0] != "equal" and segments[k + 1][0] != "equal"
+        if op == "equal" and not (between and text.isspace()):
+            flush()
+            out.append((op, text))
+        elif op == "equal":
+            dels.append(text)
+            ins.append(text)
+        else:
+            (dels if op == "delete" else ins).append(text)
+    flush()
+    return out
+
+
 def reply_diff_html(base, variant) -> str:
     """Word diff of the base reply (struck through) into the variant's reply (highlighted), as escaped HTML.
 
-    ``textdiff.diff_segments`` + ``textdiff.diff_html`` (every piece of text escaped); a missing
-    reply diffs as the empty string.
+    ``textdiff.diff_segments``, grouped by ``grouped_segments``, drawn by ``textdiff.diff_html``
+    (every piece of text escaped); a missing reply diffs as the empty string.
     """
-    return diff_html(diff_segments(base if isinstance(base, str) else "", variant if isinstance(variant, str) else ""))
+    a, b = (base if isinstance(base, str) else ""), (variant if isinstance(variant, str) else "")
+    return diff_html(grouped_segments(diff_segments(a, b)))
 
 
 def prompts_link(row) -> dict[str, str]:

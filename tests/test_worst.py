@@ -151,3 +151,16 @@ def test_bad_arguments_raise(store_path):
                    {"by": "variant", "order": "up"}):
             with pytest.raises(ValueError):
                 worst.worst_cases(st, None, **{"axis": "bleu", **kw})
+
+
+def test_grouped_reply_diff_keeps_both_texts_and_reads_as_runs():
+    from sago_engine.textdiff import diff_segments
+
+    base = "The capital of France is Paris.\n\nWhat is the capital of France?"
+    var = "I'm not sure if it's a city or a country.\n\nWhat is the capital of Spain?"
+    g = worst.grouped_segments(diff_segments(base, var))
+    assert "".join(t for o, t in g if o != "insert") == base and "".join(t for o, t in g if o != "delete") == var
+    assert g[:2] == [("delete", "The capital of France is Paris"), ("insert", "I'm not sure if it's a city or a country")]
+    assert g[2:] == [("equal", ".\n\nWhat is the capital of "), ("delete", "France"), ("insert", "Spain"),
+                     ("equal", "?")]  # shared words stay shared
+    assert not any(a[0] == b[0] for a, b in zip(g, g[1:]))  # no two neighbours of one kind
