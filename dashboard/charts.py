@@ -92,27 +92,34 @@ def pairwise_matrix(cells: pd.DataFrame, models: list[str], title: str, height: 
 
     k = len(models)
     idx = {m: i for i, m in enumerate(models)}
-    z = np.full((k, k), np.nan)
-    grey = np.full((k, k), np.nan)
-    text = {True: [["" for _ in models] for _ in models], False: [["" for _ in models] for _ in models]}
+    called = cells[cells["called"].astype(bool)]
+    top = float(called["diff"].abs().max()) if len(called) else 1.0
+    # three layers: not distinguishable (grey), called pale and called strong (text colour set per layer:
+    # Streamlit's theme overrides Plotly's automatic contrast)
+    layers = {"grey": np.full((k, k), np.nan), "pale": np.full((k, k), np.nan), "strong": np.full((k, k), np.nan)}
+    text = {n: [["" for _ in models] for _ in models] for n in layers}
     hover = [["" for _ in models] for _ in models]
     for c in cells.itertuples(index=False):
         i, j = idx[c.row], idx[c.col]
-        (z if c.called else grey)[i, j] = c.diff if c.called else 0.0
-        text[bool(c.called)][i][j] = c.label.replace("\n", "<br>")
+        layer = "grey" if not c.called else ("strong" if abs(c.diff) > 0.45 * top else "pale")
+        layers[layer][i, j] = 0.0 if layer == "grey" else c.diff
+        text[layer][i][j] = c.label.replace("\n", "<br>")
         ci = "" if not np.isfinite(c.ci_low) else f"<br>95% CI [{c.ci_low:+.3g}, {c.ci_high:+.3g}]"
         r, col = html.escape(str(c.row)), html.escape(str(c.col))  # names are data: plotly reads tags in hover text
         hover[i][j] = (f"{r} − {col}: {c.diff:+.3g}{ci}<br>p = {c.p:.3g} (raw), {c.p_adj:.3g} (adjusted)"
                        f"<br>{c.n_prompts} shared prompts" if np.isfinite(c.p_adj) else f"{r} vs {col}: n/a")
-    top = float(np.nanmax(np.abs(z))) if np.isfinite(z).any() else 1.0
-    common = {"x": models, "y": models, "xgap": 3, "ygap": 3, "texttemplate": "%{text}",
-              "textfont": {"size": 14}, "customdata": hover, "hovertemplate": "%{customdata}<extra></extra>",
-              "hoverongaps": False}
+    common = {"x": models, "y": models, "xgap": 3, "ygap": 3, "texttemplate": "%{text}", "customdata": hover,
+              "hovertemplate": "%{customdata}<extra></extra>", "hoverongaps": False}
+    scale = {"colorscale": "RdBu_r", "zmid": 0, "zmin": -top, "zmax": top}
     fig = go.Figure()
-    fig.add_trace(go.Heatmap(z=grey, colorscale=[[0, "#dcdcdc"], [1, "#dcdcdc"]], showscale=False,
-                             name="not distinguishable", text=text[False], **common))
-    fig.add_trace(go.Heatmap(z=z, colorscale="RdBu_r", zmid=0, zmin=-top, zmax=top, name="different", text=text[True],
-                             colorbar={"title": {"text": "row − column"}, "tickformat": "+.2g"}, **common))
+    fig.add_trace(go.Heatmap(z=layers["grey"], colorscale=[[0, "#dcdcdc"], [1, "#dcdcdc"]], showscale=False,
+                             name="not distinguishable", text=text["grey"], textfont={"size": 14, "color": "#111111"},
+                             **common))
+    fig.add_trace(go.Heatmap(z=layers["pale"], name="different", text=text["pale"], showscale=False,
+                             textfont={"size": 14, "color": "#111111"}, **scale, **common))
+    fig.add_trace(go.Heatmap(z=layers["strong"], name="different", text=text["strong"],
+                             textfont={"size": 14, "color": "#ffffff"}, **scale, **common,
+                             colorbar={"title": {"text": "row − column"}, "tickformat": "+.2g"}))
     fig.update_layout(title={"text": title}, height=height or max(360, 130 + 100 * k),
                       margin={"l": 10, "r": 10, "t": 90, "b": 10},
                       xaxis={"side": "top", "tickangle": 0, "automargin": True, "tickfont": {"size": 13}},
