@@ -87,7 +87,8 @@ csv = rows.drop(columns=["open"]).assign(axis=axis, axis_label=label)
 event = exports.table(csv, "worst_table", f"sago_worst_{by}s_{axis}.csv", show=shown.rename(columns=names),
                       on_select="rerun", selection_mode="single-row", column_config=config)
 st.caption(f"{len(rows)} row(s), worst first" + (f", matching “{escape_md(search.strip()[:MAX_SEARCH])}”" if search else "")
-           + ". The CSV holds every column of these rows (texts, tokens, latency, requests).")
+           + ("." if controls.presentation_on() else
+              ". The CSV holds every column of these rows (texts, tokens, latency, requests)."))
 
 picked = list(getattr(getattr(event, "selection", None), "rows", []) or [])
 r = rows.iloc[picked[0] if picked and picked[0] < len(rows) else 0]
