@@ -12,8 +12,14 @@ import pandas as pd
 from sago_engine.types import axes_shown, axis_label
 
 
+#: Name of the Prompts heatmap's click selection (fields model, label: the clicked cell's variant).
+HEATMAP_SELECTION = "cell"
+
+
 def delta_heatmap(heat: pd.DataFrame, columns: int = 2) -> alt.FacetChart:
     """The Prompts page's Δ̃ heatmap: one panel per model, variants × axes, cells labelled with ``value``.
+
+    A click on a cell selects it (selection ``HEATMAP_SELECTION``: the cell's model and variant label).
 
     Args:
         heat: ``sago_engine.detail.heatmap_frame`` (model, label, order, axis, axis_label, delta_norm,
@@ -33,7 +39,8 @@ def delta_heatmap(heat: pd.DataFrame, columns: int = 2) -> alt.FacetChart:
     rect = base.mark_rect(stroke="white").encode(
         color=alt.condition("isValid(datum.delta_norm)",
                             alt.Color("delta_norm:Q", title="Δ̃", scale=alt.Scale(scheme="redblue", domain=[-1, 1])),
-                            alt.value("#d9d9d9")))
+                            alt.value("#d9d9d9"))).add_params(
+        alt.selection_point(name=HEATMAP_SELECTION, fields=["model", "label"], on="click"))
     text = base.mark_text(fontSize=10).encode(text="value:N")
     n_models = max(1, plot["model"].nunique())
     return alt.layer(rect, text, data=plot).properties(width=alt.Step(44), height=alt.Step(20)).facet(
@@ -64,3 +71,57 @@ def option_intervals(table: pd.DataFrame, options: list[str], height: int = 60) 
     n_models = max(1, plot["model"].nunique())
     return alt.layer(rule, point, data=plot).properties(height=height * n_models, width=420).facet(
         row=alt.Row("axis_label:N", title=None, sort=[axis_label(a) for a in axes_shown(())]))
+
+
+def pairwise_matrix(cells: pd.DataFrame, models: list[str], title: str, height: int | None = None):
+    """The Model vs model page's matrix (Plotly): row model − column model on one axis and scope.
+
+    Args:
+        cells: ``sago_engine.pairwise.matrix_cells`` (row, col, diff, ci_low, ci_high, p, p_adj,
+            marker, called, row_better, n_prompts, label).
+        models: row / column order.
+        title: the chart's title.
+    A cell is coloured by the difference where the pair is called different (blue: the row model
+    is more stable, red: less stable), light grey where it is not distinguishable; its text is
+    the difference with its marker and the adjusted p. The diagonal is empty.
+    """
+    import html
+
+    import numpy as np
+    import plotly.graph_objects as go
+
+    k = len(models)
+    idx = {m: i for i, m in enumerate(models)}
+    called = cells[cells["called"].astype(bool)]
+    top = float(called["diff"].abs().max()) if len(called) else 1.0
+    # three layers: not distinguishable (grey), called pale and called strong (text colour set per layer:
+    # Streamlit's theme overrides Plotly's automatic contrast)
+    layers = {"grey": np.full((k, k), np.nan), "pale": np.full((k, k), np.nan), "strong": np.full((k, k), np.nan)}
+    text = {n: [["" for _ in models] for _ in models] for n in layers}
+    hover = [["" for _ in models] for _ in models]
+    for c in cells.itertuples(index=False):
+        i, j = idx[c.row], idx[c.col]
+        layer = "grey" if not c.called else ("strong" if abs(c.diff) > 0.45 * top else "pale")
+        layers[layer][i, j] = 0.0 if layer == "grey" else c.diff
+        text[layer][i][j] = c.label.replace("\n", "<br>")
+        ci = "" if not np.isfinite(c.ci_low) else f"<br>95% CI [{c.ci_low:+.3g}, {c.ci_high:+.3g}]"
+        r, col = html.escape(str(c.row)), html.escape(str(c.col))  # names are data: plotly reads tags in hover text
+        hover[i][j] = (f"{r} − {col}: {c.diff:+.3g}{ci}<br>p = {c.p:.3g} (raw), {c.p_adj:.3g} (adjusted)"
+                       f"<br>{c.n_prompts} shared prompts" if np.isfinite(c.p_adj) else f"{r} vs {col}: n/a")
+    common = {"x": models, "y": models, "xgap": 3, "ygap": 3, "texttemplate": "%{text}", "customdata": hover,
+              "hovertemplate": "%{customdata}<extra></extra>", "hoverongaps": False}
+    scale = {"colorscale": "RdBu_r", "zmid": 0, "zmin": -top, "zmax": top}
+    fig = go.Figure()
+    fig.add_trace(go.Heatmap(z=layers["grey"], colorscale=[[0, "#dcdcdc"], [1, "#dcdcdc"]], showscale=False,
+                             name="not distinguishable", text=text["grey"], textfont={"size": 14, "color": "#111111"},
+                             **common))
+    fig.add_trace(go.Heatmap(z=layers["pale"], name="different", text=text["pale"], showscale=False,
+                             textfont={"size": 14, "color": "#111111"}, **scale, **common))
+    fig.add_trace(go.Heatmap(z=layers["strong"], name="different", text=text["strong"],
+                             textfont={"size": 14, "color": "#ffffff"}, **scale, **common,
+                             colorbar={"title": {"text": "row − column"}, "tickformat": "+.2g"}))
+    fig.update_layout(title={"text": title}, height=height or max(360, 130 + 100 * k),
+                      margin={"l": 10, "r": 10, "t": 90, "b": 10},
+                      xaxis={"side": "top", "tickangle": 0, "automargin": True, "tickfont": {"size": 13}},
+                      yaxis={"autorange": "reversed", "automargin": True, "tickfont": {"size": 13}})
+    return fig

@@ -94,3 +94,12 @@ def correction_control(key: str) -> str:
                         format_func=CORRECTION_LABELS.get,
                         help="Adjusts p over every test the table shows (models × axes [× datasets]). "
                              "Markers follow the adjusted p; raw p stays in the tables.")
+
+
+def current_correction() -> str:
+    """The multiple-comparison control last chosen on a page with the control (``sago_correction``), for a
+    page that shows no control of its own; "none" when nothing was chosen."""
+    from sago_engine.stats import CORRECTIONS
+
+    v = st.session_state.get("sago_correction", "none")
+    return v if v in CORRECTIONS else "none"

@@ -153,18 +153,21 @@ def _download_row(key: str, items: list[tuple[str, Callable[[], bytes] | bytes, 
                                on_click="ignore", icon=":material/download:")
 
 
-def chart(fig, key: str, caption: str, data: pd.DataFrame | None = None) -> None:
+def chart(fig, key: str, caption: str, data: pd.DataFrame | None = None, on_select: str | None = None) -> Any:
     """Render a Plotly figure, a one-line plain-English caption, and PNG / SVG / HTML (/ CSV) downloads.
 
     PNG and SVG are generated only when clicked (deferred, cached by figure JSON); HTML has
     plotly.js inline. ``data`` (optional) adds a CSV of the plotted numbers. Every string of the
     figure goes through ``safe.inert_figure`` first (on the page and in every export).
+    ``on_select="rerun"`` makes clicked points a selection (``selection_mode="points"``); returns
+    the chart's event (``st.plotly_chart``'s return value).
     """
     fig = safe.inert_figure(fig)
-    st.plotly_chart(fig, key=key, width="stretch", config={"displaylogo": False})
+    sel = {} if on_select is None else {"on_select": on_select, "selection_mode": "points"}
+    event = st.plotly_chart(fig, key=key, width="stretch", config={"displaylogo": False}, **sel)
     st.caption(caption)
     if controls.presentation_on():
-        return
+        return event
     name = _slug(key)
     items = [("PNG", lambda: figure_png(fig), f"{name}.png", "image/png"),
              ("SVG", lambda: figure_svg(fig), f"{name}.svg", "image/svg+xml"),
@@ -172,17 +175,20 @@ def chart(fig, key: str, caption: str, data: pd.DataFrame | None = None) -> None
     if data is not None:
         items.append(("CSV", safe.csv_bytes(data), f"{name}.csv", "text/csv"))
     _download_row(key, items)
+    return event
 
 
-def altair_chart(ch, key: str, caption: str, data: pd.DataFrame | None = None) -> None:
+def altair_chart(ch, key: str, caption: str, data: pd.DataFrame | None = None, on_select: Any = None) -> Any:
     """Render an Altair chart with a caption and downloads: PNG / SVG (vl-convert, offline) and HTML, + CSV.
 
     Without vl-convert-python only CSV is offered (and the note says so).
+    ``on_select`` ("rerun" or a callback) reports the chart's selection parameters; returns the
+    chart's event (``st.altair_chart``'s return value).
     """
-    st.altair_chart(ch, key=key, width="stretch")
+    event = st.altair_chart(ch, key=key, width="stretch", **({} if on_select is None else {"on_select": on_select}))
     st.caption(caption)
     if controls.presentation_on():
-        return
+        return event
     name = _slug(key)
     items: list = []
     if _vl_convert() is not None:
@@ -194,27 +200,38 @@ def altair_chart(ch, key: str, caption: str, data: pd.DataFrame | None = None) -
     _download_row(key, items)
     if _vl_convert() is None:
         st.caption("PNG/SVG/HTML of this chart need vl-convert-python (not installed): CSV only.")
+    return event
 
 
-def table(df: pd.DataFrame, key: str, filename: str, missing: dict[str, str] | None = None, **kwargs: Any) -> None:
+def _axis_named(df: pd.DataFrame) -> pd.DataFrame:
+    if "axis_label" in df.columns:
+        return df.drop(columns=[c for c in ("axis",) if c in df.columns]).rename(columns={"axis_label": "axis"})
+    return df
+
+
+def table(df: pd.DataFrame, key: str, filename: str, missing: dict[str, str] | None = None,
+          show: pd.DataFrame | None = None, **kwargs: Any) -> Any:
     """Show a DataFrame (as text; no HTML) with a CSV download button below it (``safe.csv_bytes``).
 
     A column ``axis_label`` (the paper's Δ-… names) is shown as ``axis`` in place of the short code.
     ``missing`` = {column: why}: an empty cell of that column shows why it is empty (numbers
     beside it to 4 significant digits) instead of "None"; the CSV keeps the empty cell.
+    ``show``: a different frame for the screen (e.g. compact "0.854±0.088†" cells) while the CSV
+    holds ``df`` (numbers in their own columns). Returns ``st.dataframe``'s value (the selection
+    event when ``on_select`` is passed in ``kwargs``).
     """
-    if "axis_label" in df.columns:
-        df = df.drop(columns=[c for c in ("axis",) if c in df.columns]).rename(columns={"axis_label": "axis"})
-    shown = df
+    df = _axis_named(df)
+    shown = df if show is None else _axis_named(show)
     if missing:
-        shown = df.copy()
+        shown = shown.copy()
         for col, why in missing.items():
             if col in shown.columns and shown[col].isna().any():
                 shown[col] = [why if pd.isna(v) else (f"{v:.4g}" if isinstance(v, float) else v) for v in shown[col]]
-    st.dataframe(shown, key=key, hide_index=True, width="stretch", **kwargs)
+    event = st.dataframe(shown, key=key, hide_index=True, width="stretch", **kwargs)
     if not controls.presentation_on():
         st.download_button("CSV", data=safe.csv_bytes(df), file_name=_file_name(filename),
                            mime="text/csv", key=f"{key}_csv", on_click="ignore", icon=":material/download:")
+    return event
 
 
 @st.cache_data(show_spinner=False, max_entries=8)

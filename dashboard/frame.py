@@ -24,14 +24,16 @@ ROOT = Path(__file__).resolve().parent.parent
 FAVICON = Path(__file__).resolve().parent / "favicon.png"
 _ROUTED = "_sago_routed"
 
-#: The ten views: (script, title, icon, url path). Profiles is the default page, served at "/".
+#: The twelve views: (script, title, icon, url path). Profiles is the default page, served at "/".
 VIEWS = (
     ("pages/profiles.py", "Profiles", ":material/radar:", "profiles"),
     ("pages/pareto.py", "Pareto", ":material/scatter_plot:", "pareto"),
     ("pages/rankings.py", "Rankings", ":material/leaderboard:", "rankings"),
     ("pages/significance.py", "Significance", ":material/functions:", "significance"),
     ("pages/sample_size.py", "Sample size", ":material/stacked_line_chart:", "sample_size"),
+    ("pages/pairwise.py", "Model vs model", ":material/compare_arrows:", "pairwise"),
     ("pages/prompts.py", "Prompts", ":material/chat:", "prompts"),
+    ("pages/worst.py", "Worst cases", ":material/report:", "worst"),
     ("pages/variants.py", "Variants", ":material/tune:", "variants"),
     ("pages/method_choices.py", "Method choices", ":material/alt_route:", "method_choices"),
     ("pages/live.py", "Live", ":material/bolt:", "live"),

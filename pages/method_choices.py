@@ -10,6 +10,7 @@ from sago_engine import judge_audit, method_choices as mc
 from sago_engine.scoring import EPSILONS, MAIN_EPSILON
 from sago_engine.store import Store
 from sago_engine.store.labels import read_labels, write_label
+from sago_engine.tables import sgs_numbers
 
 frame.require_frame()
 
@@ -43,7 +44,8 @@ for i, (ch, s) in enumerate(summ):
     exports.altair_chart(charts.option_intervals(s["sgs"], options), f"methods_chart_{i}",
                          "Each dot is a model's SGS under one option, the bar its 95% bootstrap CI. Dots that move "
                          "apart between options show how much the choice matters for that model.", data=s["sgs"])
-    exports.table(mc.option_wide(s["sgs"], options), f"methods_sgs_{i}", f"sago_method_{ch.key}_sgs.csv")
+    exports.table(sgs_numbers(s["sgs"]), f"methods_sgs_{i}", f"sago_method_{ch.key}_sgs.csv",
+                  show=mc.option_wide(s["sgs"], options))
     st.caption(f"SGS [95% CI] and marker at ε = {eps:g} per option.")
     st.markdown(f"**Rank agreement with '{safe.md(ch.reference)}'**")
     exports.table(s["ranks"], f"methods_ranks_{i}", f"sago_method_{ch.key}_ranks.csv")

@@ -124,5 +124,7 @@ show = pts.assign(on_frontier=pts["model"].isin(front["model"]),
                   y_ci=[f"[{a:.3f}, {b:.3f}]" for a, b in zip(pts["y_lo"], pts["y_hi"])])
 show = show[["model", "x_cell", "x_ci", "y_cell", "y_ci", "on_frontier"]]
 show.columns = ["model", xl, f"{xl} 95% CI", yl, f"{yl} 95% CI", "on Pareto frontier"]
-exports.table(show, "pareto_table", "sago_pareto.csv")
+numbers = pts.drop(columns=[c for c in pts.columns if c.endswith("_cell")]).assign(
+    x_axis=x_axis, y_axis=y_axis, on_frontier=pts["model"].isin(front["model"]))
+exports.table(numbers, "pareto_table", "sago_pareto.csv", show=show)
 data.provenance("pareto")

@@ -3,12 +3,13 @@
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import controls, data, exports, frame, urlstate
-from sago_engine import paper, report
+from dashboard import controls, data, exports, frame, links, prose, urlstate
+from sago_engine import pairwise, paper, report
 from sago_engine.store import Store
 from sago_engine.report import radar_axis_scales, wide_ci_cells, wide_cells
 from sago_engine.noise import floor_table, reply_health_table
 from sago_engine.scoring import MAIN_EPSILON
+from sago_engine.tables import sgs_numbers
 from sago_engine.types import AXES, AXIS_LABELS
 
 frame.require_frame()
@@ -114,11 +115,19 @@ fig.update_layout(polar={"radialaxis": radial},
                          + (" — PER-AXIS SCALE: each spoke to its own max" if per_axis else "")})
 exports.chart(fig, "profiles_radar",
              "Each line is one model; closer to the centre = more stable on that axis. Shaded band / whisker = 95% "
-             "bootstrap CI over prompts. A gap means the axis is unavailable for that model (n/a, not 0)."
+             "bootstrap CI over prompts. A gap means the axis is unavailable for that model (n/a, not 0). A model's "
+             "worst prompts on an axis: click its cell in the total SGS table below."
              + (" Per-axis scale: each spoke runs from 0 to the largest value shown on it (printed beside the "
                 "axis name); compare models along a spoke, not spokes with each other." if per_axis
                 else " Common scale, as in the paper: one SGS scale for all six spokes."),
              data=radar)
+if radar["model"].nunique() > 1:
+    lead = data.scored(pairwise.leader_sentences, f, per_dataset=dataset is not None, correction=correction,
+                       n_resamples=int(n_boot), seed=0)
+    st.subheader("Is the most stable model ahead of the runner-up?")
+    prose.sentences(lead["sentence"] if dataset is None else lead.loc[lead["dataset"] == dataset, "sentence"])
+    links.page_link(links.PAIRWISE, {"scope": which}, "Every pair of models, per axis: Model vs model",
+                    icon=":material/compare_arrows:")
 if overlay and dataset is not None:
     st.info("The paper reports totals only: the overlay is drawn on the Total scope.")
 st.caption("Δ-Cos: under a chat template the layer-0 (embedding) cosine is trivially 1; the definition is kept.")
@@ -126,8 +135,15 @@ st.caption("Δ-Cos: under a chat template the layer-0 (embedding) cosine is triv
 tables = data.scored(report.score_tables, f, eps=MAIN_EPSILON, correction=correction)
 mc_note = "" if correction == "none" else f" Markers use {correction.upper() if correction == 'bh' else 'Holm'}-adjusted p."
 st.subheader("Total SGS, mean ± std over prompts")
-exports.table(wide_cells(tables["total"], ["model"]), "profiles_total_table", "sago_sgs_total.csv")
-st.caption("Family of tests for the correction: every model × axis of this table." + mc_note)
+total_shown = wide_cells(tables["total"], ["model"])
+picked = exports.table(sgs_numbers(tables["total"]), "profiles_total_table", "sago_sgs_total.csv", show=total_shown,
+                       on_select="rerun", selection_mode="single-cell").selection.cells
+axis_of = {label: a for a, label in AXIS_LABELS.items()}
+if picked and picked[0][1] in axis_of:  # a cell: that model's worst prompts on that axis
+    links.jump(links.WORST, {"rank": "prompt", "model": total_shown.iloc[picked[0][0]]["model"],
+                             "axis": axis_of[picked[0][1]]})
+st.caption("Family of tests for the correction: every model × axis of this table." + mc_note
+           + " Click a cell to see that model's worst prompts on that axis.")
 # api-fidelity (#13): replies that are not answers, and the noise floor, beside the SGS
 health = reply_health_table(data.query(Store.reply_health))
 if len(health):
@@ -142,11 +158,11 @@ if len(nf):
                "p: one-sided paired t-test of s − floor > 0 over prompts (is the instability above what repeating "
                "the same prompt gives?).")
 st.subheader("SGS per dataset × axis")
-exports.table(wide_cells(tables["per_dataset"], ["model", "dataset"]), "profiles_dataset_table",
-             "sago_sgs_per_dataset.csv")
+exports.table(sgs_numbers(tables["per_dataset"]), "profiles_dataset_table", "sago_sgs_per_dataset.csv",
+              show=wide_cells(tables["per_dataset"], ["model", "dataset"]))
 st.subheader("Total SGS with 95% bootstrap CI")
 ci_tab = data.scored(report.sgs_ci_table, f, eps=MAIN_EPSILON, correction=correction, n_resamples=int(n_boot))
-exports.table(wide_ci_cells(ci_tab, ["model"]), "profiles_ci_table", "sago_sgs_total_ci.csv")
+exports.table(sgs_numbers(ci_tab), "profiles_ci_table", "sago_sgs_total_ci.csv", show=wide_ci_cells(ci_tab, ["model"]))
 st.caption("Percentile bootstrap over prompts (scipy.stats.bootstrap, seed 0). \"no variation\": every per-prompt "
            "score is equal, so the interval has zero width (no NaN)." + mc_note)
 small = ci_tab[ci_tab["small_n"]]

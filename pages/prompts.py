@@ -80,10 +80,18 @@ if heat.empty:
     st.info("No deltas for this prompt from the selected models.")
 else:
     ch = charts.delta_heatmap(heat, columns=2)
+
+    def _pick_variant() -> None:
+        """A clicked cell shows its variant's edit and responses above (the Variant box)."""
+        sel = st.session_state["prompts_heatmap"].selection.get(charts.HEATMAP_SELECTION) or []
+        if sel and sel[0].get("label") in labels:
+            st.session_state["prompts_variant"] = sel[0]["label"]
+
     exports.altair_chart(ch, key="prompts_heatmap",
                         caption="Each cell is Δ̃ of one axis for one variant: 0 = no change from the base response, "
-                                "red = the axis fell, blue = it rose, grey = n/a (the model cannot measure that axis).",
-                        data=heat)
+                                "red = the axis fell, blue = it rose, grey = n/a (the model cannot measure that axis). "
+                                "Click a cell to show that variant's edit and responses above.",
+                        data=heat, on_select=_pick_variant)
 
 if models:
     st.subheader("All responses side by side")

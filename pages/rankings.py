@@ -3,8 +3,8 @@
 import altair as alt
 import streamlit as st
 
-from dashboard import controls, data, exports, frame, safe, urlstate
-from sago_engine import report
+from dashboard import controls, data, exports, frame, links, prose, safe, urlstate
+from sago_engine import pairwise, report
 from sago_engine.store import Store
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.stats import REVERSAL_THRESHOLD
@@ -49,6 +49,13 @@ exports.altair_chart(bump, "rankings_bump",
                     "(a ranking reversal). Higher = more stable.",
                     data=r[["model", "dataset", "axis", "sgs", "rank", "n_models"]])
 
+if r["model"].nunique() > 1:
+    lead = data.scored(pairwise.leader_sentences, f, per_dataset=True, correction=controls.current_correction(), seed=0)
+    st.caption(f"Is rank 1 ahead of rank 2 on {AXIS_LABELS[axis]}? Paired Wilcoxon signed-rank test per dataset "
+               "(family: every pair × axis × dataset; the multiple-comparison control chosen on Significance).")
+    prose.sentences(lead.loc[lead["axis"] == axis, "sentence"])
+    links.page_link(links.PAIRWISE, {"axis": axis}, "Every pair of models: Model vs model",
+                    icon=":material/compare_arrows:")
 absent = sorted(set(scores["model"]) - set(r["model"]))
 if absent:
     st.caption(f"Not ranked on {AXIS_LABELS[axis]} (axis unavailable, n/a): {safe.md(', '.join(absent))}.")

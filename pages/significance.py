@@ -10,6 +10,7 @@ from sago_engine.store import Store
 from sago_engine.report import normalizer_comparison, wide_cells
 from sago_engine.noise import floor_table
 from sago_engine.scoring import EPSILONS, MAIN_EPSILON
+from sago_engine.tables import sgs_numbers, threshold_counts
 from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_NORMALIZERS
 
 frame.require_frame()
@@ -50,7 +51,8 @@ urlstate.publish()
 sig = data.scored(report.significance_table, f, eps=float(eps), per_dataset=bool(per_dataset), correction=correction)
 st.subheader(f"SGS mean ± std and markers at ε = {eps:.3f}")
 index = ["model", "dataset"] if per_dataset else ["model"]
-exports.table(wide_cells(sig, index), "significance_table", f"sago_significance_eps{eps:.3f}.csv")
+exports.table(sgs_numbers(sig), "significance_table", f"sago_significance_eps{eps:.3f}.csv",
+              show=wide_cells(sig, index))
 if correction != "none":
     st.caption(f"Markers follow {'Holm' if correction == 'holm' else 'Benjamini–Hochberg'}-adjusted p over the "
                f"{int(sig['p'].notna().sum())} tests of this table (models × axes{' × datasets' if per_dataset else ''}).")
@@ -98,8 +100,9 @@ exports.table(rc.drop(columns=["axis"]).rename(columns={"axis_label": "axis"}), 
 st.caption("Counts use the pooled test per model × axis (all prompts of the filtered datasets).")
 
 st.subheader("Threshold robustness (appendix B): rejections at p<0.05 / 0.01 / 0.001")
-exports.table(data.scored(report.threshold_table, f, epsilons=EPSILONS, correction=correction), "significance_threshold",
-             "sago_threshold_table.csv")
+exports.table(data.scored(threshold_counts, f, epsilons=EPSILONS, correction=correction), "significance_threshold",
+              "sago_threshold_table.csv",
+              show=data.scored(report.threshold_table, f, epsilons=EPSILONS, correction=correction))
 if correction != "none":
     st.caption("Counts use adjusted p; each ε's models × axes form one family.")
 with st.expander(f"For comparison — {paper.PAPER_SOURCE} (not computed here)"):
@@ -112,7 +115,8 @@ quant = data.query(Store.delta_abs_quantiles, f, q=float(q))
 rx = data.scored_frame(report.data_driven_normalizers, quant, paper=tuple(sorted(DEFAULT_NORMALIZERS.items())))
 rescaled = data.query(Store.prompt_scores_rescaled, f, normalizers=tuple(zip(rx["axis"], rx["r_data"])))
 cmp_ = normalizer_comparison(scores, rescaled, rx, eps=float(eps))
-exports.table(cmp_, "significance_normalizers", f"sago_normalizers_q{q:g}.csv")
+exports.table(cmp_.drop(columns=["cell_paper", "cell_data"]), "significance_normalizers",
+              f"sago_normalizers_q{q:g}.csv", show=cmp_.iloc[:, :10])
 st.caption("SGS and raw markers under the paper's fixed R_X (2, 100, 1, 250, 10, 1 for cos, bleu, bert, prob, ent, "
            "mr) and under R_X taken from the data. ratio = SGS(data R) / SGS(paper R). When the quantile is 0 "
            "(e.g. most Δ-MR are 0) the max |Δ| is used.")

@@ -55,6 +55,11 @@ def variant_label(family: str, subtype: str, strength: float, position: str) -> 
     return f"{family} · {subtype} · {float(strength):g} · {position}"
 
 
+def numbered_label(label: str, k: int) -> str:
+    """The ``k``-th (1-based) variant of a prompt with this (F, u, s, p) label: ``label``, then ``label #2``, …"""
+    return label if int(k) == 1 else f"{label} #{int(k)}"
+
+
 def labelled_variants(variants: pd.DataFrame) -> pd.DataFrame:
     """``variants`` plus a unique ``label`` column (a ``#k`` suffix where two variants share (F, u, s, p))."""
     v = variants.copy()
@@ -63,7 +68,7 @@ def labelled_variants(variants: pd.DataFrame) -> pd.DataFrame:
     labels = []
     for b in base:
         seen[b] = seen.get(b, 0) + 1
-        labels.append(b if seen[b] == 1 else f"{b} #{seen[b]}")
+        labels.append(numbered_label(b, seen[b]))
     v["label"] = labels
     return v
 

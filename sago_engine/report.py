@@ -350,18 +350,20 @@ def normalizer_comparison(paper_scores: pd.DataFrame, data_scores: pd.DataFrame,
     Args:
         paper_scores / data_scores: per-prompt scores under each set of R_X.
         normalizers: ``stats.data_driven_normalizers`` (axis, r_paper, r_data, source).
-    Returns model, axis_label, r_paper, r_data, source, sgs_paper, sgs_data, ratio (data/paper), cell_paper, cell_data.
+    Returns model, axis_label, r_paper, r_data, source, sgs_paper, sgs_data, ratio (data/paper), cell_paper,
+    cell_data, std_paper, std_data, p_paper, p_data, marker_paper, marker_data.
     """
     a = significance_table(paper_scores, eps)
     b = significance_table(data_scores, eps)
-    m = a[["model", "axis", "sgs", "cell"]].merge(b[["model", "axis", "sgs", "cell"]], on=["model", "axis"],
-                                                  suffixes=("_paper", "_data"), how="outer")
+    keep = ["model", "axis", "sgs", "cell", "std", "p", "marker"]
+    m = a[keep].merge(b[keep], on=["model", "axis"], suffixes=("_paper", "_data"), how="outer")
     m = m.merge(normalizers[["axis", "r_paper", "r_data", "source"]], on="axis", how="left")
     m["ratio"] = m["sgs_data"] / m["sgs_paper"].where(m["sgs_paper"] > 0)
     m["axis_label"] = m["axis"].map(axis_label)
     m = axis_order(m)
     return m[["model", "axis_label", "r_paper", "r_data", "source", "sgs_paper", "sgs_data", "ratio", "cell_paper",
-              "cell_data"]].reset_index(drop=True)
+              "cell_data", "std_paper", "std_data", "p_paper", "p_data", "marker_paper", "marker_data"]].reset_index(
+        drop=True)
 
 
 def per_token_scores(per_token: pd.DataFrame, q: float = 0.95) -> tuple[float, pd.DataFrame]:

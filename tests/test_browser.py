@@ -32,7 +32,7 @@ def test_profiles_page_renders_radar_and_tables(tmp_path):
 
 # ---------------------------------------------------------------- every page, and the exports
 #: The chart pages and the url paths app.py's st.navigation gives them (Profiles, the default page, is "/").
-PAGES = ["pareto", "", "rankings", "significance", "sample_size", "prompts", "variants", "paper_reference"]
+PAGES = ["pareto", "", "rankings", "significance", "sample_size", "pairwise", "prompts", "variants", "paper_reference"]
 CHART = ("[data-testid='stPlotlyChart'] .main-svg, [data-testid='stVegaLiteChart'] svg, "
          "[data-testid='stVegaLiteChart'] canvas")
 

@@ -11,16 +11,17 @@ from sago_engine.store import layout, schema, suffstats, trust
 from sago_engine.store.browse import Browse
 from sago_engine.store.scores import ScoreQueries
 from sago_engine.store.schema import StoreError
+from sago_engine.store.worst import WorstQueries
 from sago_engine.store.writes import Writes
 
 
 @dataclass
-class Store(Writes, Browse, ScoreQueries):
+class Store(Writes, Browse, ScoreQueries, WorstQueries):
     """An open sago store. Use ``open_store``; close with ``close()`` or as a context manager.
 
     The methods come from ``writes.Writes`` (transactions, inserts, run records),
-    ``browse.Browse`` (stored rows, page lists and details) and ``scores.ScoreQueries``
-    (sufficient statistics → scores). ``stats_materialised`` is False only for a read-only store
+    ``browse.Browse`` (stored rows, page lists and details), ``scores.ScoreQueries``
+    (sufficient statistics → scores) and ``worst.WorstQueries`` (worst prompts and variants, search). ``stats_materialised`` is False only for a read-only store
     written before the statistics tables existed (its scores are then summed from ``deltas``).
     ``columns``: per table, the known columns the file holds (``schema.check``); reads select
     only these.

@@ -1,0 +1,50 @@
+"""Links between views: a URL (one per table row) and an in-session jump that open another page on one item.
+
+Each target page reads its choices from the URL (``dashboard.urlstate``), so a link is its query
+string: the Prompts page takes ``dataset``, ``prompt`` and ``variant`` (its label), Worst cases
+``rank``, ``axis`` and ``model``. The frame's own parameters (store, sidebar filters,
+presentation mode) travel with every link, so the target shows the same store and filters.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+from urllib.parse import urlencode
+
+import streamlit as st
+
+from sago_engine.filters import FILTER_FIELDS
+
+#: URL parameters of the frame (app.py) that every link carries over.
+FRAME_PARAMS: tuple[str, ...] = ("store", "present", *(name for name, _ in FILTER_FIELDS))
+#: Target pages: (script, url path).
+PROMPTS = ("pages/prompts.py", "prompts")
+WORST = ("pages/worst.py", "worst")
+PAIRWISE = ("pages/pairwise.py", "pairwise")
+
+
+def frame_params() -> dict[str, list[str]]:
+    """The frame's parameters of the current URL (store, filters, present), as lists of values."""
+    return {p: st.query_params.get_all(p) for p in FRAME_PARAMS if st.query_params.get_all(p)}
+
+
+def params(page_params: Mapping[str, str]) -> dict[str, str | list[str]]:
+    """The query parameters of a link: the frame's, then the target page's own (which win)."""
+    out: dict[str, str | list[str]] = {k: (v if len(v) > 1 else v[0]) for k, v in frame_params().items()}
+    out.update({str(k): str(v) for k, v in page_params.items()})
+    return out
+
+
+def href(target: tuple[str, str], page_params: Mapping[str, str]) -> str:
+    """A relative URL (``./prompts?dataset=…&prompt=…``) to ``target`` (``PROMPTS``, ``WORST``, …); values URL-encoded."""
+    return f"./{target[1]}?" + urlencode(params(page_params), doseq=True)
+
+
+def jump(target: tuple[str, str], page_params: Mapping[str, str]) -> None:
+    """Switch to ``target`` in this session with these URL parameters (``st.switch_page``); does not return."""
+    st.switch_page(target[0], query_params=params(page_params))
+
+
+def page_link(target: tuple[str, str], page_params: Mapping[str, str], label: str, icon: str | None = None) -> None:
+    """A link button to ``target`` with these URL parameters (``st.page_link``; same session, one click)."""
+    st.page_link(target[0], label=label, icon=icon, query_params=params(page_params))

@@ -1,0 +1,266 @@
+"""Model against model: paired differences of per-prompt scores, a bootstrap CI and the Wilcoxon signed-rank test.
+
+SAGO (arXiv 2610.01428) tests each model against ε only; a meeting also asks whether model A is
+more stable than model B. Both models answered the same prompts, so the comparison is paired:
+d(i) = s_X^A(i) − s_X^B(i) over the prompts both have a score for. Per pair of models, axis and
+scope (all datasets, or one dataset): the mean paired difference (= SGS_A − SGS_B on the shared
+prompts) with a percentile-bootstrap CI over prompts, and a two-sided Wilcoxon signed-rank test
+(``scipy.stats.wilcoxon``, Pratt's treatment of zero differences), adjusted over the table's
+tests by ``stats.adjust_pvalues`` (none / Holm / BH). docs/METHOD.md, "Model against model",
+says why this test. Pure functions over ``Store.prompt_scores`` frames; nothing here touches
+the store or Streamlit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from sago_engine import stats
+from sago_engine.scoring import marker
+from sago_engine.seeds import derive_seed
+from sago_engine.types import axis_label, axis_sort_key
+
+#: Level at which a pair is called different (on the adjusted p).
+ALPHA = 0.05
+#: Tag of the seeds of the paired bootstraps (``seeds.derive_seed``).
+SEED_TAG = "sago pairwise v1"
+#: The test, as the pages name it.
+TEST_NAME = "Wilcoxon signed-rank, two-sided, zero differences by Pratt's method"
+#: Up to this many prompts a test with ties or zero differences enumerates all 2^n sign flips.
+EXACT_FLIPS_MAX_N = 13
+#: Up to this many prompts a test without ties or zeros uses the exact null distribution.
+EXACT_MAX_N = 50
+
+VERDICT_A, VERDICT_B, VERDICT_NONE, VERDICT_MIXED, VERDICT_NA = "a", "b", "none", "mixed", "n/a"
+
+COLUMNS = ["axis", "axis_label", "dataset", "model_a", "model_b", "n_prompts", "sgs_a", "sgs_b", "diff", "ci_low",
+           "ci_high", "ci_status", "n_zero", "r_plus", "r_minus", "p", "method", "p_adj", "correction", "marker",
+           "verdict", "better"]
+
+
+def pair_seed(seed: int, axis: str, dataset: str | None, model_a: str, model_b: str) -> int:
+    """The bootstrap seed of one comparison: ``derive_seed(SEED_TAG, seed, axis, dataset or "*", a, b)``.
+
+    A pair's interval does not change when other models, axes or datasets are filtered in or out.
+    """
+    return derive_seed(SEED_TAG, int(seed), str(axis), "*" if dataset is None else str(dataset), str(model_a),
+                       str(model_b))
+
+
+def signed_rank_test(d) -> dict:
+    """Two-sided Wilcoxon signed-rank test of H0: the paired differences ``d`` are symmetric about 0.
+
+    Zero differences by Pratt's method (``zero_method="pratt"``): they are ranked with the others
+    and then left out of the rank sums, so prompts on which the two models score the same still
+    weigh in the ranks. The null distribution (``method``):
+      - ``"exact"``: no ties and no zeros, n ≤ ``EXACT_MAX_N`` (scipy's exact distribution);
+      - ``"exact (all 2^n sign flips)"``: ties or zeros, n ≤ ``EXACT_FLIPS_MAX_N``
+        (``scipy.stats.PermutationMethod``: every sign assignment enumerated);
+      - ``"normal approximation"``: otherwise (tie-corrected, Pratt-adjusted mean and variance,
+        Cureton 1967; no continuity correction).
+
+    Args:
+        d: paired differences, shape (n,); NaN dropped.
+    Returns:
+        dict with n, n_zero, r_plus (Σ rank of positive d), r_minus (Σ rank of negative d), p,
+        method. n < 2 → p NaN (method ``"too few prompts"``); every d = 0 → p = 1 (method
+        ``"no difference"``), never NaN.
+    Source: scipy.stats.wilcoxon; ranks by scipy.stats.rankdata (average for ties).
+    """
+    x = np.asarray(d, dtype=np.float64)
+    x = x[~np.isnan(x)]
+    n = len(x)
+    n_zero = int(np.sum(x == 0))
+    out = {"n": n, "n_zero": n_zero, "r_plus": float("nan"), "r_minus": float("nan"), "p": float("nan"),
+           "method": stats.STATUS_TINY}
+    if n < 2:
+        return out
+    ranks = sps.rankdata(np.abs(x))
+    out["r_plus"], out["r_minus"] = float(ranks[x > 0].sum()), float(ranks[x < 0].sum())
+    if n_zero == n:
+        return {**out, "p": 1.0, "method": "no difference"}
+    nonzero = np.abs(x[x != 0])
+    ties = len(np.unique(nonzero)) < len(nonzero)
+    if not ties and n_zero == 0 and n <= EXACT_MAX_N:
+        method, label = "exact", "exact"
+    elif n <= EXACT_FLIPS_MAX_N:
+        method, label = sps.PermutationMethod(n_resamples=2 ** n), "exact (all 2^n sign flips)"
+    else:
+        method, label = "asymptotic", "normal approximation"
+    res = sps.wilcoxon(x, zero_method="pratt", correction=False, alternative="two-sided", method=method)
+    return {**out, "p": float(min(1.0, res.pvalue)), "method": label}
+
+
+def _verdict(diff: float, r_plus: float, r_minus: float, p_adj: float, alpha: float) -> str:
+    """Which model is more stable: ``"a"`` / ``"b"`` when p_adj < alpha and the mean difference and
+    the rank sums agree on the direction; ``"mixed"`` when they disagree; ``"none"``; ``"n/a"`` (no test)."""
+    if not np.isfinite(p_adj):
+        return VERDICT_NA
+    if p_adj >= alpha:
+        return VERDICT_NONE
+    mean_sign, rank_sign = np.sign(diff), np.sign(r_plus - r_minus)
+    if mean_sign == 0 or mean_sign != rank_sign:
+        return VERDICT_MIXED
+    return VERDICT_A if mean_sign < 0 else VERDICT_B  # lower score = more stable
+
+
+def paired_table(scores: pd.DataFrame, per_dataset: bool = False, correction: str = "none",
+                 n_resamples: int = 1000, level: float = 0.95, seed: int = 0, alpha: float = ALPHA) -> pd.DataFrame:
+    """Every pair of models per axis (and dataset): paired difference, bootstrap CI, signed-rank test.
+
+    Args:
+        scores: per-prompt scores (``Store.prompt_scores``: model, dataset, prompt_id, axis, s).
+        per_dataset: one comparison per dataset (the prompts of that dataset) instead of one over
+            all prompts (paired on (dataset, prompt_id); every prompt weighs the same).
+        correction: ``"none"`` | ``"holm"`` | ``"bh"`` over every row of the table (the family:
+            pairs × axes, × datasets when ``per_dataset``); ``stats.adjust_pvalues``.
+        n_resamples, level: the percentile bootstrap of the mean difference over the shared
+            prompts (``stats.bootstrap_mean_ci``), seeded per comparison by ``pair_seed``.
+        alpha: level of the verdict on the adjusted p.
+    Returns:
+        ``COLUMNS``: axis, axis_label, dataset (None over all datasets), model_a < model_b
+        (sorted names), n_prompts (shared prompts), sgs_a, sgs_b (mean s on them), diff
+        (mean of s_a − s_b; negative = a more stable), ci_low, ci_high, ci_status (``ok`` |
+        ``no variation`` | ``too few prompts``), n_zero (prompts with d = 0), r_plus, r_minus
+        (signed-rank sums), p (raw, two-sided), method, p_adj, correction, marker (of p_adj),
+        verdict (``"a"`` | ``"b"`` | ``"none"`` | ``"mixed"`` | ``"n/a"``), better (the more
+        stable model's name, or ""). Sorted by axis (paper's order), dataset, model_a, model_b.
+    """
+    rows = []
+    keys = ["axis", "dataset"] if per_dataset else ["axis"]
+    for key, grp in scores.groupby(keys, sort=True, observed=True):
+        key = key if isinstance(key, tuple) else (key,)
+        axis, dataset = key[0], (key[1] if per_dataset else None)
+        w = grp.pivot_table(index=["dataset", "prompt_id"], columns="model", values="s", aggfunc="mean")
+        models = sorted(w.columns)
+        for i, a in enumerate(models):
+            for b in models[i + 1:]:
+                both = w[[a, b]].dropna()
+                d = (both[a] - both[b]).to_numpy(dtype=np.float64)
+                rng = np.random.default_rng(pair_seed(seed, axis, dataset, a, b))
+                m, lo, hi, ci_status = stats.bootstrap_mean_ci(d, n_resamples, level, rng)
+                t = signed_rank_test(d)
+                rows.append({"axis": axis, "axis_label": axis_label(axis), "dataset": dataset, "model_a": a,
+                             "model_b": b, "n_prompts": len(d), "sgs_a": float(both[a].mean()) if len(d) else np.nan,
+                             "sgs_b": float(both[b].mean()) if len(d) else np.nan, "diff": m, "ci_low": lo,
+                             "ci_high": hi, "ci_status": ci_status, "n_zero": t["n_zero"], "r_plus": t["r_plus"],
+                             "r_minus": t["r_minus"], "p": t["p"], "method": t["method"]})
+    out = pd.DataFrame(rows, columns=COLUMNS[:17])
+    out["p_adj"] = stats.adjust_pvalues(out["p"].to_numpy(dtype=float), correction) if len(out) else []
+    out["correction"] = correction
+    out["marker"] = [marker(p) for p in out["p_adj"]]
+    out["verdict"] = [_verdict(d, rp, rm, p, alpha) for d, rp, rm, p in
+                      zip(out["diff"], out["r_plus"], out["r_minus"], out["p_adj"])]
+    out["better"] = [a if v == VERDICT_A else (b if v == VERDICT_B else "") for a, b, v in
+                     zip(out["model_a"], out["model_b"], out["verdict"])]
+    if len(out):
+        out = out.assign(_o=out["axis"].map(axis_sort_key)).sort_values(
+            ["_o", "dataset", "model_a", "model_b"], na_position="first").drop(columns="_o")
+    return out[COLUMNS].reset_index(drop=True)
+
+
+# ====================================================================== the matrix and the sentences
+def matrix_cells(table: pd.DataFrame, axis: str, dataset: str | None = None) -> pd.DataFrame:
+    """The pairwise matrix of one axis and scope: one cell per ordered pair (row model, column model).
+
+    Args:
+        table: ``paired_table``; dataset None = the all-datasets rows.
+    Returns:
+        row, col, diff (SGS_row − SGS_col on the shared prompts; the lower triangle is the
+        upper one negated), ci_low, ci_high (of that difference), p, p_adj, marker, called
+        (verdict is a or b), row_better (the row model is the more stable one), n_prompts, label
+        (``"−0.041†"`` / ``"p = 0.003"`` on two lines; ``"n/a"`` without a test). The diagonal is
+        absent. Models in sorted order.
+    """
+    t = table[(table["axis"] == axis) & (table["dataset"].isna() if dataset is None else table["dataset"] == dataset)]
+    cells = []
+    for r in t.itertuples(index=False):
+        for row, col, sign in ((r.model_a, r.model_b, 1.0), (r.model_b, r.model_a, -1.0)):
+            lo, hi = (r.ci_low, r.ci_high) if sign > 0 else (-r.ci_high, -r.ci_low)
+            called = r.verdict in (VERDICT_A, VERDICT_B)
+            row_better = called and (r.better == row)
+            label = "n/a" if not np.isfinite(r.p_adj) else f"{sign * r.diff:+#.3g}{r.marker}\n{format_p(r.p_adj)}"
+            cells.append({"row": row, "col": col, "diff": sign * r.diff, "ci_low": lo, "ci_high": hi, "p": r.p,
+                          "p_adj": r.p_adj, "marker": r.marker, "called": called, "row_better": row_better,
+                          "n_prompts": r.n_prompts, "label": label.replace("-", "−")})
+    return pd.DataFrame(cells, columns=["row", "col", "diff", "ci_low", "ci_high", "p", "p_adj", "marker", "called",
+                                        "row_better", "n_prompts", "label"])
+
+
+def format_p(p: float) -> str:
+    """``"p < 0.001"``, ``"p = 0.012"`` (two significant digits), ``"p = 1"``; ``"p n/a"`` for NaN."""
+    if p is None or not np.isfinite(p):
+        return "p n/a"
+    if p < 0.001:
+        return "p < 0.001"
+    return f"p = {p:.2g}"
+
+
+_ADJ = {"none": "", "holm": ", Holm-adjusted", "bh": ", BH-adjusted"}
+
+
+def pair_sentence(row, first: str | None = None) -> str:
+    """One plain-English sentence for one comparison (a row of ``paired_table``).
+
+    "A is more stable than B on Δ-BLEU (p = 0.003, Holm-adjusted; SGS 0.412 vs 0.455 on 96 shared
+    prompts, difference −0.043 [95% CI −0.061, −0.026])." or "A and B are not distinguishable on …".
+    ``first``: the model named first when the pair is not distinguishable (default model_a).
+    Names appear as given (render the sentence as text).
+    """
+    a, b = str(row["model_a"]), str(row["model_b"])
+    where = f" on {row['axis_label']}" + ("" if row.get("dataset") is None or pd.isna(row.get("dataset"))
+                                          else f" in {row['dataset']}")
+    if row["verdict"] == VERDICT_NA:
+        return f"{a} and {b} cannot be compared{where}: fewer than 2 shared prompts."
+    sa, sb, d, lo, hi = row["sgs_a"], row["sgs_b"], row["diff"], row["ci_low"], row["ci_high"]
+    called = row["verdict"] in (VERDICT_A, VERDICT_B)
+    lead = str(row["better"]) if called else (first if first in (a, b) else a)
+    if lead == b:  # name the better (or the requested) model first: the difference is lead − other
+        a, b, sa, sb, d, lo, hi = b, a, sb, sa, -d, -hi, -lo
+    ptxt = format_p(row["p_adj"]) + _ADJ.get(str(row["correction"]), "")
+    ci = "" if not np.isfinite(lo) else f" [95% CI {lo:+#.3g}, {hi:+#.3g}]"
+    numbers = (f"SGS {sa:#.3g} vs {sb:#.3g} on {int(row['n_prompts'])} shared prompts, difference {d:+#.3g}{ci}"
+               ).replace("-", "−")
+    if row["verdict"] in (VERDICT_A, VERDICT_B):
+        return f"{a} is more stable than {b}{where} ({ptxt}; {numbers})."
+    if row["verdict"] == VERDICT_MIXED:
+        return (f"{a} and {b} are not distinguishable{where}: the signed-rank test ({ptxt}) and the mean "
+                f"difference point opposite ways ({numbers}).")
+    return f"{a} and {b} are not distinguishable{where} ({ptxt}; {numbers})."
+
+
+def leader_sentences(scores: pd.DataFrame, per_dataset: bool = False, correction: str = "none",
+                     n_resamples: int = 1000, seed: int = 0, alpha: float = ALPHA) -> pd.DataFrame:
+    """Per axis (and dataset): is the most stable model distinguishable from the runner-up?
+
+    The leader and runner-up are the two lowest SGS (mean s over the scope's prompts) among the
+    models with scores; their comparison is the row of ``paired_table(scores, per_dataset,
+    correction, …)`` (so the correction's family is that whole table).
+    Returns axis, axis_label, dataset, leader, runner_up, verdict, p_adj, sentence — one row per
+    axis (× dataset) with at least two models, in the paper's axis order.
+    """
+    cols = ["axis", "axis_label", "dataset", "leader", "runner_up", "verdict", "p_adj", "sentence"]
+    table = paired_table(scores, per_dataset, correction, n_resamples, seed=seed, alpha=alpha)
+    keys = ["axis", "dataset"] if per_dataset else ["axis"]
+    sgs = scores.groupby([*keys, "model"], observed=True)["s"].mean().reset_index()
+    rows = []
+    for key, g in sgs.groupby(keys, sort=True, observed=True):
+        key = key if isinstance(key, tuple) else (key,)
+        if len(g) < 2:
+            continue
+        g = g.sort_values(["s", "model"])
+        lead, second = str(g["model"].iloc[0]), str(g["model"].iloc[1])
+        a, b = sorted((lead, second))
+        sel = (table["axis"] == key[0]) & (table["model_a"] == a) & (table["model_b"] == b)
+        sel &= (table["dataset"] == key[1]) if per_dataset else table["dataset"].isna()
+        r = table[sel].iloc[0]
+        rows.append({"axis": key[0], "axis_label": axis_label(key[0]), "dataset": key[1] if per_dataset else None,
+                     "leader": lead, "runner_up": second, "verdict": r["verdict"], "p_adj": r["p_adj"],
+                     "sentence": pair_sentence(r, first=lead)})
+    out = pd.DataFrame(rows, columns=cols)
+    if len(out):
+        out = out.assign(_o=out["axis"].map(axis_sort_key)).sort_values(["dataset", "_o"], na_position="first").drop(
+            columns="_o")
+    return out.reset_index(drop=True)

@@ -1,0 +1,181 @@
+"""Reads of the Worst cases view: prompts ranked by their score's sums, variants by Δ̃, full-text search, reply pairs.
+
+A variant's reply *differs* when its text is not identical to the base reply of the same run
+(``responses.response`` compared exactly, as stored; a missing reply counts as differing).
+Search is a case-insensitive substring match (DuckDB ``contains(lower(…), lower(needle))``) over
+the base prompt, the variant text and both replies; the needle is a bound parameter, never
+part of the SQL text, and is cut to ``MAX_SEARCH`` characters. Every ranking returns at most
+``MAX_ROWS`` rows. Scores are not computed here: the prompt ranking returns n and ΣΔ̃² per
+prompt (``sago_engine.worst`` applies ``scoring.rms``) and orders by ΣΔ̃²/n, which orders
+exactly as sqrt(ΣΔ̃²/n).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Sequence
+
+import duckdb
+import pandas as pd
+
+from sago_engine.store.where import fetch_df, filter_where
+
+if TYPE_CHECKING:
+    from sago_engine.filters import Filters
+
+#: Most rows a ranking returns.
+MAX_ROWS = 500
+#: Longest search string used (characters; the rest is dropped).
+MAX_SEARCH = 200
+#: Variant orders: by |Δ̃| (largest first), most negative Δ̃ first, most positive Δ̃ first.
+ORDERS = ("abs", "neg", "pos")
+_ORDER_SQL = {"abs": "abs(delta_norm) DESC", "neg": "delta_norm ASC", "pos": "delta_norm DESC"}
+
+
+def search_needle(search: str | None) -> str | None:
+    """The search string as matched: stripped, lower-cased, at most ``MAX_SEARCH`` characters; None when empty."""
+    if search is None:
+        return None
+    s = str(search).strip()[:MAX_SEARCH].lower()
+    return s or None
+
+
+def _limit(limit: int) -> int:
+    n = int(limit)
+    if not 1 <= n <= MAX_ROWS:
+        raise ValueError(f"limit must be in 1..{MAX_ROWS}, got {limit}")
+    return n
+
+
+def _changed_sql(changed: bool | None, col: str) -> str:
+    return "TRUE" if changed is None else (f"{col}" if changed else f"NOT {col}")
+
+
+class WorstQueries:
+    """Worst-case reads of ``Store`` (``self.con``: a DuckDB connection)."""
+
+    con: duckdb.DuckDBPyConnection
+
+    def _has_request_column(self) -> bool:
+        return bool(self.con.execute("SELECT 1 FROM information_schema.columns WHERE table_name = 'responses' "
+                                     "AND column_name = 'request'").fetchall())
+
+    def _pairs_cte(self, f: "Filters | None", axis: str, model: str | None, search: str | None) -> tuple[str, list]:
+        """``WITH pairs AS (…)``: one row per (run, kept variant) with an available Δ̃ on ``axis``, its reply's
+        ``differs`` flag and ``matched`` (the search hits its prompt, variant or either reply)."""
+        from sago_engine.store.where import axis_names
+
+        axis_names([axis])  # ValueError on an unknown axis name
+        where, params = filter_where(f, d="d", v="v", r="r")
+        needle = search_needle(search)
+        match, mparams = "TRUE", []
+        if needle is not None:
+            match = ("(contains(lower(p.text), ?) OR contains(lower(v.text), ?) "
+                     "OR contains(lower(coalesce(b.response, '')), ?) OR contains(lower(coalesce(x.response, '')), ?))")
+            mparams = [needle] * 4
+        mwhere, mp = ("TRUE", []) if model is None else ("r.model = ?", [str(model)])
+        sql = f"""
+            WITH pairs AS (
+                SELECT r.model, d.run_id, d.dataset, d.prompt_id, d.variant_id, d.delta, d.delta_norm,
+                       (x.response IS DISTINCT FROM b.response) AS differs, {match} AS matched
+                FROM deltas d
+                JOIN variants v USING (variant_id)
+                JOIN runs r USING (run_id)
+                JOIN prompts p ON p.prompt_id = d.prompt_id
+                LEFT JOIN responses x ON x.run_id = d.run_id AND x.variant_id = d.variant_id
+                LEFT JOIN responses b ON b.run_id = d.run_id AND b.prompt_id = d.prompt_id AND b.variant_id IS NULL
+                WHERE v.kept AND d.available AND d.delta_norm IS NOT NULL AND d.axis = ? AND {where} AND {mwhere})"""
+        return sql, [*mparams, str(axis), *params, *mp]
+
+    def variant_ranking(self, f: "Filters | None" = None, *, axis: str, model: str | None = None,
+                        order: str = "abs", changed: bool | None = None, search: str | None = None,
+                        limit: int = 50) -> pd.DataFrame:
+        """Kept variants ranked by Δ̃ on one axis, over the runs and variants ``f`` (and ``model``) select.
+
+        Args:
+            axis: a plain or option axis name (``where.axis_names``).
+            order: ``"abs"`` (|Δ̃| largest first), ``"neg"`` (most negative first), ``"pos"``.
+            changed: True = only variants whose reply differs from the base reply, False = only
+                identical replies, None = all.
+            search: substring (case-insensitive) of the base prompt, variant text or either reply.
+            limit: 1 … ``MAX_ROWS``.
+        Returns:
+            model, run_id, dataset, prompt_id, variant_id, delta (raw), delta_norm (Δ̃), differs,
+            sorted by the order, then model, dataset, prompt_id, variant_id.
+        Raises:
+            ValueError: unknown order or axis, limit out of range.
+        """
+        if order not in ORDERS:
+            raise ValueError(f"unknown order {order!r}; valid: {', '.join(ORDERS)}")
+        cte, params = self._pairs_cte(f, axis, model, search)
+        sql = f"""{cte}
+            SELECT model, run_id, dataset, prompt_id, variant_id, delta, delta_norm, differs FROM pairs
+            WHERE matched AND {_changed_sql(changed, "differs")}
+            ORDER BY {_ORDER_SQL[order]}, model, dataset, prompt_id, variant_id LIMIT ?"""
+        return fetch_df(self.con, sql, [*params, _limit(limit)])
+
+    def prompt_ranking(self, f: "Filters | None" = None, *, axis: str, model: str | None = None,
+                       changed: bool | None = None, search: str | None = None, limit: int = 50) -> pd.DataFrame:
+        """Prompts (per run) ranked by s_X(i) on one axis: the sums of Δ̃ over their kept variants.
+
+        ``f`` and ``model`` select runs and variants exactly as ``Store.prompt_scores``; ``search``
+        keeps a prompt when it hits its text or any of its variants' texts or replies (the score
+        still uses every selected variant); ``changed`` True keeps prompts with at least one reply
+        that differs from the base reply, False those with none.
+
+        Returns:
+            model, run_id, dataset, prompt_id, n (variants with a Δ̃), sum_sq (ΣΔ̃²), n_different
+            (variants whose reply differs), worst_variant_id (largest |Δ̃|; ties: smallest id),
+            worst_delta_norm — ordered by ΣΔ̃²/n descending, then model, dataset, prompt_id.
+        Raises:
+            ValueError: unknown axis, limit out of range.
+        """
+        cte, params = self._pairs_cte(f, axis, model, search)
+        sql = f"""{cte}
+            SELECT model, run_id, dataset, prompt_id, count(*)::BIGINT AS n, sum(delta_norm * delta_norm) AS sum_sq,
+                   count(*) FILTER (WHERE differs)::BIGINT AS n_different,
+                   first(variant_id ORDER BY abs(delta_norm) DESC, variant_id) AS worst_variant_id,
+                   first(delta_norm ORDER BY abs(delta_norm) DESC, variant_id) AS worst_delta_norm
+            FROM pairs GROUP BY model, run_id, dataset, prompt_id
+            HAVING bool_or(matched) AND {_changed_sql(changed, "count(*) FILTER (WHERE differs) > 0")}
+            ORDER BY sum(delta_norm * delta_norm) / count(*) DESC, model, dataset, prompt_id LIMIT ?"""
+        return fetch_df(self.con, sql, [*params, _limit(limit)])
+
+    def reply_pairs(self, keys: Sequence[tuple[str, str]], f: "Filters | None" = None) -> pd.DataFrame:
+        """The texts behind (run_id, variant_id) pairs: prompt, variant, both replies, tokens, latency, request.
+
+        ``f``'s dataset and (F, u, s, p) fields number variants that share (F, u, s, p) within a
+        prompt the way the Prompts page labels them (``dup``: 1 for the first by variant id).
+        Returns, in the order of ``keys``: model, run_id, dataset, prompt_id, variant_id, family,
+        subtype, strength, position, dup, prompt_text, variant_text, base_reply, variant_reply
+        (NULL = no reply stored), base_tokens, variant_tokens, base_latency_s, variant_latency_s,
+        base_finish, variant_finish, base_error, variant_error, base_request, variant_request
+        (``responses.request``: the rendered model input; NULL where not recorded or on a store
+        without the column). Unknown pairs are absent. At most ``MAX_ROWS`` keys.
+        """
+        keys = list(keys)[:MAX_ROWS]
+        req = ("b.request AS base_request, x.request AS variant_request" if self._has_request_column()
+               else "NULL::VARCHAR AS base_request, NULL::VARCHAR AS variant_request")
+        vwhere, vparams = filter_where(None if f is None else replace(f, models=None), d="p")
+        sql = f"""
+            WITH k AS (SELECT unnest(?::VARCHAR[]) AS run_id, unnest(?::VARCHAR[]) AS variant_id,
+                              unnest(?::INTEGER[]) AS ord),
+            lab AS (SELECT v.variant_id, row_number() OVER (PARTITION BY v.prompt_id, v.family, v.subtype, v.strength,
+                                                            v.position ORDER BY v.variant_id) AS dup
+                    FROM variants v JOIN prompts p USING (prompt_id)
+                    WHERE v.prompt_id IN (SELECT v2.prompt_id FROM variants v2 JOIN k USING (variant_id)) AND {vwhere})
+            SELECT r.model, k.run_id, p.dataset, v.prompt_id, k.variant_id, v.family, v.subtype, v.strength,
+                   v.position, coalesce(lab.dup, 1)::INTEGER AS dup, p.text AS prompt_text, v.text AS variant_text,
+                   b.response AS base_reply, x.response AS variant_reply, b.n_tokens AS base_tokens,
+                   x.n_tokens AS variant_tokens, b.latency_s AS base_latency_s, x.latency_s AS variant_latency_s,
+                   b.finish_reason AS base_finish, x.finish_reason AS variant_finish, b.error AS base_error,
+                   x.error AS variant_error, {req}
+            FROM k JOIN runs r USING (run_id)
+            JOIN variants v ON v.variant_id = k.variant_id
+            JOIN prompts p ON p.prompt_id = v.prompt_id
+            LEFT JOIN lab ON lab.variant_id = k.variant_id
+            LEFT JOIN responses x ON x.run_id = k.run_id AND x.variant_id = k.variant_id
+            LEFT JOIN responses b ON b.run_id = k.run_id AND b.prompt_id = v.prompt_id AND b.variant_id IS NULL
+            ORDER BY k.ord"""
+        params = [[str(r) for r, _ in keys], [str(v) for _, v in keys], list(range(len(keys))), *vparams]
+        return fetch_df(self.con, sql, params)
