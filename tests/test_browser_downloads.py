@@ -80,11 +80,14 @@ def test_every_download_of_pareto_and_rankings_holds_the_page_numbers(tmp_path):
         for m in MODELS:
             assert pts.loc[m, "x"] == pytest.approx(total.loc[(m, "bleu"), "sgs"], abs=1e-9)
             assert pts.loc[m, "y"] == pytest.approx(total.loc[(m, "mr"), "sgs"], abs=1e-9)
-        # --- the table under it: its CSV holds the cells the page shows
+        # --- the table under it: its CSV holds the numbers behind the cells the page shows
         tab = _csv(_download(page, "pareto_table_csv")).set_index("model")
+        assert set(tab["x_axis"]) == {"bleu"} and set(tab["y_axis"]) == {"mr"}
         for m in MODELS:
-            assert tab.loc[m, "SGS Δ-BLEU"] == total.loc[(m, "bleu"), "cell"]
-            assert tab.loc[m, "SGS Δ-MR"] == total.loc[(m, "mr"), "cell"]
+            for col, axis in (("x", "bleu"), ("y", "mr")):
+                assert tab.loc[m, col] == pytest.approx(total.loc[(m, axis), "sgs"], abs=1e-9), (m, col)
+                assert tab.loc[m, f"{col}_std"] == pytest.approx(total.loc[(m, axis), "std"], abs=1e-9), (m, col)
+                assert tab.loc[m, f"{col}_lo"] <= tab.loc[m, col] <= tab.loc[m, f"{col}_hi"], (m, col)
 
         page.goto(f"{url}/rankings", wait_until="domcontentloaded")
         _ready(page)

@@ -19,6 +19,8 @@ BAD = ("inf", "nan", "-inf", "-1", "1e309")
 #: Every numeric URL parameter of the dashboard → (page, widget key, a finite value its widget does not offer).
 NUMERIC = {
     ("pages/profiles.py", "B"): ("profiles_boot", "20000"),
+    ("pages/pairwise.py", "B"): ("pairwise_boot", "20000"),
+    ("pages/worst.py", "rows"): ("worst_rows", "7"),
     ("pages/significance.py", "eps"): ("significance_eps", "5"),
     ("pages/method_choices.py", "eps"): ("methods_eps", "0.07"),
     ("*", "strengths"): ("filter_strengths", "0.123"),  # the sidebar filter of every page with a store
@@ -62,7 +64,8 @@ def test_every_numeric_url_parameter_is_listed_here(store, monkeypatch):
         assert got == want, page
 
 
-@pytest.mark.parametrize("page", ["pages/profiles.py", "pages/significance.py", "pages/method_choices.py"])
+@pytest.mark.parametrize("page", ["pages/profiles.py", "pages/pairwise.py", "pages/worst.py",
+                                  "pages/significance.py", "pages/method_choices.py"])
 def test_pasted_numbers_outside_a_widget_are_dropped(store, page):
     """``inf``, ``nan``, ``-1``, ``1e309`` and an out-of-range value in every numeric parameter of the page at
     once: no exception, each widget keeps its default, and every table is the one the page shows without them."""
