@@ -98,13 +98,16 @@ def listen_addresses(port: int) -> set[str]:
 
 
 @contextmanager
-def launcher(args: list[str], env: dict | None = None, timeout: float = 90.0):
-    """Start the dashboard through scripts/dashboard.sh (setup skipped) on a free port; yield (url, port)."""
+def launcher(args: list[str], env: dict | None = None, timeout: float = 90.0, log: Path | None = None):
+    """Start the dashboard through scripts/dashboard.sh (setup skipped) on a free port; yield (url, port).
+
+    ``log``: a file that receives the server's stdout and stderr (kept after the server stops)."""
     port = free_port()
     env = {**os.environ, "SAGO_SKIP_SETUP": "1", "HF_HUB_OFFLINE": "1", "SAGO_LIVE_WARMUP": "0", **(env or {})}
     env.pop("SAGO_STORE", None)
+    out = open(log, "wb") if log is not None else subprocess.PIPE
     proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "dashboard.sh"), *args, "--server.port", str(port)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + timeout
@@ -114,7 +117,8 @@ def launcher(args: list[str], env: dict | None = None, timeout: float = 90.0):
                 break
             except OSError:
                 if proc.poll() is not None:
-                    raise RuntimeError(proc.stdout.read().decode(errors="replace"))
+                    text = Path(log).read_bytes() if log is not None else proc.stdout.read()
+                    raise RuntimeError(text.decode(errors="replace"))
                 time.sleep(0.3)
         else:
             raise TimeoutError("dashboard did not start")
@@ -125,6 +129,8 @@ def launcher(args: list[str], env: dict | None = None, timeout: float = 90.0):
             proc.wait(10)
         except subprocess.TimeoutExpired:
             proc.kill()
+        if log is not None:
+            out.close()
 
 
 #: Injected before any page script: records every entry Streamlit's own sidebar page list ever shows.

@@ -332,3 +332,114 @@ def test_variants_histogram_dose_and_tone_equal_the_recomputation(tiny_store):
             assert y == pytest.approx(float(np.mean(np.abs(vals))), abs=TOL), (x, a, t.name)
             n_bars += 1
     assert n_bars == tone.groupby(["model", "axis", "tone"]).ngroups > 0
+
+
+# ---------------------------------------------------------------- Method choices
+def raw_all_axes(store) -> pd.DataFrame:
+    """Raw Δ and Δ̃ rows of every stored axis name (plain and ``<base>@<option>``) of the kept variants."""
+    con = duckdb.connect(str(store), read_only=True)
+    try:
+        return con.execute("""
+            SELECT r.model, d.dataset, d.prompt_id, d.variant_id, d.axis, d.delta, d.delta_norm, d.available, v.kept
+            FROM deltas d JOIN runs r USING (run_id) JOIN variants v USING (variant_id)""").df()
+    finally:
+        con.close()
+
+
+def _rms_per_prompt(rows: pd.DataFrame, value: str = "delta_norm") -> pd.DataFrame:
+    ok = rows[rows["kept"].astype(bool) & rows["available"].astype(bool) & rows[value].notna()]
+    return (ok.groupby(["model", "dataset", "prompt_id"])[value]
+            .apply(lambda x: math.sqrt(float(np.mean(np.square(x.to_numpy(dtype=float)))))).rename("s").reset_index())
+
+
+def _option_scores(raw: pd.DataFrame) -> dict[tuple[str, str, str], np.ndarray]:
+    """{(choice, option, base axis): per-prompt s of every model} for the option axes and the R_X choice."""
+    out: dict[str, dict] = {}
+    for base, options in (("cos", ("default", "user_last", "user_mean")), ("bert", ("default", "rescaled"))):
+        for o in options:
+            name = base if o == "default" else f"{base}@{o}"
+            out[(base, o, base)] = _rms_per_prompt(raw[raw["axis"] == name])
+    for a in AXES:
+        rows = raw[(raw["axis"] == a) & raw["kept"].astype(bool) & raw["available"].astype(bool) & raw["delta"].notna()]
+        r_data = float(np.quantile(np.abs(rows["delta"].to_numpy(dtype=float)), 0.95))  # DuckDB's quantile_cont
+        out[("rx", "paper R_X", a)] = _rms_per_prompt(rows)
+        out[("rx", "data-driven R_X", a)] = _rms_per_prompt(
+            rows.assign(rescaled=np.clip(rows["delta"].to_numpy(dtype=float) / r_data, -1.0, 1.0)), "rescaled")
+    return out
+
+
+def _choice_sgs(ps: pd.DataFrame, eps: float) -> dict[str, dict]:
+    """Per model: SGS (mean over prompts of s) and the one-sided p of H0: E[s] ≤ ε."""
+    return {m: {"sgs": float(g["s"].mean()), "p": p_greater(g["s"].to_numpy(dtype=float), eps)}
+            for m, g in ps.groupby("model")}
+
+
+@pytest.fixture(scope="module")
+def choices_store(tmp_path_factory):
+    """Four models × two datasets; Δ-Cos options user_last (rescaled per model: the order changes) and
+    user_mean, Δ-BERT option rescaled."""
+    from tests.factories import add_option_axes
+
+    p = tmp_path_factory.mktemp("indep_mc") / "choices.duckdb"
+    make_store(p, models=("model-a", "model-b", "model-c", "model-d"), datasets=("truthfulqa", "nq_open"),
+               n_prompts=6, n_variants=6, seed=9)
+    return add_option_axes(p, factors={"cos@user_last": {"model-a": 3.0, "model-b": 1.0, "model-c": 0.5,
+                                                         "model-d": 2.0}})
+
+
+CI_CELL = re.compile(r"^(\d\.\d{3}) \[(\d\.\d{3}), (\d\.\d{3})\](\*|\*\*|†)?$")
+
+
+def test_method_choices_sgs_and_rank_agreement_equal_the_recomputation(choices_store):
+    from scipy.stats import kendalltau
+
+    at = _app(choices_store, "method_choices")
+    raw = raw_all_axes(choices_store)
+    ref = {k: _choice_sgs(ps, 0.05) for k, ps in _option_scores(raw).items()}
+    models = ["model-a", "model-b", "model-c", "model-d"]
+    sections = [("cos", ("default", "user_last", "user_mean"), ("cos",)),
+                ("bert", ("default", "rescaled"), ("bert",)),
+                ("rx", ("paper R_X", "data-driven R_X"), tuple(AXES))]
+    tables = [d.value for d in at.dataframe]
+    charts = [pa.ipc.open_stream(ds.data.data).read_pandas() for el in at.get("vega_lite_chart")
+              for ds in el.proto.datasets]
+    assert len(charts) == len(sections)  # one interval chart per choice with options (Δ-Prob, cap: none here)
+    n_cells = n_taus = 0
+    for i, (choice, options, axes) in enumerate(sections):
+        wide, ranks = tables[4 * i], tables[4 * i + 1]
+        assert list(wide.columns) == ["model", "axis", *options]
+        assert list(ranks.columns[:6]) == ["option", "axis", "n_models", "n_discordant", "tau", "p"]
+        wide = wide.set_index(["model", "axis"])
+        chart = charts[i].set_index(["option", "model", "axis_label"])
+        assert len(wide) == len(models) * len(axes) and len(chart) == len(models) * len(axes) * len(options)
+        for o in options:
+            for a in axes:
+                for m in models:
+                    want = ref[(choice, o, a)][m]
+                    cell = CI_CELL.match(wide.loc[(m, LABEL[a]), o])
+                    assert cell, wide.loc[(m, LABEL[a]), o]
+                    assert cell.group(1) == f"{want['sgs']:.3f}", (choice, o, a, m)
+                    assert (cell.group(4) or "") == mark(want["p"]), (choice, o, a, m)
+                    assert float(cell.group(2)) <= float(cell.group(1)) <= float(cell.group(3))
+                    pt = chart.loc[(o, m, LABEL[a])]
+                    assert pt["sgs"] == pytest.approx(want["sgs"], abs=TOL), (choice, o, a, m)
+                    assert pt["p"] == pytest.approx(want["p"], rel=1e-9, abs=1e-300), (choice, o, a, m)
+                    n_cells += 1
+        # Kendall's τ-b of every option against the reference (the first option), models matched by name
+        got = ranks.set_index(["option", "axis"])
+        assert len(got) == (len(options) - 1) * len(axes)
+        for o in options[1:]:
+            for a in axes:
+                x = np.array([ref[(choice, options[0], a)][m]["sgs"] for m in models])
+                y = np.array([ref[(choice, o, a)][m]["sgs"] for m in models])
+                row = got.loc[(o, LABEL[a])]
+                res = kendalltau(x, y, variant="b", method="exact")
+                assert row["n_models"] == len(models)
+                assert row["tau"] == pytest.approx(res.statistic, abs=1e-12), (choice, o, a)
+                assert row["p"] == pytest.approx(res.pvalue, abs=1e-12), (choice, o, a)
+                flips = sum((x[j] - x[k]) * (y[j] - y[k]) < 0 for j in range(4) for k in range(j + 1, 4))
+                assert row["n_discordant"] == flips, (choice, o, a)
+                n_taus += 1
+    assert n_cells == 4 * (3 + 2 + 2 * 6) and n_taus == 2 + 1 + 6
+    # the rescaled user_last option reorders the models: a τ other than 1 is checked, not only τ = 1
+    assert tables[1].set_index("option").loc["user_last", "tau"] < 1.0
