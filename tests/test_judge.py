@@ -13,7 +13,6 @@ import pytest
 from precompute.config import ConfigError, load_config
 from precompute.runner import make_plan, run, run_id_for
 from sago_engine.axes.mirroring import mirrors
-from sago_engine.backends.base import BACKENDS
 from sago_engine.judge import (JUDGE_TEMPLATE, JUDGE_TEMPLATE_ID, Judge, JudgeItem, describe_register,
                                judged_delta_mr, parse_verdict)
 from sago_engine.pipeline import Unit, compute_rows
@@ -21,7 +20,7 @@ from sago_engine.seeds import stable_hash
 from sago_engine.store import open_store
 from sago_engine.types import DEFAULT_NORMALIZERS, GenerationResult, VariantSpec
 from sago_engine.variants import make_variant
-from tests.factories import ScriptedBackend, scripted_factory, tiny_toml
+from tests.factories import ScriptedBackend, register_scripted_backend, scripted_factory, tiny_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "datasets"
@@ -180,8 +179,8 @@ def test_judge_settings_change_the_run_id(plan_and_cfg):
 
 
 # ---------------------------------------------------------------- runner end to end (tiny model + scripted judge)
-def test_runner_stores_verdicts_templates_and_detector_labels(tmp_path, monkeypatch):
-    monkeypatch.setitem(BACKENDS, "scripted", "tests.factories:ScriptedBackend")
+def test_runner_stores_verdicts_templates_and_detector_labels(tmp_path, request):
+    request.addfinalizer(register_scripted_backend())
     cfg = _cfg(tmp_path, JUDGE_SECTION)
     from sago_engine.datasets import load_dataset
 
