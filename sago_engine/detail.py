@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from sago_engine.noop import is_noop
 from sago_engine.types import axis_label, axis_sort_key
 
 BASE_LABEL = "base prompt"
@@ -42,8 +43,6 @@ def variant_rows(variants: pd.DataFrame) -> pd.DataFrame:
 def unavailable_text(reason) -> str:
     """``"axis unavailable: <reason>"`` for a Δ̃ cell a model cannot measure (reason as stored, if any);
     ``"skipped, no-op: …"`` for a variant that was not run because it does not vary (``noop``)."""
-    from sago_engine.noop import is_noop
-
     r = None if reason is None or pd.isna(reason) else str(reason).strip()
     if is_noop(r):
         return f"skipped, {r}"
