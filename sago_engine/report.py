@@ -416,7 +416,7 @@ def sample_size_curve(curve: pd.DataFrame, sizes, by: tuple[str, ...] = ("model"
         n_groups (groups with M > N, the ones in the median), n_short (groups with M ≤ N, left
         out: drawing N of them takes the whole group, std 0 by construction), n_total. A point
         has a value only where n_groups > 0, so groups capped at their own size never pull the
-        curve to 0 (the zig-zag of issue #15.2).
+        curve to 0 (a zig-zag that is no property of the model).
     """
     cols = [*by, "n", "median_std", "max_std", "median_expected", "n_groups", "n_short", "n_total"]
     if curve.empty:
@@ -442,7 +442,7 @@ def sample_size_curve(curve: pd.DataFrame, sizes, by: tuple[str, ...] = ("model"
     return pd.DataFrame(rows, columns=cols)
 
 
-# ====================================================================== radar scale (issue #15.8)
+# ====================================================================== radar scale
 def radar_axis_scales(radar: pd.DataFrame, use_ci: bool = True, extra: pd.DataFrame | None = None) -> dict[str, float]:
     """Per-axis radar scale: the largest value shown on each spoke, so small axes are not lost in the centre.
 

@@ -125,7 +125,7 @@ class CachingBackend:
     def _from_cache(self, value: dict) -> GenerationResult | None:
         if "result" in value:
             return _load(value)
-        conv = getattr(self.backend, "result_from_cache", None)  # API reply cached by an older sago
+        conv = getattr(self.backend, "result_from_cache", None)  # an API reply cached in the ApiReply format
         return conv(value) if callable(conv) else None
 
     def generate(self, prompts: list[str], max_new_tokens: int = 48,

@@ -406,11 +406,7 @@ class Browse:
                    CAST(semantic_filter->'encoder' AS VARCHAR) AS encoder
             FROM runs ORDER BY model, run_id""").df()
 
-    def schema_version(self) -> int:
-        rows = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
-        return int(rows[0][0]) if rows else 0
-
-    # --- API fidelity (issue #13): reply health, noise floor, base repeats ---
+    # --- reply health, noise floor, base repeats ---
     def reply_health(self) -> pd.DataFrame:
         """Per run: how many stored replies are not answers.
 

@@ -182,7 +182,7 @@ _MIGRATIONS: tuple[Union[str, Callable[[duckdb.DuckDBPyConnection], None]], ...]
     suffstats.materialise,
 )
 
-# Schema version 3 (API fidelity, issue #13): ``run_usage`` / ``api_responses`` gain the billed
+# Schema version 3 (API fidelity): ``run_usage`` / ``api_responses`` gain the billed
 # token classes the providers report apart — reasoning (thinking) tokens, inside completion_tokens;
 # cached input tokens and cache writes, inside prompt_tokens — and the cached-input price.
 # ``base_repeats``: the k ≥ 1 repeats of each base prompt (the first asking stays the base row of

@@ -87,7 +87,7 @@ class ScoreQueries:
             f"SELECT DISTINCT axis FROM {src} WHERE available AND n > 0 ORDER BY axis").fetchall()]
 
     def view(self, name: str, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
-        """The score tables of schema 1/2's SQL views, now computed by ``sago_engine.scoring``.
+        """The score tables named as schema 1/2's SQL views, computed by ``sago_engine.scoring``.
 
         ``prompt_scores`` (= ``prompt_scores()``), ``sgs_dataset`` (run_id, model, dataset, axis,
         sgs, std, n_prompts) or ``sgs_total`` (run_id, model, axis, sgs, std, n_prompts; every
