@@ -50,7 +50,7 @@ def _reply(prompt: str) -> str:
     (" yes.", 1), ("YES", 1), ("No", 0), ("no", 0), ("NO.\n", 0), ("Answer: YES", 1), ("**Yes**, it does", 1),
     ("No, yes", None), ("maybe", None), ("", None), (None, None), ("yesterday", None), ("nobody knows", None),
     ("I cannot tell", None),
-    # issue #13 item 4: a verdict word inside prose is not a verdict
+    # a verdict word inside prose is not a verdict
     ("There is no", None), ("No rudeness here. YES", None), ("The reply is rude, so yes", None),
     ("It is polite.\nAnswer: YES", 1), ("Reasoning: curt.\n**Answer:** no", 0), ('"NO"', 0), ("Yes - polite", 1),
     ("Answer: YES\nAnswer: NO", 0), ("yes yes", None),

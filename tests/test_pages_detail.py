@@ -210,7 +210,7 @@ def test_hostile_text_is_inert_in_a_real_browser(tmp_path):
         assert page.locator("[data-testid='stMain'] img[src='x']").count() == 0
 
 
-# ---------------------------------------------------------------- issue #15.4: a missing value says why
+# ---------------------------------------------------------------- a missing value says why
 def test_missing_values_say_why_not_nan():
     from sago_engine.detail import (NO_REPLY, SURFACE_EXEMPT, heatmap_frame, responses_side_by_side,
                                     variant_rows)
