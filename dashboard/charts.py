@@ -23,10 +23,10 @@ def delta_heatmap(heat: pd.DataFrame, columns: int = 2) -> alt.FacetChart:
 
     Args:
         heat: ``sago_engine.detail.heatmap_frame`` (model, label, order, axis, axis_label, delta_norm,
-            delta, value, why).
+            delta, unit, value, why).
         columns: panels per row (at most the number of models).
     """
-    plot = heat[["model", "label", "order", "axis_label", "delta_norm", "delta", "value", "why"]].copy()
+    plot = heat[["model", "label", "order", "axis_label", "delta_norm", "delta", "unit", "value", "why"]].copy()
     axis_order = [axis_label(a) for a in axes_shown(heat["axis"])]
     base = alt.Chart(plot).encode(
         x=alt.X("axis_label:N", sort=axis_order, title=None, axis=alt.Axis(orient="top", labelAngle=-40, labelOverlap=False)),
@@ -34,7 +34,8 @@ def delta_heatmap(heat: pd.DataFrame, columns: int = 2) -> alt.FacetChart:
                 axis=alt.Axis(labelLimit=320)),
         tooltip=[alt.Tooltip("model:N"), alt.Tooltip("label:N", title="variant"),
                  alt.Tooltip("axis_label:N", title="axis"), alt.Tooltip("value:N", title="Δ̃"),
-                 alt.Tooltip("delta:Q", title="Δ (raw)", format=".4g"), alt.Tooltip("why:N", title="n/a because")],
+                 alt.Tooltip("delta:Q", title="Δ (raw)", format=".4g"), alt.Tooltip("unit:N", title="unit of Δ"),
+                 alt.Tooltip("why:N", title="n/a because")],
     )
     rect = base.mark_rect(stroke="white").encode(
         color=alt.condition("isValid(datum.delta_norm)",

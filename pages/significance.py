@@ -11,6 +11,7 @@ from sago_engine.report import normalizer_comparison, wide_cells
 from sago_engine.noise import floor_table
 from sago_engine.scoring import EPSILONS, MAIN_EPSILON
 from sago_engine.tables import sgs_numbers, threshold_counts
+from sago_engine.axis_spec import AXIS_SPECS
 from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_NORMALIZERS
 
 frame.require_frame()
@@ -117,15 +118,17 @@ rescaled = data.query(Store.prompt_scores_rescaled, f, normalizers=tuple(zip(rx[
 cmp_ = normalizer_comparison(scores, rescaled, rx, eps=float(eps))
 exports.table(cmp_.drop(columns=["cell_paper", "cell_data"]), "significance_normalizers",
               f"sago_normalizers_q{q:g}.csv", show=cmp_.iloc[:, :10])
-st.caption("SGS and raw markers under the paper's fixed R_X (2, 100, 1, 250, 10, 1 for cos, bleu, bert, prob, ent, "
-           "mr) and under R_X taken from the data. ratio = SGS(data R) / SGS(paper R). When the quantile is 0 "
+st.caption("SGS and raw markers under the paper's fixed R_X ("
+           + ", ".join(f"{spec.label} {spec.normalizer:g} {spec.unit}" for spec in AXIS_SPECS.values())
+           + ") and under R_X taken from the data. ratio = SGS(data R) / SGS(paper R). When the quantile is 0 "
            "(e.g. most Δ-MR are 0) the max |Δ| is used.")
 
 st.subheader("Length-normalized log-prob (per token) beside Δ-Prob")
 ptok = data.scored_frame(report.per_token_prob, data.query(Store.per_token_logprob_deltas, f))
 if len(ptok["table"]):
     prob_ci = data.scored(report.bootstrap_ci, f, by=("model", "axis"))
-    prob_ci = prob_ci[prob_ci["axis"] == "prob"].assign(axis_label="Δ-Prob (R = 250, sequence)")
+    prob_ci = prob_ci[prob_ci["axis"] == "prob"].assign(
+        axis_label=f"{AXIS_SPECS['prob'].label} (R = {AXIS_SPECS['prob'].normalizer:g}, sequence)")
     cols = ["model", "axis_label", "sgs", "lo", "hi", "n_prompts", "status"]
     both = pd.concat([prob_ci[cols], ptok["table"][cols]]).sort_values(["model", "axis_label"])
     exports.table(both, "significance_per_token", "sago_prob_per_token.csv")

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sago_engine.types import axis_label, axis_sort_key
+from sago_engine.noop import is_noop
+from sago_engine.types import axis_label, axis_sort_key, spec_of
 
 BASE_LABEL = "base prompt"
 #: What a missing value says on the Prompts page (never ``nan`` / ``None``).
@@ -42,8 +43,6 @@ def variant_rows(variants: pd.DataFrame) -> pd.DataFrame:
 def unavailable_text(reason) -> str:
     """``"axis unavailable: <reason>"`` for a Δ̃ cell a model cannot measure (reason as stored, if any);
     ``"skipped, no-op: …"`` for a variant that was not run because it does not vary (``noop``)."""
-    from sago_engine.noop import is_noop
-
     r = None if reason is None or pd.isna(reason) else str(reason).strip()
     if is_noop(r):
         return f"skipped, {r}"
@@ -80,11 +79,11 @@ def heatmap_frame(detail: dict[str, pd.DataFrame]) -> pd.DataFrame:
         detail: ``Store.prompt_detail(f, prompt_id=…)``.
     Returns:
         model, variant_id, label, order (variant rank), axis (store name), axis_label
-        (Δ-Cos …), delta (signed Δ, raw units), delta_norm (Δ̃ ∈ [−1, 1]; NaN where
+        (Δ-Cos …), delta (signed Δ, raw units), unit (of delta: ``AxisSpec.unit``), delta_norm (Δ̃ ∈ [−1, 1]; NaN where
         unavailable), available, reason, value (the cell's text: ``"+0.12"``, ``"-0.003"``, ``"0"``, or
         ``"n/a"``), why (empty, or ``"axis unavailable: …"``).
     """
-    cols = ["model", "variant_id", "label", "order", "axis", "axis_label", "delta", "delta_norm", "available",
+    cols = ["model", "variant_id", "label", "order", "axis", "axis_label", "delta", "unit", "delta_norm", "available",
             "reason", "value", "why"]
     v = labelled_variants(detail["variants"])
     d = detail["deltas"]
@@ -93,6 +92,7 @@ def heatmap_frame(detail: dict[str, pd.DataFrame]) -> pd.DataFrame:
     v = v.assign(order=np.arange(len(v)))[["variant_id", "label", "order"]]
     out = d.merge(v, on="variant_id", how="inner")
     out["axis_label"] = out["axis"].map(axis_label)
+    out["unit"] = out["axis"].map(lambda a: spec_of(a).unit)
     out["delta_norm"] = out["delta_norm"].where(out["available"].astype(bool))
     out["_a"] = out["axis"].map(axis_sort_key)
     out = out.sort_values(["model", "order", "_a"]).reset_index(drop=True)

@@ -49,10 +49,6 @@ class Filters:
         """A hashable key (for ``st.cache_data`` and other caches): one entry per field."""
         return tuple((f.name, getattr(self, f.name)) for f in fields(self))
 
-    def is_empty(self) -> bool:
-        """True when no field restricts anything."""
-        return all(getattr(self, f.name) is None for f in fields(self))
-
     def variant_restricted(self) -> bool:
         """True when the variant tuple (F, u, s, p) is restricted (scores differ from the stored views)."""
         return any(getattr(self, n) is not None for n in ("families", "subtypes", "strengths", "positions"))

@@ -26,18 +26,17 @@ is ``collect_choices`` (through ``Store`` methods, no SQL here).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 
-from sago_engine import paper, rankcorr, report
+from sago_engine import paper, rankcorr, report, runpairs
+from sago_engine.axis_spec import AXIS_SPECS
 from sago_engine.scoring import MAIN_EPSILON
-from sago_engine import runpairs
 from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_NORMALIZERS, OPTION_SEP, option_of
 
 if TYPE_CHECKING:
@@ -216,7 +215,7 @@ def collect_choices(store: "Store", f: "Filters | None" = None, q: float = 0.95,
     plain_axes = tuple(a for a in names if option_of(a) is None)
     opts = option_axes(names)
     out: list[Choice] = []
-    titles = {"cos": "Δ-Cos: token position and layers", "bert": "Δ-BERT: encoder and scale"}
+    titles = {"cos": "token position and layers", "bert": "encoder and scale"}
     how = ("This store has no {label} option axes ({base}@<option> rows of the deltas table). A white-box run "
            "(hf_local or hybrid) writes them by default ([run] axis_options, default: every option in "
            "sago_engine.types.OPTION_AXES); API runs cannot (no hidden states). The rows sit beside the "
@@ -224,7 +223,7 @@ def collect_choices(store: "Store", f: "Filters | None" = None, q: float = 0.95,
     for base in dict.fromkeys(["cos", "bert", *opts["base"]]):
         label = AXIS_LABELS.get(base, base)
         o = tuple(opts.loc[opts["base"] == base, "option"])
-        ch = Choice(key=f"axis:{base}", title=titles.get(base, f"{label}: options"), axes=(base,),
+        ch = Choice(key=f"axis:{base}", title=f"{label}: {titles.get(base, 'options')}", axes=(base,),
                     reference=DEFAULT_OPTION, options=(DEFAULT_OPTION, *o))
         if not o:
             ch.missing = how.format(label=label, base=base)
@@ -250,15 +249,15 @@ def collect_choices(store: "Store", f: "Filters | None" = None, q: float = 0.95,
         ch.missing = "No deltas for the current filter."
     out.append(ch)
 
-    ch = Choice(key="prob", title="Δ-Prob: per sequence vs per token", axes=("prob",), reference="per sequence",
-                options=("per sequence", "per token"))
+    ch = Choice(key="prob", title=f"{AXIS_SPECS['prob'].label}: per sequence vs per token", axes=("prob",),
+                reference="per sequence", options=("per sequence", "per token"))
     sc, r = per_token_option_scores(scores, store.per_token_logprob_deltas(f), q=q)
     if sc["option"].nunique() < 2:
         ch.missing = ("No sequence log-probs stored for the current filter (closed models do not expose them; "
                       "local runs store them in responses.seq_logprob).")
     else:
         ch.scores = sc
-        ch.notes = {"per sequence": f"Δ of the summed log-prob, R = {DEFAULT_NORMALIZERS['prob']:g} (the paper)",
+        ch.notes = {"per sequence": f"Δ of the summed log-prob, R = {AXIS_SPECS['prob'].normalizer:g} (the paper)",
                     "per token": f"Δ of log-prob / n_tokens, R = {r:.4g} (the {q:.0%} quantile of |Δ per token|)"}
     out.append(ch)
 

@@ -22,7 +22,9 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from sago_engine.axes import cosine_per_layer, delta_bert_pairs, delta_bleu, delta_cos_from_layers, delta_ent, delta_prob
+from sago_engine.axes import delta_fn
+from sago_engine.axis_spec import AXIS_SPECS
+from sago_engine.pipeline import _unavailable_reason
 from sago_engine.scoring import marker, normalize, scores_from_stats, sufficient_stats, ttest_greater
 from sago_engine.seeds import stable_hash
 from sago_engine.types import AXES, GenerationResult
@@ -32,7 +34,8 @@ __all__ = ["FLOOR_COLUMNS", "REPEAT_COLUMNS", "RepeatUnit", "floor_rows", "floor
 REPEAT_COLUMNS = ["response_id", "run_id", "prompt_id", "repeat", "response", "n_tokens", "seq_logprob", "mean_entropy",
                   "finish_reason", "latency_s", "error"]
 FLOOR_COLUMNS = ["run_id", "dataset", "prompt_id", "repeat", "axis", "delta", "delta_norm", "available", "reason"]
-_NO_MR = "a repeat of the base prompt has no register or attribute to mirror"
+#: The reason of an axis that needs a variant (``AxisSpec.needs_variant``: Δ-MR) on a repeat.
+_NO_FLOOR = "a repeat of the base prompt has no register or attribute to mirror"
 
 
 def repeat_response_id(run_id: str, prompt_id: str, repeat: int) -> str:
@@ -53,10 +56,6 @@ class RepeatUnit:
     repeats: Sequence[GenerationResult]
 
 
-def _nan(x: float | None) -> float:
-    return float("nan") if x is None else float(x)
-
-
 def floor_rows(run_id: str, units: Sequence[RepeatUnit], normalizers: Mapping[str, float],
                capabilities: frozenset[str]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Repeat responses and their Δ against the base reply, per axis (one batched BERTScore call).
@@ -71,25 +70,16 @@ def floor_rows(run_id: str, units: Sequence[RepeatUnit], normalizers: Mapping[st
         Δ-MR always) has NULL delta, ``available`` False and a reason — never 0.
     Source: SAGO (arXiv 2610.01428) §Axes (same Δ definitions as the variants).
     """
-    from sago_engine.pipeline import _unavailable_reason
-
-    cands = [r.text for u in units for r in u.repeats]
-    refs = [u.base.text for u in units for _ in u.repeats]
-    bert = delta_bert_pairs(cands, refs) if cands else np.zeros(0)
+    measured = [a for a in AXES if not AXIS_SPECS[a].needs_variant]  # Δ-MR needs a variant: no floor
+    reps = [r for u in units for r in u.repeats]
+    bases = [u.base for u in units for _ in u.repeats]
+    raw_all = {a: delta_fn(a)(reps, bases) for a in measured}  # one batched BERTScore call
     rep_rows, rows, k = [], [], 0
     for u in units:
         n = len(u.repeats)
         if not n:
             continue
-        raw = {
-            "cos": [float(delta_cos_from_layers(cosine_per_layer(r.hidden_last, u.base.hidden_last)))
-                    if r.hidden_last is not None and u.base.hidden_last is not None else float("nan")
-                    for r in u.repeats],
-            "bleu": delta_bleu([r.text for r in u.repeats], u.base.text),
-            "bert": bert[k: k + n],
-            "prob": delta_prob(np.array([_nan(r.seq_logprob) for r in u.repeats]), _nan(u.base.seq_logprob)),
-            "ent": delta_ent(np.array([_nan(r.mean_entropy) for r in u.repeats]), _nan(u.base.mean_entropy)),
-        }
+        raw = {a: v[k: k + n] for a, v in raw_all.items()}
         k += n
         for j, r in enumerate(u.repeats):
             rep = j + 1
@@ -98,8 +88,8 @@ def floor_rows(run_id: str, units: Sequence[RepeatUnit], normalizers: Mapping[st
                              "seq_logprob": r.seq_logprob, "mean_entropy": r.mean_entropy,
                              "finish_reason": r.finish_reason, "latency_s": float(r.latency_s), "error": r.error})
             for axis in AXES:
-                reason = _NO_MR if axis == "mr" else _unavailable_reason(axis, capabilities, u.base, r)
-                d = float("nan") if axis == "mr" else float(raw[axis][j])
+                reason = _NO_FLOOR if axis not in raw else _unavailable_reason(axis, capabilities, u.base, r)
+                d = float(raw[axis][j]) if axis in raw else float("nan")
                 if reason is None and np.isfinite(d):
                     rows.append((run_id, u.dataset, u.prompt_id, rep, axis, d, float(normalize(d, normalizers[axis])),
                                  True, None))

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sago_engine.types import AXES, AXIS_LABELS
+from sago_engine.types import AXES, axis_label
 
 PAPER_SOURCE = "reported in arXiv 2610.01428"
 
-#: Figure 2a: total SGS over six datasets, eight open models, in the paper's axis order.
+#: The axes of Figure 2a's values, in the figure's order.
+_FIG2A_AXES = ("cos", "bleu", "bert", "prob", "ent", "mr")
+#: Figure 2a: total SGS over six datasets, eight open models (values in ``_FIG2A_AXES`` order).
 _FIG2A = {
     "Llama-3.2-3B-Instruct": (0.12, 0.61, 0.09, 0.04, 0.01, 0.35),
     "Llama-3.1-8B-Instruct": (0.27, 0.63, 0.08, 0.04, 0.01, 0.57),
@@ -44,9 +46,9 @@ PAPER_PALETTE = ("#7F7F7F", "#8C564B", "#9467BD", "#17BECF", "#BCBD22", "#1F77B4
 
 def figure_2a() -> pd.DataFrame:
     """Figure 2a (long): model, axis, axis_label, sgs, std (NaN: not reported), marker, kind="open", source."""
-    rows = [{"model": m, "axis": a, "axis_label": AXIS_LABELS[a], "sgs": v, "std": float("nan"), "marker": "",
+    rows = [{"model": m, "axis": a, "axis_label": axis_label(a), "sgs": v, "std": float("nan"), "marker": "",
              "kind": "open", "table": "Figure 2a", "source": PAPER_SOURCE}
-            for m, vals in _FIG2A.items() for a, v in zip(AXES, vals)]
+            for m, vals in _FIG2A.items() for a, v in zip(_FIG2A_AXES, vals, strict=True)]
     return pd.DataFrame(rows)
 
 
@@ -55,7 +57,7 @@ def table_1() -> pd.DataFrame:
 
     Axes the paper could not measure for an API model are absent (n/a, never 0).
     """
-    rows = [{"model": m, "axis": a, "axis_label": AXIS_LABELS[a], "sgs": v[0], "std": v[1], "marker": v[2],
+    rows = [{"model": m, "axis": a, "axis_label": axis_label(a), "sgs": v[0], "std": v[1], "marker": v[2],
              "kind": "closed", "table": "Table 1 (ε = 0.05)", "source": PAPER_SOURCE}
             for m, axes in _TABLE1.items() for a, v in axes.items()]
     return pd.DataFrame(rows)
@@ -70,7 +72,7 @@ def threshold_example() -> pd.DataFrame:
     """Appendix B example row(s): axis_label, "ε=0.01", "ε=0.05", "ε=0.1" as "n/n/n" (p<0.05/0.01/0.001), source."""
     rows = []
     for a, by_eps in _THRESHOLD_EXAMPLE.items():
-        row = {"axis_label": AXIS_LABELS[a]}
+        row = {"axis_label": axis_label(a)}
         for e, counts in by_eps.items():
             row[f"ε={e:g}"] = "/".join(map(str, counts))
         row["source"] = PAPER_SOURCE
@@ -87,7 +89,7 @@ def wide(df: pd.DataFrame) -> pd.DataFrame:
     d = df.assign(cell=df.apply(cell, axis=1))
     w = d.pivot_table(index="model", columns="axis", values="cell", aggfunc="first", sort=False)
     w = w.reindex(columns=list(AXES)).astype(object).fillna("n/a")
-    w.columns = [AXIS_LABELS[a] for a in w.columns]
+    w.columns = [axis_label(a) for a in w.columns]
     w = w.reindex([m for m in dict.fromkeys(df["model"])])
     out = w.reset_index()
     out["source"] = PAPER_SOURCE

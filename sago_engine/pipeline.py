@@ -27,6 +27,7 @@ from sago_engine.axes import (
     delta_prob,
     detector_kind,
 )
+from sago_engine.axis_spec import AXIS_SPECS, NEEDS
 from sago_engine.scoring import normalize
 from sago_engine.seeds import stable_hash
 from sago_engine.types import AXES, OPTION_AXES, GenerationResult, Variant, base_axis, normalizer_for, option_of
@@ -57,8 +58,8 @@ def response_id(run_id: str, prompt_id: str, variant_id: str | None) -> str:
     return stable_hash(run_id, prompt_id, variant_id or "<base>", length=20)
 
 
-#: Axes computed from the reply text only.
-TEXT_AXES: frozenset[str] = frozenset({"bleu", "bert", "mr"})
+#: Axes computed from the reply text only (``AxisSpec.needs == "text"``).
+TEXT_AXES: frozenset[str] = frozenset(a for a in AXES if not AXIS_SPECS[a].white_box)
 
 
 def budget_spent(r: GenerationResult) -> str | None:
@@ -73,30 +74,26 @@ def budget_spent(r: GenerationResult) -> str | None:
 
 
 def _unavailable_reason(axis: str, capabilities: frozenset[str], base: GenerationResult, res: GenerationResult) -> str | None:
-    """Why ``axis`` cannot be measured for this (base, variant) pair, or None if it can."""
+    """Why ``axis`` cannot be measured for this (base, variant) pair, or None if it can: what the
+    backend lacks or the replies miss, as the axis's ``AxisSpec.needs`` / ``result_field`` say."""
     if res.error or base.error:
         return f"generation error: {(res.error or base.error)[:200]}"
-    if axis in TEXT_AXES:
+    spec = AXIS_SPECS[axis]
+    need = NEEDS[spec.needs]
+    if not spec.white_box:
         why = budget_spent(base) or budget_spent(res)
         if why:
-            return f"no visible reply ({'base' if budget_spent(base) else 'variant'}): {why}"[:300]
-    if axis == "cos" and "cos" not in capabilities:
-        return "backend exposes no activations"
-    if axis == "prob" and "prob" not in capabilities:
-        return "backend exposes no sequence log-prob"
-    if axis == "ent" and "ent" not in capabilities:
-        return "backend exposes no token distribution"
-    if axis == "cos" and (res.hidden_last is None or base.hidden_last is None):
-        return "no hidden states returned"
-    if axis in ("prob", "ent"):  # sentinels, positive or non-finite log-probs are never summed
+            return f"{need.missing} ({'base' if budget_spent(base) else 'variant'}): {why}"[:300]
+        return None
+    if axis not in capabilities:
+        return need.lacks
+    if need.log_probs:  # sentinels, positive or non-finite log-probs are never summed
         for which, r in (("base", base), ("variant", res)):
             why = r.logprob_issue
             if why:
                 return f"{why} ({which} reply)"[:300]
-    if axis == "prob" and (res.seq_logprob is None or base.seq_logprob is None):
-        return "no log-probs returned"
-    if axis == "ent" and (res.mean_entropy is None or base.mean_entropy is None):
-        return "no entropies returned"
+    if getattr(res, spec.result_field) is None or getattr(base, spec.result_field) is None:
+        return need.missing
     return None
 
 

@@ -20,10 +20,15 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from .axis_spec import AXIS_SPECS
+from .backends import get_backend
 from .backends.prompt_render import template_records_match
 from .seeds import stable_hash
+from .store import open_store
+from .types import GenerationResult
 
-__all__ = ["replay_token_stats", "REPLAY_COLUMNS", "LOGPROB_TOL_PER_TOKEN", "ENTROPY_TOL", "logprob_tol"]
+__all__ = ["replay_token_stats", "REPLAY_COLUMNS", "REPLAYED_AXES", "LOGPROB_TOL_PER_TOKEN", "ENTROPY_TOL", "logprob_tol",
+           "replay_tol"]
 
 #: Agreement required of a float32 replay (absolute, nats). A token's log-prob replays within
 #: ``LOGPROB_TOL_PER_TOKEN`` (another batch shape, CPU or kernel sums the same float32 products
@@ -39,8 +44,25 @@ def logprob_tol(n_tokens: int) -> float:
     """Tolerance (nats, absolute) of a replayed ``seq_logprob`` over ``n_tokens`` tokens (≥ 1 counted)."""
     return LOGPROB_TOL_PER_TOKEN * max(1, int(n_tokens))
 
-REPLAY_COLUMNS = ["run_id", "model", "response_id", "prompt_id", "variant_id", "n_tokens", "seq_logprob",
-                  "seq_logprob_replay", "mean_entropy", "mean_entropy_replay", "err_logprob", "err_entropy",
+
+#: The axes scored under teacher forcing (an ``AxisSpec.response_stat``: ``seq_logprob`` of
+#: Δ-Prob, ``mean_entropy`` of Δ-Ent): the statistics the replay re-derives.
+REPLAYED_AXES: tuple[str, ...] = tuple(name for name, spec in AXIS_SPECS.items() if spec.response_stat)
+
+#: Tolerance (absolute, the statistic's unit) of each replayed statistic over n reply tokens: a
+#: sum grows with n (``logprob_tol``), a mean does not.
+REPLAY_TOL: dict[str, Callable[[int], float]] = {"seq_logprob": logprob_tol, "mean_entropy": lambda n: ENTROPY_TOL}
+
+
+def replay_tol(axis: str, n_tokens: int) -> float:
+    """Tolerance of the replayed statistic of ``axis`` (one of ``REPLAYED_AXES``) over ``n_tokens`` tokens."""
+    return REPLAY_TOL[AXIS_SPECS[axis].response_stat](n_tokens)
+
+
+#: Per replayed axis: the stored statistic, its replay and their absolute error ``err_<axis>``.
+REPLAY_COLUMNS = ["run_id", "model", "response_id", "prompt_id", "variant_id", "n_tokens",
+                  *[c for a in REPLAYED_AXES for c in (AXIS_SPECS[a].response_stat,
+                                                       f"{AXIS_SPECS[a].response_stat}_replay", f"err_{a}")],
                   "text_is_decode", "template_match"]
 
 
@@ -61,8 +83,6 @@ def _ids(v: Any) -> list[int] | None:
 
 def _default_factory(device: str) -> Callable[[pd.Series, dict], Any]:
     def make(run: pd.Series, kwargs: dict):
-        from .backends import get_backend
-
         spec = {"name": "hf_local", "model": run["model"], "dtype": run["dtype"] or "float32", "device": device,
                 "batch_size": 8}
         if kwargs:
@@ -91,17 +111,16 @@ def replay_token_stats(store_path: str | Path, per_run: int = 8, seed: int = 0, 
             dtype and recorded template variables on ``device``). Backends it returns are not
             closed here when given; the default ones are.
     Returns:
-        DataFrame with ``REPLAY_COLUMNS``, one row per sampled response: stored and replayed
-        ``seq_logprob`` / ``mean_entropy`` (nats), absolute errors ``err_logprob`` /
-        ``err_entropy``, ``text_is_decode`` (stored reply == decode of the stored ids, special
+        DataFrame with ``REPLAY_COLUMNS``, one row per sampled response: per axis of
+        ``REPLAYED_AXES`` the stored and replayed statistic (``seq_logprob`` / ``mean_entropy``,
+        nats, computed as ``GenerationResult`` computes it) and their absolute error ``err_prob`` /
+        ``err_ent`` (inf when the replay gives no valid value; within ``replay_tol``), ``text_is_decode`` (stored reply == decode of the stored ids, special
         tokens skipped, no clean-up) and ``template_match`` (the backend renders as the run's record
         says: ``prompt_render.template_records_match``; None when the run recorded none). Empty when the
         store has no local run with stored ids.
     Raises:
         StoreError / FileNotFoundError: not a readable store.
     """
-    from .store import open_store
-
     make = backend_for or _default_factory(device)
     rows: list[dict] = []
     with open_store(store_path, read_only=True) as st:
@@ -143,18 +162,19 @@ def replay_token_stats(store_path: str | Path, per_run: int = 8, seed: int = 0, 
                 ids = [_ids(r["token_ids"]) for r in picked]
                 stats = be.teacher_force(texts, ids)
                 for r, tid, (lp, ent) in zip(picked, ids, stats):
-                    seq = float(np.sum(lp))
-                    ment = float(np.mean(ent)) if len(ent) else 0.0
+                    # the statistics as the backend computes them (``GenerationResult`` properties)
+                    replayed = GenerationResult(text="", n_tokens=len(tid), token_logprobs=np.asarray(lp, np.float64),
+                                                token_entropies=np.asarray(ent, np.float64))
                     dec = be.tokenizer.decode(tid, skip_special_tokens=True, clean_up_tokenization_spaces=False)
-                    rows.append({
-                        "run_id": rid, "model": run["model"], "response_id": r["response_id"],
-                        "prompt_id": r["prompt_id"], "variant_id": r["variant_id"], "n_tokens": int(r["n_tokens"]),
-                        "seq_logprob": float(r["seq_logprob"]), "seq_logprob_replay": seq,
-                        "mean_entropy": float(r["mean_entropy"]), "mean_entropy_replay": ment,
-                        "err_logprob": abs(seq - float(r["seq_logprob"])),
-                        "err_entropy": abs(ment - float(r["mean_entropy"])),
-                        "text_is_decode": dec == r["response"], "template_match": match,
-                    })
+                    row = {"run_id": rid, "model": run["model"], "response_id": r["response_id"],
+                           "prompt_id": r["prompt_id"], "variant_id": r["variant_id"], "n_tokens": int(r["n_tokens"])}
+                    for a in REPLAYED_AXES:
+                        stat = AXIS_SPECS[a].response_stat
+                        new = getattr(replayed, stat)  # None: not a valid statistic → an infinite error
+                        new = float("nan") if new is None else float(new)
+                        err = abs(new - float(r[stat])) if np.isfinite(new) else float("inf")
+                        row.update({stat: float(r[stat]), f"{stat}_replay": new, f"err_{a}": err})
+                    rows.append({**row, "text_is_decode": dec == r["response"], "template_match": match})
             finally:
                 if backend_for is None:
                     be.close()

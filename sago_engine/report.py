@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from sago_engine import stats as stats_mod
 from sago_engine.scoring import MAIN_EPSILON, format_cell, significance
+from sago_engine.stats import CELL
 from sago_engine.stats import (  # noqa: F401  (re-exported: pages reach them through report)
     REVERSAL_THRESHOLD, data_driven_normalizers, n_for_halfwidth, sample_size_std, sample_size_summary)
 from sago_engine.types import AXES, axes_shown, axis_label, axis_sort_key
@@ -267,8 +269,6 @@ def threshold_table(scores: pd.DataFrame, epsilons=(0.01, 0.05, 0.10), alphas: t
 def significance_heatmap(sig: pd.DataFrame, cap: float = 10.0) -> pd.DataFrame:
     """Heatmap data for a ``significance_table``: adds axis_label, row (model[ · dataset]), label
     ("mean" + marker) and neglog10p = −log10 p (``p_adj`` when present) capped at ``cap`` (p = 0 → cap; NaN p stays NaN)."""
-    import numpy as np
-
     p = sig["p_adj" if "p_adj" in sig else "p"].astype(float).to_numpy()  # adjusted when a correction is on
     with np.errstate(divide="ignore"):
         nl = np.where(p > 0, -np.log10(np.where(p > 0, p, 1.0)), cap)
@@ -280,8 +280,6 @@ def significance_heatmap(sig: pd.DataFrame, cap: float = 10.0) -> pd.DataFrame:
 
 def ratio_heatmap(ratio: pd.DataFrame, cap: float = 10.0) -> pd.DataFrame:
     """Heatmap data for ``dataset_ratio``: ratio_label ("3.7×", "∞", "n/a") and ratio_capped (colour scale)."""
-    import numpy as np
-
     lab = ["∞" if np.isinf(v) else ("n/a" if np.isnan(v) else f"{v:.1f}×") for v in ratio["ratio"].astype(float)]
     return ratio.assign(ratio_label=lab, ratio_capped=ratio["ratio"].clip(upper=cap))
 
@@ -292,8 +290,6 @@ def ratio_heatmap(ratio: pd.DataFrame, cap: float = 10.0) -> pd.DataFrame:
 
 def ci_cell(mean: float, lo: float, hi: float, mark: str, status: str = "ok", digits: int = 3) -> str:
     """``"0.123 [0.101, 0.145]†"``; ``"0.000 (no variation)"``; ``"n/a"`` when mean is NaN."""
-    import numpy as np
-
     if mean is None or not np.isfinite(mean):
         return "n/a"
     if status == stats_mod.STATUS_FLAT:
@@ -377,8 +373,6 @@ def per_token_scores(per_token: pd.DataFrame, q: float = 0.95) -> tuple[float, p
         (R, scores): scores has model, dataset, prompt_id, s (RMS of clip(Δ/R, −1, 1), in [0, 1]),
         n_variants (``stats.rms_scores``). Empty scores and R = NaN when no row has a Δ.
     """
-    import numpy as np
-
     d = per_token.dropna(subset=["delta_per_token"])
     if d.empty:
         return float("nan"), pd.DataFrame(columns=["model", "dataset", "prompt_id", "s", "n_variants"])
@@ -398,8 +392,6 @@ def per_token_prob(per_token: pd.DataFrame, q: float = 0.95, n_resamples: int = 
     Returns ``{"r": R, "table": model, axis_label, sgs, lo, hi, n_prompts, status, mean_abs_delta}``
     — one row per model for "Δ-Prob / token"; empty when no log-probs are stored.
     """
-    import numpy as np
-
     cols = ["model", "axis_label", "sgs", "lo", "hi", "n_prompts", "status", "mean_abs_delta", "r"]
     d = per_token.dropna(subset=["delta_per_token"])
     if d.empty:
@@ -426,10 +418,8 @@ def sample_size_curve(curve: pd.DataFrame, sizes, by: tuple[str, ...] = ("model"
         n_groups (groups with M > N, the ones in the median), n_short (groups with M ≤ N, left
         out: drawing N of them takes the whole group, std 0 by construction), n_total. A point
         has a value only where n_groups > 0, so groups capped at their own size never pull the
-        curve to 0 (the zig-zag of issue #15.2).
+        curve to 0 (a zig-zag that is no property of the model).
     """
-    from sago_engine.stats import CELL
-
     cols = [*by, "n", "median_std", "max_std", "median_expected", "n_groups", "n_short", "n_total"]
     if curve.empty:
         return pd.DataFrame(columns=cols)
@@ -454,7 +444,7 @@ def sample_size_curve(curve: pd.DataFrame, sizes, by: tuple[str, ...] = ("model"
     return pd.DataFrame(rows, columns=cols)
 
 
-# ====================================================================== radar scale (issue #15.8)
+# ====================================================================== radar scale
 def radar_axis_scales(radar: pd.DataFrame, use_ci: bool = True, extra: pd.DataFrame | None = None) -> dict[str, float]:
     """Per-axis radar scale: the largest value shown on each spoke, so small axes are not lost in the centre.
 
@@ -468,8 +458,6 @@ def radar_axis_scales(radar: pd.DataFrame, use_ci: bool = True, extra: pd.DataFr
         by its axis's scale maps it to [0, 1] on that spoke; the common (paper's) scale is
         the plain SGS and needs no scales.
     """
-    import numpy as np
-
     cols = ["sgs", "hi"] if use_ci else ["sgs"]
     out = {}
     for a in AXES:

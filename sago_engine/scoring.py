@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from sago_engine.types import AXES, DEFAULT_NORMALIZERS
+from sago_engine.axis_spec import AXIS_SPECS
+from sago_engine.registry import suggest
 
 #: ε values the paper reports; 0.05 is the operating point, 0.10 a stress test.
 EPSILONS: tuple[float, ...] = (0.01, 0.05, 0.10)
@@ -27,11 +28,13 @@ def normalize(delta: np.ndarray | float, r: float) -> np.ndarray:
 
 
 def resolve_normalizers(overrides: Mapping[str, float] | None = None) -> dict[str, float]:
-    """The paper's R_X (``DEFAULT_NORMALIZERS``) updated by ``overrides``; ValueError on an unknown axis or R ≤ 0."""
-    out = dict(DEFAULT_NORMALIZERS)
+    """The paper's R_X (each axis's ``AxisSpec.normalizer``) updated by ``overrides``; ValueError on an
+    unknown axis (the message suggests close names) or R ≤ 0."""
+    out = {name: spec.normalizer for name, spec in AXIS_SPECS.items()}
     for k, v in (overrides or {}).items():
-        if k not in DEFAULT_NORMALIZERS:
-            raise ValueError(f"unknown axis {k!r} in normalizers; valid: {', '.join(AXES)}")
+        if k not in AXIS_SPECS:
+            raise ValueError(f"unknown axis {k!r} in normalizers{suggest(str(k), AXIS_SPECS)}; "
+                             f"valid: {', '.join(AXIS_SPECS)}")
         if not float(v) > 0:
             raise ValueError(f"normalizer for {k} must be > 0, got {v}")
         out[k] = float(v)

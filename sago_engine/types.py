@@ -11,44 +11,30 @@ from typing import Any
 
 import numpy as np
 
+from sago_engine.axis_spec import AXIS_SPECS, OPTION_SEP, AxisSpec
+
 #: Positions a variant may edit (SAGO §Variants). PREFIX / SUFFIX edit only the start / end
 #: region of the prompt, GLOBAL may touch the whole prompt.
 POSITIONS: tuple[str, ...] = ("PREFIX", "SUFFIX", "GLOBAL")
 
-#: The six behavioural axes, in the paper's order, with the store's short names.
-AXES: tuple[str, ...] = ("cos", "bleu", "bert", "prob", "ent", "mr")
+#: The six behavioural axes, in the paper's order, with the store's short names
+#: (the names of ``axis_spec.AXIS_SPECS``, where each axis is described).
+AXES: tuple[str, ...] = AXIS_SPECS.names()
 
-#: Display labels in the paper's terms.
-AXIS_LABELS: dict[str, str] = {
-    "cos": "Δ-Cos",
-    "bleu": "Δ-BLEU",
-    "bert": "Δ-BERT",
-    "prob": "Δ-Prob",
-    "ent": "Δ-Ent",
-    "mr": "Δ-MR",
-}
+#: Display labels in the paper's terms (``AxisSpec.label``).
+AXIS_LABELS: dict[str, str] = {a: AXIS_SPECS[a].label for a in AXES}
 
-#: Default normalizers R_X (SAGO §Axes table); configurable per run and stored with it.
-DEFAULT_NORMALIZERS: dict[str, float] = {
-    "cos": 2.0,
-    "bleu": 100.0,
-    "bert": 1.0,
-    "prob": 250.0,
-    "ent": 10.0,
-    "mr": 1.0,
-}
+#: Default normalizers R_X (``AxisSpec.normalizer``; SAGO §Axes table); configurable per run and stored with it.
+DEFAULT_NORMALIZERS: dict[str, float] = {a: AXIS_SPECS[a].normalizer for a in AXES}
 
-#: Axes that need white-box access to the model (hidden states / token distributions).
-WHITE_BOX_AXES: frozenset[str] = frozenset({"cos", "prob", "ent"})
+#: Axes that need white-box access to the model (hidden states / token distributions; ``AxisSpec.white_box``).
+WHITE_BOX_AXES: frozenset[str] = frozenset(a for a in AXES if AXIS_SPECS[a].white_box)
 
 # ---------------------------------------------------------------------------------------------
-# Axis options: SAGO's open choices, each stored as its own axis ``<base>@<option>`` (issue #16).
+# Axis options: SAGO's open choices, each stored as its own axis ``<base>@<option>``.
 # The six plain names above keep exactly the paper's definitions; an option axis is the same
 # measurement under one recorded alternative choice, computed from the same forward pass /
 # the same BERTScore F1s (docs/METHOD.md, "Axis options").
-
-#: Separator between a base axis and its option in a stored axis name.
-OPTION_SEP = "@"
 
 #: Δ-Cos options: position ``last`` (the plain axis: last input token) / ``user_last`` (last
 #: token of the user's text) / ``user_mean`` (mean over the user's text tokens), crossed with the
@@ -108,8 +94,14 @@ def axis_label(name: str) -> str:
     base = base_axis(name)
     opt = option_of(name)
     if opt is None:
-        return AXIS_LABELS[base]
-    return f"{AXIS_LABELS[base]} @ {_OPTION_LABELS.get(opt, opt)}"
+        return AXIS_SPECS[base].label
+    return f"{AXIS_SPECS[base].label} @ {_OPTION_LABELS.get(opt, opt)}"
+
+
+def spec_of(name: str) -> AxisSpec:
+    """The ``AxisSpec`` of any axis name; an option axis ``<base>@<option>`` has its base axis's
+    (label, unit, R_X, needs). Raises ValueError for an unknown base."""
+    return AXIS_SPECS[base_axis(name)]
 
 
 def axis_sort_key(name: str) -> tuple[int, int, str]:

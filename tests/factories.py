@@ -192,6 +192,14 @@ class ScriptedBackend:
         self.closed = True
 
 
+def register_scripted_backend():
+    """Register backend ``scripted`` (``ScriptedBackend``) so that configs accept it; returns the undo."""
+    from sago_engine.backends import BACKENDS
+
+    BACKENDS.register("scripted", "tests.factories:ScriptedBackend")
+    return lambda: BACKENDS.unregister("scripted")
+
+
 def scripted_factory(respond, built: list):
     """A runner ``backend_factory``: specs with ``backend = "scripted"`` get a ``ScriptedBackend``
     answering with ``respond(prompt)`` (appended to ``built``); any other spec goes to ``get_backend``."""

@@ -101,6 +101,10 @@ def test_cost_formula():
     assert cost_usd(18, 94, 0.30, 2.50) == pytest.approx(2.404e-04, rel=1e-12)
     assert cost_usd(10, 0, 1.0, 1.0, cached_tokens=10) == pytest.approx(10 / 1e6)  # no cached price: input price
     assert cost_usd(10, 5, None, 1.0) is None
+    from sago_engine import pricing
+
+    assert cost_usd is pricing.cost_usd  # one formula, below the store and the backends
+    assert pricing.cost_usd(10, 5, 1.0, 2.0, cached_tokens=50, price_cached_in_per_mtok=0.5) == pytest.approx(10 * 0.5 / 1e6 + 10 / 1e6)
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)

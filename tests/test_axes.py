@@ -284,7 +284,7 @@ def test_detector_kind():
     assert detector_kind(V("structural", "length")) == "rules"
 
 
-# ------------------------------------------------------------------ float noise (issue #12.1)
+# ------------------------------------------------------------------ float noise
 def test_noise_tolerance_per_axis_snaps_only_below_tol():
     from sago_engine.axes import NOISE_TOL, snap_noise
     from sago_engine.types import AXES
@@ -388,7 +388,7 @@ def test_bert_long_replies_are_windowed_not_truncated():
     assert bert_windows_note("short", "text") is None
 
 
-# ------------------------------------------------------------------ Δ-BLEU tokenizer by script (issue #12.5)
+# ------------------------------------------------------------------ Δ-BLEU tokenizer by script
 @pytest.mark.parametrize("hyp, ref, tok", [
     ("the cat sat", "the cat sat on a mat", "13a"),
     ("Кошка сидит на ковре", "Кошка сидела на ковре", "13a"),

@@ -1,4 +1,4 @@
-"""Axis options (issue #16): cos@… positions / layer sets and bert@rescaled, stored as their own axes.
+"""Axis options: cos@… positions / layer sets and bert@rescaled, stored as their own axes.
 
 Tiny random Llama for the plumbing (user-span location, hidden states, rows), the real MiniLM
 encoder for bert@rescaled, a synthetic store for the queries.

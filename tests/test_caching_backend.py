@@ -1,11 +1,12 @@
-"""CachingBackend: the on-disk reply cache as a wrapper any backend can use."""
+"""CachingBackend: a reply cache any backend can use, over any ``ReplyCache`` (the store's sqlite table by default)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from sago_engine.backends.caching import CachingBackend
+from sago_engine.backends.caching import CachingBackend, ReplyCache
+from sago_engine.store.reply_cache import ResponseCache
 from sago_engine.types import GenerationResult
 from tests.test_api_backends import env  # noqa: F401 (fixture)
 
@@ -33,9 +34,28 @@ class Counting:
         self.closed = True
 
 
-def test_wraps_any_backend_and_rerun_reads_the_cache(tmp_path):
+class DictCache:
+    """A ``ReplyCache`` in memory: what the wrapper needs of a cache, nothing more."""
+
+    def __init__(self):
+        self.d, self.closed = {}, False
+
+    def get(self, key):
+        return self.d.get(key)
+
+    def put(self, key, value):
+        self.d.setdefault(key, value)
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "dict"])
+def test_wraps_any_backend_and_rerun_reads_the_cache(tmp_path, kind):
     inner = Counting()
-    be = CachingBackend(inner, tmp_path)
+    cache = ResponseCache(tmp_path / "responses.sqlite3") if kind == "sqlite" else DictCache()
+    assert isinstance(cache, ReplyCache)
+    be = CachingBackend(inner, cache)
     first = be.generate(["a", "bad", "c"], 8)
     assert inner.asked == [["a", "bad", "c"]] and be.capabilities == inner.capabilities and be.model_id == "stub-1"
     again = be.generate(["c", "bad", "a", "d"], 8)
@@ -53,8 +73,27 @@ def test_wraps_any_backend_and_rerun_reads_the_cache(tmp_path):
     assert inner.asked[-1] == ["a"]
     be.close()
     assert inner.closed
+    if kind == "dict":
+        assert cache.closed and len(cache.d) == 4  # a, c, d at cap 8 and a at cap 9; the failure never
     with pytest.raises(RuntimeError):
         be.generate(["a"], 8)
+
+
+def test_get_backend_puts_api_replies_in_the_cache_it_is_given(env):
+    from sago_engine.backends import get_backend
+    from tests.fake_api import FakeAPI
+
+    cache = DictCache()
+    with FakeAPI(default="logprobs") as fake:
+        be = get_backend({"name": "openai", "model": "m", "base_url": fake.url + "/v1", "sleep": lambda s: None},
+                         reply_cache=cache)
+        assert be.cache is cache
+        [r] = be.generate(["hello?"], 8)
+        assert r.error is None and fake.count == 1 and len(cache.d) == 1
+        [again] = be.generate(["hello?"], 8)
+        assert fake.count == 1 and again.meta["cached"] and again.text == r.text
+        be.close()
+    assert cache.closed
 
 
 def test_api_replies_cached_by_an_older_sago_still_read(env):

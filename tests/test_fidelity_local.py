@@ -210,12 +210,13 @@ def test_chat_template_kwargs_config_enters_run_id(tmp_path):
 
 
 def _check_replay(df, n_runs: int, per_run: int) -> None:
-    from sago_engine.replay import ENTROPY_TOL, logprob_tol
+    from sago_engine.replay import REPLAYED_AXES, replay_tol
 
     assert len(df) == n_runs * per_run
-    over = df["err_logprob"] > df["n_tokens"].map(logprob_tol)
-    assert not over.any(), df[over].to_dict("records")
-    assert df["err_entropy"].max() <= ENTROPY_TOL, df.sort_values("err_entropy").tail(3).to_dict("records")
+    assert REPLAYED_AXES == ("prob", "ent")
+    for a in REPLAYED_AXES:
+        over = df[f"err_{a}"] > df["n_tokens"].map(lambda n: replay_tol(a, n))
+        assert not over.any(), df[over].to_dict("records")
     assert df["text_is_decode"].all()
     assert df["template_match"].all()
     assert (df["n_tokens"] > 0).all()

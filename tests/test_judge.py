@@ -13,7 +13,6 @@ import pytest
 from precompute.config import ConfigError, load_config
 from precompute.runner import make_plan, run, run_id_for
 from sago_engine.axes.mirroring import mirrors
-from sago_engine.backends.base import BACKENDS
 from sago_engine.judge import (JUDGE_TEMPLATE, JUDGE_TEMPLATE_ID, Judge, JudgeItem, describe_register,
                                judged_delta_mr, parse_verdict)
 from sago_engine.pipeline import Unit, compute_rows
@@ -21,7 +20,7 @@ from sago_engine.seeds import stable_hash
 from sago_engine.store import open_store
 from sago_engine.types import DEFAULT_NORMALIZERS, GenerationResult, VariantSpec
 from sago_engine.variants import make_variant
-from tests.factories import ScriptedBackend, scripted_factory, tiny_toml
+from tests.factories import ScriptedBackend, register_scripted_backend, scripted_factory, tiny_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "datasets"
@@ -51,7 +50,7 @@ def _reply(prompt: str) -> str:
     (" yes.", 1), ("YES", 1), ("No", 0), ("no", 0), ("NO.\n", 0), ("Answer: YES", 1), ("**Yes**, it does", 1),
     ("No, yes", None), ("maybe", None), ("", None), (None, None), ("yesterday", None), ("nobody knows", None),
     ("I cannot tell", None),
-    # issue #13 item 4: a verdict word inside prose is not a verdict
+    # a verdict word inside prose is not a verdict
     ("There is no", None), ("No rudeness here. YES", None), ("The reply is rude, so yes", None),
     ("It is polite.\nAnswer: YES", 1), ("Reasoning: curt.\n**Answer:** no", 0), ('"NO"', 0), ("Yes - polite", 1),
     ("Answer: YES\nAnswer: NO", 0), ("yes yes", None),
@@ -181,8 +180,8 @@ def test_judge_settings_change_the_run_id(plan_and_cfg):
 
 
 # ---------------------------------------------------------------- runner end to end (tiny model + scripted judge)
-def test_runner_stores_verdicts_templates_and_detector_labels(tmp_path, monkeypatch):
-    monkeypatch.setitem(BACKENDS, "scripted", "tests.factories:ScriptedBackend")
+def test_runner_stores_verdicts_templates_and_detector_labels(tmp_path, request):
+    request.addfinalizer(register_scripted_backend())
     cfg = _cfg(tmp_path, JUDGE_SECTION)
     from sago_engine.datasets import load_dataset
 
@@ -253,12 +252,12 @@ def test_schema_v1_store_reads_empty_and_migrates_on_a_writable_open(tmp_path):
         st.con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     before = path.read_bytes()
     with open_store(path) as st:
-        assert st.schema_version() == 1
+        assert int(st.meta()["schema_version"]) == 1
         assert st.mirroring_verdicts().empty and st.templates().empty and st.run_usage().empty
         assert list(st.templates().columns) == ["template_id", "kind", "text"]
     assert path.read_bytes() == before
     with open_store(path, read_only=False) as st:
-        assert st.schema_version() == SCHEMA_VERSION == 4
+        assert int(st.meta()["schema_version"]) == SCHEMA_VERSION == 4
         st.insert_df("templates", pd.DataFrame([{"template_id": JUDGE_TEMPLATE_ID, "kind": "judge",
                                                  "text": JUDGE_TEMPLATE}]))
         assert st.templates("judge")["text"].tolist() == [JUDGE_TEMPLATE]

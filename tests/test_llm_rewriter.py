@@ -11,7 +11,6 @@ from streamlit.testing.v1 import AppTest
 
 from precompute.config import ConfigError, load_config
 from precompute.runner import make_plan, run
-from sago_engine.backends.base import BACKENDS
 from sago_engine.datasets import load_dataset
 from sago_engine.seeds import stable_hash
 from sago_engine.store import open_store
@@ -21,7 +20,7 @@ from sago_engine.variants.llm_rewriter import (REWRITER_TEMPLATE_ID, REWRITER_TE
                                                clean_output, generator_id, rewrite_issue)
 from sago_engine.variants.semantic_filter import FilterConfig, apply_filter
 from sago_engine.variants.structural import Structural
-from tests.factories import ScriptedBackend, scripted_factory, tiny_toml
+from tests.factories import ScriptedBackend, register_scripted_backend, scripted_factory, tiny_toml
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data" / "datasets"
@@ -154,8 +153,7 @@ def test_config_errors(tmp_path):
 def llm_store(tmp_path_factory):
     """tiny_toml + [rewriter] (scripted): prompt 0 and 3 rewritten well (with a preamble), prompt 1
     empty, prompt 2 unrelated text of the right length. Returns (cfg, built backends, expectations)."""
-    mp = pytest.MonkeyPatch()
-    mp.setitem(BACKENDS, "scripted", "tests.factories:ScriptedBackend")
+    undo = register_scripted_backend()
     d = tmp_path_factory.mktemp("llm_rw")
     p = d / "c.toml"
     p.write_text(tiny_toml().format(store=d / "s.duckdb", data=DATA) + REWRITER)
@@ -178,7 +176,7 @@ def llm_store(tmp_path_factory):
 
     [summary] = run(cfg, progress=False, backend_factory=factory)
     yield cfg, built, factory, summary, texts
-    mp.undo()
+    undo()
 
 
 def test_runner_llm_structural_variants(llm_store):

@@ -1,4 +1,4 @@
-"""Method choices (issue #16 items 4, 5): option axes, rank agreement, the paper's claims per option, distance to the
+"""Method choices: option axes, rank agreement, the paper's claims per option, distance to the
 paper's scale, reply-length-cap pairs; the mirroring-judge audit (Cohen's κ, sample, hand labels in a sidecar);
 the Method choices page headless (AppTest) on synthetic stores with and without options and judge verdicts."""
 

@@ -210,7 +210,7 @@ def test_hostile_text_is_inert_in_a_real_browser(tmp_path):
         assert page.locator("[data-testid='stMain'] img[src='x']").count() == 0
 
 
-# ---------------------------------------------------------------- issue #15.4: a missing value says why
+# ---------------------------------------------------------------- a missing value says why
 def test_missing_values_say_why_not_nan():
     from sago_engine.detail import (NO_REPLY, SURFACE_EXEMPT, heatmap_frame, responses_side_by_side,
                                     variant_rows)
@@ -234,6 +234,7 @@ def test_missing_values_say_why_not_nan():
     heat = heatmap_frame(detail).set_index("axis")
     assert heat.loc["cos", "value"] == "-0.50" and heat.loc["cos", "why"] == ""
     assert heat.loc["prob", "value"] == "n/a"
+    assert heat.loc["cos", "unit"] == "cosine" and heat.loc["prob", "unit"] == "nats"  # AxisSpec.unit of the raw Δ
     from sago_engine.detail import _cell_text
 
     assert [_cell_text(x) for x in (0.0002, -0.003, 0.004, -0.5, 0.123)] == ["0", "-0.003", "+0.004", "-0.50", "+0.12"]

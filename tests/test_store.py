@@ -19,13 +19,13 @@ from sago_engine.store import APP_ID, SCHEMA_VERSION, TABLES, StoreError, open_s
 def test_create_sets_schema_version_and_meta(tmp_path):
     path = tmp_path / "s.duckdb"
     with open_store(path, read_only=False, create=True) as st:
-        assert st.schema_version() == SCHEMA_VERSION == 4
+        assert int(st.meta()["schema_version"]) == SCHEMA_VERSION == 4
         meta = dict(st.con.execute("SELECT key, value FROM meta").fetchall())
         assert meta == {"app": APP_ID, "schema_version": str(SCHEMA_VERSION), "layout_version": "1"}
         assert st.counts() == {t: 0 for t in TABLES}
     # reopen read-only, and again with create=True (existing store is kept, not re-initialised)
     with open_store(path) as st:
-        assert st.read_only and st.schema_version() == 4
+        assert st.read_only and int(st.meta()["schema_version"]) == 4
     with open_store(path, read_only=False, create=True) as st:
         assert st.con.execute("SELECT count(*) FROM meta").fetchone()[0] == 3
 
@@ -223,7 +223,7 @@ def test_transaction_rollback(store):
     assert _counts(store)["runs"] == 3
 
 
-@pytest.mark.parametrize("read", ["counts", "schema_version"])
+@pytest.mark.parametrize("read", ["counts", "meta"])
 def test_reads_do_not_block_later_writes(store, read):
     getattr(store, read)()
     store.insert_df("runs", pd.DataFrame([{"run_id": "r7", "model": "m7", "backend": "fake"}]))
@@ -391,7 +391,7 @@ def test_schema_v2_store_reads_and_gains_token_ids_on_a_writable_open(tmp_path):
         st.con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
         st.con.execute("INSERT INTO responses (response_id, run_id, prompt_id, response) VALUES ('a', 'r', 'p', 'x ')")
     with open_store(old) as st:
-        assert st.schema_version() == 2 and "token_ids" not in st.responses("p").columns
+        assert int(st.meta()["schema_version"]) == 2 and "token_ids" not in st.responses("p").columns
     new = tmp_path / "v3.duckdb"
     with open_store(new, read_only=False, create=True) as st:
         st.con.execute("INSERT INTO responses (response_id, run_id, prompt_id, response, token_ids) "
@@ -402,7 +402,7 @@ def test_schema_v2_store_reads_and_gains_token_ids_on_a_writable_open(tmp_path):
         got = st.con.execute("SELECT response_id, response, token_ids FROM responses ORDER BY 1").fetchall()
     assert got == [("a", "x ", None), ("b", "y\t", [5, 0])]
     with open_store(old, read_only=False) as st:
-        assert st.schema_version() == SCHEMA_VERSION
+        assert int(st.meta()["schema_version"]) == SCHEMA_VERSION
         assert st.con.execute("SELECT token_ids FROM responses").fetchall() == [(None,)]
 
 
@@ -542,12 +542,12 @@ def test_old_store_without_statistics_reads_the_same_and_gains_them_on_a_writabl
         st.con.execute("CREATE VIEW prompt_scores AS SELECT 1 AS x")  # schema 1/2 had SQL views
         st.con.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
     with open_store(p) as st:
-        assert not st.stats_materialised and st.schema_version() == 2 and st.stats_counts() == {}
+        assert not st.stats_materialised and int(st.meta()["schema_version"]) == 2 and st.stats_counts() == {}
         pd.testing.assert_frame_equal(st.prompt_scores(), want, check_exact=False, rtol=1e-12)
         pd.testing.assert_frame_equal(st.ablation_frame()["cells"], want_ab["cells"], check_exact=False, rtol=1e-12)
         pd.testing.assert_frame_equal(st.ablation_frame()["length"], want_ab["length"], check_exact=False, rtol=1e-12)
     with open_store(p, read_only=False) as st:
-        assert st.schema_version() == SCHEMA_VERSION and st.stats_materialised and st.stats_counts() == counts
+        assert int(st.meta()["schema_version"]) == SCHEMA_VERSION and st.stats_materialised and st.stats_counts() == counts
         assert not st._has_table("prompt_scores")
         pd.testing.assert_frame_equal(st.prompt_scores(), want, check_exact=False, rtol=1e-12)
 

@@ -16,7 +16,7 @@ import pytest
 from sago_engine.seeds import derive_seed, stable_hash
 from sago_engine.types import VariantSpec
 from sago_engine.variants import (
-    FAMILIES, Registry, UnknownFamilyError, full_grid, get_family, list_families, make_variant,
+    FAMILIES, UnknownFamilyError, family_registry, full_grid, get_family, list_families, make_variant,
     make_variants, sample_grid, spec_applies, validate_spec,
 )
 from sago_engine.variants import semantic_filter as sf
@@ -69,7 +69,7 @@ def test_registry_refuses_duplicates_and_loads_lazily():
         def apply(self, text, subtype, strength, position, rng):
             return text, {}
 
-    reg = Registry("family")
+    reg = family_registry()
     reg.register("toy", lambda: calls.append(1) or Fam())
     with pytest.raises(ValueError, match="already registered"):
         reg.register("toy", lambda: Fam())

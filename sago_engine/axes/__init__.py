@@ -26,8 +26,9 @@ from sago_engine.axes.generation import (
     delta_bleu,
     delta_bleu_signatures,
 )
-from sago_engine.axes.mirroring import delta_mr, mirrors, detector_kind
+from sago_engine.axes.mirroring import delta_mr, detector_kind, mirrors
 from sago_engine.axes.noise import NOISE_TOL, snap_noise
+from sago_engine.axes.pairs import delta_fn
 
 __all__ = [
     "COS_OPTION_SPECS",
@@ -46,6 +47,7 @@ __all__ = [
     "delta_bleu_signatures",
     "delta_cos",
     "delta_cos_from_layers",
+    "delta_fn",
     "delta_ent",
     "delta_mr",
     "delta_prob",

@@ -6,6 +6,7 @@ from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
+import regex
 
 from sago_engine.axes.noise import snap_noise
 from sago_engine.bertscore import WINDOW, bertscore_f1, n_windows
@@ -37,8 +38,6 @@ def bleu_tokenizer(hypothesis: str, reference: str) -> str:
     Returns one of "char", "zh", "13a". Deterministic; needs only the ``regex`` package that
     sacrebleu depends on.
     """
-    import regex
-
     text = hypothesis + "\n" + reference
     letters = len(regex.findall(r"\p{L}", text))
     if letters == 0:
@@ -56,7 +55,7 @@ def bleu_tokenizer(hypothesis: str, reference: str) -> str:
 
 @lru_cache(maxsize=8)
 def _bleu_metric(tokenize: str):
-    from sacrebleu.metrics import BLEU
+    from sacrebleu.metrics import BLEU  # imported here: sacrebleu loads ~185 modules; pages import the axes without scoring BLEU
 
     return BLEU(tokenize=tokenize, smooth_method="exp", effective_order=True)
 
@@ -65,7 +64,7 @@ def _bleu_metric(tokenize: str):
 def bleu_signature(tokenize: str) -> str:
     """sacrebleu's signature of sentence BLEU with ``tokenize``, e.g.
     ``"nrefs:1|case:mixed|eff:yes|tok:zh|smooth:exp|version:2.6.0"`` (stored per Δ-BLEU row)."""
-    from sacrebleu.metrics import BLEU
+    from sacrebleu.metrics import BLEU  # imported here: start-up time (see _bleu_metric)
 
     m = BLEU(tokenize=tokenize, smooth_method="exp", effective_order=True)
     m.sentence_score("a", ["a"])  # the signature needs the reference count, known after scoring

@@ -1,31 +1,19 @@
 """What difference counts as float noise, per axis: |Δ| below ``NOISE_TOL[axis]`` is stored as 0.
 
-Each tolerance sits above the float error of that axis's own computation (so a result that is
-0 up to rounding reads 0 on every x86 CPU) and far below the smallest real change the axis can
-show. Units are the axis's raw Δ units (before dividing by R_X). Documented in docs/METHOD.md.
+Each tolerance (``AxisSpec.noise_tol``, with its derivation beside it in ``sago_engine.axis_spec``)
+sits above the float error of that axis's own computation (so a result that is 0 up to rounding
+reads 0 on every x86 CPU) and far below the smallest real change the axis can show. Units are the
+axis's raw Δ units (before dividing by R_X). Documented in docs/METHOD.md.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-NOISE_TOL: dict[str, float] = {
-    # float64 cosines of fp32 hidden states: identical states give |Δ| ~1e-16; fp32 rounding of
-    # the states (2^-24 relative) moves a cosine by ≲1e-7. Range [−2, 0].
-    "cos": 1e-6,
-    # sacrebleu, float64 over integer n-gram counts: identical token sequences give 100 up to
-    # ~1e-13 (exp of a mean of logs; measured 100.00000000000004). BLEU points, range [−100, 0].
-    "bleu": 1e-9,
-    # fp32 BERTScore-F1 of 384-dim unit vectors: a text against itself measured |1 − F1| ≤ 1.2e-7
-    # (one fp32 ulp at 1); one changed word piece in 500 moves F1 by ≥ ~1e-4. Range about [−1, 0].
-    "bert": 1e-6,
-    # summed fp32 token log-probs: 2^-24 relative of |log p| ≤ ~250 nats ≈ 1.5e-5 nats.
-    "prob": 1e-4,
-    # mean fp32 per-token entropy ≤ ln(vocab) ≈ 12 nats: 2^-24 relative ≈ 7e-7 nats.
-    "ent": 1e-5,
-    # integers in {−1, 0, 1}: exact.
-    "mr": 0.0,
-}
+from sago_engine.axis_spec import AXIS_SPECS
+
+#: Axis → float-noise tolerance of its raw Δ (``AxisSpec.noise_tol``).
+NOISE_TOL: dict[str, float] = {name: spec.noise_tol for name, spec in AXIS_SPECS.items()}
 
 
 def snap_noise(values, axis: str) -> np.ndarray:

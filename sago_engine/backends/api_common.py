@@ -1,5 +1,5 @@
 """Shared machinery of the API backends: keys, retries, concurrency, usage (retry timing: ``retry``;
-server log-probs and the top-k entropy: ``logprobs``; reply cache: ``caching``).
+server log-probs and the top-k entropy: ``logprobs``; reply cache: ``caching``; usage cost: ``sago_engine.pricing``).
 
 The provider modules (``openai_api``, ``anthropic_api``, ``gemini_api``) only build their SDK
 client, send one request and parse one reply; everything else lives here so that it exists once.
@@ -22,13 +22,12 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
+from ..pricing import cost_usd
 from ..seeds import stable_hash
 from ..types import GenerationResult
-from .caching import ResponseCache, default_cache_dir  # noqa: F401 (re-exported)
 from .logprobs import check_server_logprobs, topk_entropy  # noqa: F401 (topk_entropy re-exported)
 from .retry import RetryPolicy, parse_retry_after, retry_hint  # noqa: F401 (parse_retry_after re-exported)
 
@@ -40,11 +39,9 @@ __all__ = [
     "ApiFatalError",
     "ApiReply",
     "ErrorClass",
-    "ResponseCache",
     "RetryPolicy",
     "OMITTABLE_PARAMS",
     "Usage",
-    "api_cache_dir",
     "CONTENT_PARAMS",
     "OVER_CONTEXT_400",
     "config_fix",
@@ -398,13 +395,6 @@ def normalise_finish_reason(raw: object) -> str:
     return _FINISH.get(s, "error")
 
 
-# ---------------------------------------------------------------------------- cache
-
-#: The on-disk reply cache is the ``caching.CachingBackend`` wrapper (any backend can use it);
-#: ``get_backend`` wraps API backends in it unless the spec says ``cache = False``.
-api_cache_dir = default_cache_dir
-
-
 # ---------------------------------------------------------------------------- replies and usage
 
 
@@ -462,28 +452,6 @@ class Usage:
         d = asdict(self)
         d["models"] = sorted(self.models)
         return d
-
-
-def cost_usd(prompt_tokens: int, completion_tokens: int, price_in_per_mtok: float | None,
-             price_out_per_mtok: float | None, cached_tokens: int = 0,
-             price_cached_in_per_mtok: float | None = None) -> float | None:
-    """Cost in USD of the billed tokens at the configured prices (USD per million tokens).
-
-    ``prompt_tokens`` and ``completion_tokens`` are every billed class (reasoning/thinking
-    tokens are output; cached and cache-write tokens are input). Cached input tokens are priced
-    at ``price_cached_in_per_mtok`` when given, else at the input price (an upper bound)::
-
-        cost = ((prompt − cached)·p_in + cached·p_cached + completion·p_out) / 1e6
-
-    Returns None if the input or output price is unset. Example (Gemini, issue #13): two
-    replies of 9 prompt + 47 thought tokens at 0.30 / 2.50 → (18·0.30 + 94·2.50)/1e6 = 2.404e-4.
-    """
-    if price_in_per_mtok is None or price_out_per_mtok is None:
-        return None
-    cached = min(int(cached_tokens or 0), int(prompt_tokens or 0))
-    p_cached = price_in_per_mtok if price_cached_in_per_mtok is None else price_cached_in_per_mtok
-    return ((prompt_tokens - cached) * price_in_per_mtok + cached * p_cached
-            + completion_tokens * price_out_per_mtok) / 1e6
 
 
 # ---------------------------------------------------------------------------- the base class

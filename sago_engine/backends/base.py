@@ -1,13 +1,14 @@
-"""Backend protocol, decoding settings and a lazy factory (no torch or SDK import at module load)."""
+"""Backend protocol, decoding settings, the registry of backends and a lazy factory (no torch or SDK import at module load)."""
 
 from __future__ import annotations
 
-import difflib
-import importlib
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from ..registry import Registry
 from ..types import GenerationResult
+from .api_common import ApiBackend
+from .caching import CachingBackend, ReplyCache, default_cache_dir
 
 __all__ = [
     "Backend",
@@ -78,14 +79,15 @@ class Backend(Protocol):
         ...
 
 
-#: Backend name → "module:Class" (relative to ``sago_engine.backends``), imported lazily.
-BACKENDS: dict[str, str] = {
-    "hf_local": ".hf_local:HFLocalBackend",
-    "openai": ".openai_api:OpenAIBackend",
-    "openai_compatible": ".openai_api:OpenAICompatibleBackend",
-    "anthropic": ".anthropic_api:AnthropicBackend",
-    "gemini": ".gemini_api:GeminiBackend",
-}
+#: Backend name → its class, as ``"module:Class"`` (relative to ``sago_engine.backends``), imported
+#: when ``get_backend`` first builds one.
+BACKENDS: Registry[type] = Registry("backend", package=__package__)
+BACKENDS.register("hf_local", ".hf_local:HFLocalBackend")
+BACKENDS.register("openai", ".openai_api:OpenAIBackend")
+BACKENDS.register("openai_compatible", ".openai_api:OpenAICompatibleBackend")
+BACKENDS.register("anthropic", ".anthropic_api:AnthropicBackend")
+BACKENDS.register("gemini", ".gemini_api:GeminiBackend")
+BACKENDS.register("hybrid", ".hybrid:HybridBackend")  # server replies + local teacher-forced statistics
 
 
 def register_backend(name: str, target: str) -> None:
@@ -98,12 +100,18 @@ def register_backend(name: str, target: str) -> None:
     Raises:
         ValueError: the name is already registered (duplicates are refused, never overwritten).
     """
-    if name in BACKENDS:
-        raise ValueError(f"backend {name!r} is already registered ({BACKENDS[name]})")
-    BACKENDS[name] = target
+    BACKENDS.register(name, target)
 
 
-def get_backend(spec: dict[str, Any]) -> Backend:
+def _default_reply_cache() -> ReplyCache:
+    # Imported here, not at the top: the store package loads duckdb and pandas, which importing the
+    # backend factory must not (start-up time of every process that only needs the factory).
+    from ..store.reply_cache import ResponseCache
+
+    return ResponseCache(default_cache_dir() / "responses.sqlite3")
+
+
+def get_backend(spec: dict[str, Any], reply_cache: ReplyCache | None = None) -> Backend:
     """Build a backend from a spec dict; the backend's module is imported only here.
 
     Args:
@@ -113,30 +121,23 @@ def get_backend(spec: dict[str, Any]) -> Backend:
             ``openai_compatible``, ``anthropic``, ``gemini``) e.g. ``{"name": "openai", "model":
             "gpt-4o-mini", "top_logprobs": 20, "max_concurrency": 4}`` (see
             ``api_common.ApiBackend``; keys come from the environment only). API backends
-            come wrapped in ``caching.CachingBackend`` (on-disk reply cache) unless the spec
-            has ``"cache": False``.
+            come wrapped in ``caching.CachingBackend`` (reply cache) unless the spec has
+            ``"cache": False``.
+        reply_cache: the ``caching.ReplyCache`` an API backend's replies go to; None = the
+            on-disk table ``default_cache_dir()/responses.sqlite3`` (``store.reply_cache``).
     Returns:
         The constructed backend.
     Raises:
-        ValueError: no ``name`` in the spec, or an unknown name (message lists the known ones
-            and suggests a close match).
+        ValueError: no ``name`` in the spec, or an unknown name (``UnknownNameError``: the message
+            lists the known ones and suggests close matches).
     """
     spec = dict(spec)
     name = spec.pop("name", None) or spec.pop("backend", None)
     if not name:
         raise ValueError(f"backend spec needs a 'name' (one of {sorted(BACKENDS)}): {spec}")
-    if name not in BACKENDS:
-        close = difflib.get_close_matches(name, list(BACKENDS), n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ValueError(f"unknown backend {name!r}.{hint} Known: {', '.join(sorted(BACKENDS))}")
+    cls = BACKENDS[name]
     cache = spec.pop("cache", True)
-    mod_name, cls_name = BACKENDS[name].split(":")
-    mod = importlib.import_module(mod_name, package=__package__)
-    backend = getattr(mod, cls_name)(**spec)
-    from .api_common import ApiBackend
-
-    if cache and isinstance(backend, ApiBackend):  # API replies cost money and time: cached on disk
-        from .caching import CachingBackend
-
-        return CachingBackend(backend)
+    backend = cls(**spec)
+    if cache and isinstance(backend, ApiBackend):  # API replies cost money and time: cached
+        return CachingBackend(backend, reply_cache if reply_cache is not None else _default_reply_cache())
     return backend

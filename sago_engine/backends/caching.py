@@ -1,29 +1,45 @@
-"""A reply cache any backend can use: ``CachingBackend(backend, cache_dir)`` (as lm-eval wraps any
+"""A reply cache any backend can use: ``CachingBackend(backend, cache)`` (as lm-eval wraps any
 model in a caching one).
 
-Successful results are stored on disk (sqlite3, WAL; safe across threads and processes) under a
-key that covers everything that can change the answer; a rerun or a resumed run reads them back
-instead of asking again. Failed results (``error`` set) are never stored. The cache's table and its
-SQL live in ``sago_engine.store.reply_cache``.
+Successful results are stored under a key that covers everything that can change the answer; a
+rerun or a resumed run reads them back instead of asking again. Failed results (``error`` set) are
+never stored. The wrapper sees the cache only through the ``ReplyCache`` protocol; whoever builds
+the backend passes one in (``get_backend``: the on-disk table of ``sago_engine.store.reply_cache``
+under ``default_cache_dir()`` unless the caller gives another).
 """
 
 from __future__ import annotations
 
 import base64
 import io
-import json
 import os
 import threading
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from ..seeds import stable_hash
-from ..store.reply_cache import ResponseCache
 from ..types import GenerationResult
 
-__all__ = ["CachingBackend", "ResponseCache", "default_cache_dir"]
+__all__ = ["CachingBackend", "ReplyCache", "default_cache_dir"]
+
+
+@runtime_checkable
+class ReplyCache(Protocol):
+    """Key → JSON-serialisable dict, first write wins; safe to call from several threads."""
+
+    def get(self, key: str) -> dict | None:
+        """The value stored under ``key``, or None."""
+        ...
+
+    def put(self, key: str, value: dict) -> None:
+        """Store ``value`` under ``key`` unless the key is taken (first write wins)."""
+        ...
+
+    def close(self) -> None:
+        """Release the cache's resources."""
+        ...
 
 
 def default_cache_dir() -> Path:
@@ -74,14 +90,15 @@ class CachingBackend:
     the wrapped backend's counters (``cache_hits``, and the model strings of cached replies).
     """
 
-    def __init__(self, backend: Any, cache_dir: str | Path | None = None) -> None:
+    def __init__(self, backend: Any, cache: ReplyCache) -> None:
         """
         Args:
             backend: any object with the ``Backend`` protocol.
-            cache_dir: folder of ``responses.sqlite3`` (default ``default_cache_dir()``).
+            cache: where results are kept (``ReplyCache``; closed with the backend), e.g.
+                ``sago_engine.store.reply_cache.ResponseCache(default_cache_dir() / "responses.sqlite3")``.
         """
         self.backend = backend
-        self.cache = ResponseCache(Path(cache_dir or default_cache_dir()) / "responses.sqlite3")
+        self.cache = cache
         self._lock = threading.Lock()
         self._hits = [0, 0]  # since take_usage, since start
         self._models: list[set[str]] = [set(), set()]
@@ -108,7 +125,7 @@ class CachingBackend:
     def _from_cache(self, value: dict) -> GenerationResult | None:
         if "result" in value:
             return _load(value)
-        conv = getattr(self.backend, "result_from_cache", None)  # API reply cached by an older sago
+        conv = getattr(self.backend, "result_from_cache", None)  # an API reply cached in the ApiReply format
         return conv(value) if callable(conv) else None
 
     def generate(self, prompts: list[str], max_new_tokens: int = 48,

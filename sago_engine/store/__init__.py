@@ -14,7 +14,8 @@ Modules (docs/ARCHITECTURE.md has the full map):
 * ``facade``    — ``Store`` (composed of the above) and ``open_store``.
 * ``merge``     — shard merge (worst status, usage once per shard) and table fingerprints.
 * ``labels``    — the sidecar DuckDB of hand labels of judge calls (never in the store).
-* ``reply_cache`` — the model-reply cache's sqlite table (``backends.caching.CachingBackend``).
+* ``reply_cache`` — the model-reply cache's sqlite table (a ``backends.caching.ReplyCache``).
+* ``errors``    — ``StoreError``.
 """
 
 from sago_engine.store.schema import (  # noqa: F401

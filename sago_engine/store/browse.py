@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import duckdb
 import pandas as pd
 
+from sago_engine.filters import Filters
 from sago_engine.store.schema import KEYS, TABLES, USAGE_EXTRA_COUNTERS, has_table
 from sago_engine.store.where import axis_names, fetch_df, filter_where
-
-if TYPE_CHECKING:  # only for annotations; filters.py has no store dependency
-    from sago_engine.filters import Filters
 
 
 class Browse:
@@ -235,8 +233,6 @@ class Browse:
             ``axes``: None = the six plain axes, else these names.
         Empty frames when the prompt is unknown or its dataset is filtered out.
         """
-        from sago_engine.filters import Filters
-
         q = self.con.execute
         fv = None if f is None else replace(f, models=None)
         vwhere, vparams = filter_where(fv, d="p")
@@ -410,11 +406,7 @@ class Browse:
                    CAST(semantic_filter->'encoder' AS VARCHAR) AS encoder
             FROM runs ORDER BY model, run_id""").df()
 
-    def schema_version(self) -> int:
-        rows = self.con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchall()
-        return int(rows[0][0]) if rows else 0
-
-    # --- API fidelity (issue #13): reply health, noise floor, base repeats ---
+    # --- reply health, noise floor, base repeats ---
     def reply_health(self) -> pd.DataFrame:
         """Per run: how many stored replies are not answers.
 

@@ -32,6 +32,7 @@ from pathlib import Path
 import duckdb
 
 from sago_engine.store import trust
+from sago_engine.store.errors import StoreError
 
 log = logging.getLogger("sago.store")
 
@@ -132,8 +133,6 @@ def rewrite_file(path: str | Path) -> dict[str, int]:
             rename would separate them; nothing is replaced).
         duckdb.Error / OSError: the copy failed; ``path`` is unchanged.
     """
-    from sago_engine.store.schema import StoreError
-
     path = Path(path)
     tmp = path.with_name(f".{path.name}.cluster-{os.getpid()}")
     for p in (tmp, tmp.with_name(tmp.name + ".wal")):

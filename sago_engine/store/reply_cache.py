@@ -1,7 +1,8 @@
 """The reply cache's on-disk table (sqlite3, WAL): key → JSON value, first write wins.
 
-Used by ``sago_engine.backends.caching.CachingBackend`` (any backend's reply cache). It lives in
-the store package because all SQL of sago does; the cache itself is not part of a DuckDB store.
+A ``sago_engine.backends.caching.ReplyCache`` (get / put / close): ``get_backend`` opens one under
+``default_cache_dir()`` for the API backends' ``CachingBackend``. It lives in the store package
+because all SQL of sago does; the cache itself is not part of a DuckDB store.
 """
 
 from __future__ import annotations

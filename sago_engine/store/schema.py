@@ -13,6 +13,7 @@ from typing import Callable, Union
 import duckdb
 
 from sago_engine.store import layout, suffstats, trust
+from sago_engine.store.errors import StoreError
 
 SCHEMA_VERSION = 4
 APP_ID = "sago-store"
@@ -181,7 +182,7 @@ _MIGRATIONS: tuple[Union[str, Callable[[duckdb.DuckDBPyConnection], None]], ...]
     suffstats.materialise,
 )
 
-# Schema version 3 (API fidelity, issue #13): ``run_usage`` / ``api_responses`` gain the billed
+# Schema version 3 (API fidelity): ``run_usage`` / ``api_responses`` gain the billed
 # token classes the providers report apart — reasoning (thinking) tokens, inside completion_tokens;
 # cached input tokens and cache writes, inside prompt_tokens — and the cached-input price.
 # ``base_repeats``: the k ≥ 1 repeats of each base prompt (the first asking stays the base row of
@@ -272,10 +273,6 @@ EXTRA_TABLES += ("imported_rows",)
 CREATE_SQL = _DDL + _FIDELITY_DDL + _V4_DDL + suffstats.STATS_DDL
 #: Schema versions this sago opens (older ones are migrated on a writable open).
 READABLE_VERSIONS = (1, 2, 3, SCHEMA_VERSION)
-
-
-class StoreError(RuntimeError):
-    """A file that is not a sago store, or a store of an unsupported schema version."""
 
 
 #: What reading a store can raise for a missing, locked, foreign or damaged file (pages catch these).

@@ -10,12 +10,14 @@ quantiles of |Δ|, a rescaled clip(Δ/R) (a new R_X), per-token log-probs and th
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import duckdb
 import pandas as pd
 
 from sago_engine import scoring
+from sago_engine.noop import NOOP_PREFIX
 from sago_engine.store import suffstats
 from sago_engine.store.where import fetch_df, filter_where
 
@@ -85,7 +87,7 @@ class ScoreQueries:
             f"SELECT DISTINCT axis FROM {src} WHERE available AND n > 0 ORDER BY axis").fetchall()]
 
     def view(self, name: str, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
-        """The score tables of schema 1/2's SQL views, now computed by ``sago_engine.scoring``.
+        """The score tables named as schema 1/2's SQL views, computed by ``sago_engine.scoring``.
 
         ``prompt_scores`` (= ``prompt_scores()``), ``sgs_dataset`` (run_id, model, dataset, axis,
         sgs, std, n_prompts) or ``sgs_total`` (run_id, model, axis, sgs, std, n_prompts; every
@@ -220,8 +222,6 @@ class ScoreQueries:
         n; sorted with text no-ops first. A store without ``skip_reason`` (schema < 4, read-only)
         has no text no-ops.
         """
-        from sago_engine.noop import NOOP_PREFIX
-
         where, params = filter_where(f, d="s", v="s")
         like = NOOP_PREFIX + "%"
         model_rows = fetch_df(self.con, f"""
@@ -233,8 +233,6 @@ class ScoreQueries:
                                    "AND column_name = 'skip_reason'").fetchall()[0][0]
         text_rows = model_rows.iloc[0:0]
         if has_col:
-            from dataclasses import replace
-
             twhere, tparams = filter_where(None if f is None else replace(f, models=None), d="p", v="v")
             text_rows = fetch_df(self.con, f"""
                 SELECT NULL::VARCHAR AS model, v.family, v.subtype, v.strength, v.position, v.skip_reason AS reason,

@@ -29,6 +29,8 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
+from sago_engine.scoring import rms
+
 STATS_TABLES = ("delta_stats", "prompt_stats", "cell_stats", "length_stats")
 
 _VALUES_DDL = "n_rows BIGINT NOT NULL, n BIGINT NOT NULL, sum_norm DOUBLE, sum_sq DOUBLE, sum_abs DOUBLE"
@@ -111,8 +113,6 @@ def length_prompt_select(src: str, join: str = "", where: str = "TRUE") -> str:
 def length_rows(per_prompt: pd.DataFrame, by: tuple[str, ...] = ("run_id", "dataset", "axis", "target_ratio")) -> pd.DataFrame:
     """``by`` + n_prompts, sum_s, sum_s2 from per-prompt length sums (``length_prompt_select``);
     s_i = ``scoring.rms``."""
-    from sago_engine.scoring import rms
-
     s = rms(per_prompt["n"].to_numpy(), per_prompt["sum_sq"].to_numpy())
     out = (per_prompt[list(by)].assign(_s=s, _s2=s * s).groupby(list(by), sort=True, dropna=False)
            .agg(n_prompts=("_s", "size"), sum_s=("_s", "sum"), sum_s2=("_s2", "sum")).reset_index())

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 import duckdb
 import pandas as pd
 
+from sago_engine.types import AXES, base_axis
+
 if TYPE_CHECKING:
     from sago_engine.filters import Filters
 
@@ -19,8 +21,6 @@ def axis_names(axes: Sequence[str] | None) -> list[str]:
     Raises:
         ValueError: a name whose base is not one of the six (``types.base_axis``).
     """
-    from sago_engine.types import AXES, base_axis
-
     if axes is None:
         return list(AXES)
     names = [str(a) for a in axes]

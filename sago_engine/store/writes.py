@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from contextlib import contextmanager
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any, Iterator
 import duckdb
 import pandas as pd
 
+from sago_engine.pricing import cost_usd
 from sago_engine.runrecord import ENGINE_DECODING_KEYS
 from sago_engine.store import layout, suffstats
 from sago_engine.store.schema import EXTRA_TABLES, TABLES, USAGE_EXTRA_COUNTERS, StoreError
@@ -104,12 +106,12 @@ class Writes:
             usage: counters as ``ApiBackend.take_usage()`` returns them (requests, cache_hits,
                 retries, errors, prompt_tokens, completion_tokens, models).
             price_in_per_mtok / price_out_per_mtok: USD per million tokens; the cost is
-                recomputed from the cumulative tokens (``api_common.cost_usd``: reasoning tokens
+                recomputed from the cumulative tokens (``pricing.cost_usd``: reasoning tokens
                 are output, cached input at ``price_cached_in_per_mtok`` or else the input
                 price), NULL when either price is None.
         """
         cols = ("requests", "cache_hits", "retries", "errors", "prompt_tokens", "completion_tokens",
-                *USAGE_EXTRA_COUNTERS)  # api-fidelity: reasoning / cached / cache-write tokens
+                *USAGE_EXTRA_COUNTERS)  # reasoning / cached / cache-write tokens
         old = self.con.execute(f"SELECT {', '.join(cols)}, models_returned FROM run_usage WHERE run_id = ?",
                                [run_id]).fetchall()
         tot = {c: int(usage.get(c) or 0) for c in cols}
@@ -118,14 +120,10 @@ class Writes:
             for c, v in zip(cols, old[0][: len(cols)]):
                 tot[c] += int(v or 0)
             models |= set(json.loads(old[0][-1] or "[]"))
-        from sago_engine.backends.api_common import cost_usd
-
         price_cached = price_cached_in_per_mtok
         cost = cost_usd(tot["prompt_tokens"], tot["completion_tokens"], price_in_per_mtok, price_out_per_mtok,
                         tot["cached_tokens"], price_cached)
-        import datetime as _dt
-
-        now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
         names = ("run_id", *cols, "price_in_per_mtok", "price_out_per_mtok", "price_cached_in_per_mtok", "cost_usd",
                  "models_returned", "updated_at")
         self.con.execute(

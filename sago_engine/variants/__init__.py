@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Mapping
 
+from ..registry import Registry
 from ..seeds import derive_seed, make_rng, stable_hash
 from ..types import POSITIONS, Variant, VariantSpec
 from .base import Family, SubtypeInfo, check_setting
-from .registry import Registry, UnknownFamilyError
+from .registry import UnknownFamilyError, family_registry
 
 __all__ = [
-    "FAMILIES", "Family", "Registry", "SubtypeInfo", "UnknownFamilyError", "full_grid",
+    "FAMILIES", "Family", "SubtypeInfo", "UnknownFamilyError", "family_registry", "full_grid",
     "get_family", "list_families", "make_variant", "make_variants", "sample_grid", "spec_applies",
     "validate_spec", "variant_identity",
 ]
 
 #: The one registry of families (lazy: a family's module is imported on first use).
-FAMILIES: Registry = Registry("family")
+FAMILIES: Registry[Family] = family_registry()
 FAMILIES.register("social_register", "sago_engine.variants.social_register:SocialRegister")
 FAMILIES.register("surface_noise", "sago_engine.variants.surface_noise:SurfaceNoise")
 FAMILIES.register("structural", "sago_engine.variants.structural:Structural")

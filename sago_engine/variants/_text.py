@@ -30,12 +30,6 @@ def word_count(text: str) -> int:
     return len(text.split())
 
 
-def first_word(text: str) -> str:
-    """Lower-cased first token stripped of punctuation, or ``""``."""
-    toks = text.split()
-    return re.sub(r"^\W+|\W+$", "", toks[0]).lower() if toks else ""
-
-
 def sentence_spans(text: str) -> list[tuple[int, int]]:
     """Character spans of sentences (split after . ! ? + whitespace, and at newlines)."""
     spans, start = [], 0
@@ -126,7 +120,7 @@ def upper_first(text: str) -> str:
 
 
 # ---------------------------------------------------------------- protected spans
-# Spans whose characters carry meaning: surface noise never edits them (issue #12 item 7).
+# Spans whose characters carry meaning (code, URLs, e-mail addresses, quotations, …): surface noise never edits them.
 _FENCED = re.compile(r"(`{3,}|~{3,}).*?(?:\1[`~]*|\Z)", re.S)
 _INLINE_CODE = re.compile(r"``[^\n]+?``|`[^`\n]+`")
 _URL = re.compile(r"(?i)\b(?:(?:https?|ftp)://|www\.)[^\s<>\"'`]+")
@@ -316,7 +310,7 @@ def protected_spans(text: str) -> list[tuple[int, int]]:
     Returns:
         sorted, disjoint, non-touching [a, b) ranges with 0 <= a < b <= len(text); [] when
         nothing is protected. Pure function of ``text``.
-    Source: sago's own rule (issue #12 item 7); SAGO (arXiv 2610.01428) §Variants requires
+    Source: sago's own rule; SAGO (arXiv 2610.01428) §Variants requires
     surface noise to keep the meaning.
     """
     return list(_protected(text))

@@ -11,6 +11,8 @@ import random
 from dataclasses import dataclass
 from typing import Any, Mapping, Protocol, runtime_checkable
 
+from ..registry import suggest
+
 
 @dataclass(frozen=True)
 class SubtypeInfo:
@@ -57,8 +59,6 @@ def check_setting(family: Family, subtype: str, strength: float, position: str) 
             subtype does not support.
     Source: SAGO (arXiv 2610.01428) §Variants.
     """
-    from ._names import suggest
-
     info = family.subtypes.get(subtype)
     if info is None:
         raise ValueError(

@@ -1,80 +1,28 @@
-"""One explicit, lazily loading registry of variant families (refuses duplicates)."""
+"""The registry of variant families: a ``sago_engine.registry.Registry`` that builds each family on first use."""
 
 from __future__ import annotations
 
-import importlib
-import threading
-from typing import Callable, Iterator, Mapping
+from typing import Any
 
-from ._names import suggest
+from ..registry import Registry, UnknownNameError
 from .base import Family
 
-
-class UnknownFamilyError(KeyError, ValueError):
-    """A family name that is not registered; the message suggests close names.
-
-    Subclasses both KeyError (mapping miss) and ValueError (bad argument), so either catch works.
-    """
-
-    def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0]) if self.args else ""
+__all__ = ["UnknownFamilyError", "family_registry"]
 
 
-class Registry(Mapping[str, Family]):
-    """Name -> family. Entries are ``"module:Class"`` paths or zero-argument factories,
-    imported/built on first access and cached, so a heavy family costs nothing at startup.
-    Registering a name twice raises ValueError (never silently overwrites).
-    """
+class UnknownFamilyError(UnknownNameError):
+    """A family name that is not registered (a KeyError and a ValueError); the message suggests close names."""
 
-    def __init__(self, kind: str = "family") -> None:
-        self._kind = kind
-        self._loaders: dict[str, str | Callable[[], Family]] = {}
-        self._cache: dict[str, Family] = {}
-        self._lock = threading.Lock()
 
-    def register(self, name: str, target: str | Callable[[], Family]) -> None:
-        """Register ``name`` -> ``target`` ("pkg.module:Class" or a factory).
+def _build(name: str, factory: Any) -> Family:
+    """Instantiate a registered family class (or call its factory) and check it carries its registered name."""
+    family = factory()
+    if family.name != name:
+        raise ValueError(f"{factory!r} built family {family.name!r}, registered as {name!r}")
+    return family
 
-        Raises:
-            ValueError: ``name`` is already registered, or is empty.
-        """
-        if not name:
-            raise ValueError(f"{self._kind} name must be non-empty")
-        if name in self._loaders:
-            raise ValueError(f"{self._kind} {name!r} is already registered; refusing to overwrite")
-        self._loaders[name] = target
 
-    def names(self) -> tuple[str, ...]:
-        """Registered names, in registration order (the stable order of every listing)."""
-        return tuple(self._loaders)
-
-    def __getitem__(self, name: str) -> Family:
-        if name not in self._loaders:
-            raise UnknownFamilyError(
-                f"unknown {self._kind} {name!r}{suggest(str(name), self._loaders)}; "
-                f"valid {self._kind} names: {list(self._loaders)}"
-            )
-        with self._lock:
-            if name not in self._cache:
-                target = self._loaders[name]
-                if isinstance(target, str):
-                    mod, _, attr = target.partition(":")
-                    family = getattr(importlib.import_module(mod), attr)()
-                else:
-                    family = target()
-                if family.name != name:
-                    raise ValueError(f"{target!r} built family {family.name!r}, registered as {name!r}")
-                self._cache[name] = family
-            return self._cache[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._loaders)
-
-    def __len__(self) -> int:
-        return len(self._loaders)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._loaders
-
-    def __repr__(self) -> str:
-        return f"Registry({self._kind}: {list(self._loaders)})"
+def family_registry() -> Registry[Family]:
+    """An empty registry of families: targets are ``"module:Class"`` paths or zero-argument
+    factories, each built once on first access; a miss raises ``UnknownFamilyError``."""
+    return Registry("family", build=_build, error=UnknownFamilyError)

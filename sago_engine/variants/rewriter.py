@@ -5,6 +5,9 @@ from __future__ import annotations
 import random
 from typing import Protocol, runtime_checkable
 
+from .rules_length import rewrite_length
+from .rules_mood import rewrite_mood
+
 
 @runtime_checkable
 class Rewriter(Protocol):
@@ -35,12 +38,8 @@ class RulesRewriter:
 
     def rewrite_length(self, text: str, ratio: float, rng: random.Random) -> str:
         """See ``rules_length.rewrite_length``."""
-        from .rules_length import rewrite_length
-
         return rewrite_length(text, ratio, rng)
 
     def rewrite_mood(self, text: str, target: str, rng: random.Random) -> str:
         """See ``rules_mood.rewrite_mood``."""
-        from .rules_mood import rewrite_mood
-
         return rewrite_mood(text, target, rng)

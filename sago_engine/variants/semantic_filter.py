@@ -22,6 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
+from .. import bertscore
 from ..seeds import make_rng
 from ..types import Variant
 
@@ -100,7 +101,7 @@ def reference_baseline(model: str = REF_MODEL, layer: int | None = None) -> floa
         FileNotFoundError: bert-score has no baseline file for the model.
         KeyError: the layer is not in the file.
     """
-    import bert_score
+    import bert_score  # imported here: bert_score loads torch (start-up time)
     from bert_score.utils import model2layers
 
     layer = model2layers[model] if layer is None else layer
@@ -145,12 +146,10 @@ def baseline_pairs(n_pairs: int = BASELINE_PAIRS, seed: int = BASELINE_SEED,
 def encoder_baseline(n_pairs: int = BASELINE_PAIRS, seed: int = BASELINE_SEED) -> float:
     """b_enc: mean BERTScore-F1 of the offline encoder over ``baseline_pairs(n_pairs, seed)``
     (one batched call; cached per process). Value for MiniLM: see the package README."""
-    from ..bertscore import bertscore_f1
-
     pairs = baseline_pairs(n_pairs, seed)
     # Rounded to 1e-6: CPU float reductions differ in the last bits between processes (thread
     # count), and this constant is recorded with every run, so it must be reproducible.
-    return round(float(bertscore_f1([a for a, _ in pairs], [b for _, b in pairs]).mean()), 6)
+    return round(float(bertscore.bertscore_f1([a for a, _ in pairs], [b for _, b in pairs]).mean()), 6)
 
 
 def effective_threshold(cfg: FilterConfig = FilterConfig()) -> dict[str, Any]:
@@ -160,17 +159,15 @@ def effective_threshold(cfg: FilterConfig = FilterConfig()) -> dict[str, Any]:
         dict with ``threshold`` (used, encoder scale), ``threshold_config``, ``scale``,
         ``level``, ``b_ref``, ``ref_model``, ``ref_layer``, ``b_enc``, ``baseline_pairs``,
         ``baseline_seed`` (baseline fields None for scale "raw") and ``encoder`` (the
-        encoder_info() dict).
+        ``bertscore.encoder_info()`` dict).
     Source: SAGO (arXiv 2610.01428) §Variants; bert-score baseline rescaling.
     """
-    from bert_score.utils import model2layers
-
-    from ..bertscore import encoder_info
+    from bert_score.utils import model2layers  # imported here: bert_score loads torch (start-up time)
 
     info: dict[str, Any] = {
         "threshold_config": cfg.threshold, "scale": cfg.scale, "level": cfg.level,
         "b_ref": None, "ref_model": None, "ref_layer": None, "b_enc": None,
-        "baseline_pairs": None, "baseline_seed": None, "encoder": encoder_info(),
+        "baseline_pairs": None, "baseline_seed": None, "encoder": bertscore.encoder_info(),
     }
     if cfg.scale == "raw":
         info["threshold"] = cfg.threshold
@@ -228,9 +225,7 @@ def apply_filter(
         raise KeyError(f"base_texts lacks prompt ids {missing[:5]}{' ...' if len(missing) > 5 else ''}")
     scores: dict[int, float] = {}
     if scored:
-        from ..bertscore import bertscore_f1
-
-        f1 = bertscore_f1([variants[k].text for k in scored],
+        f1 = bertscore.bertscore_f1([variants[k].text for k in scored],
                           [base_texts[variants[k].prompt_id] for k in scored])
         scores = {k: float(s) for k, s in zip(scored, f1)}
         threshold = effective_threshold(cfg)["threshold"]

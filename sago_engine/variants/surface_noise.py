@@ -50,7 +50,7 @@ def denoise(text: str) -> str:
     Returns:
         the canonical string ("" for whitespace/punctuation-only text).
     Source: SAGO (arXiv 2610.01428) §Variants ("meaning is kept by construction"); the
-    protected spans are sago's rule (issue #12 item 7).
+    protected spans are sago's rule (``_text.protected_spans``).
     """
     parts, last = [], 0
     for a, b in protected_spans(text):

@@ -1,0 +1,197 @@
+"""Layers that only look down: the import graph of sago's own modules has no cycle and no upward edge.
+
+Every module of ``sago_engine/``, ``precompute/``, ``dashboard/``, ``pages/`` and ``app.py`` is
+parsed with ``ast`` (nothing is imported); every ``import`` / ``from … import`` counts, at the top
+of a module, inside a function or under ``if TYPE_CHECKING``. ``LAYERS`` is the table of
+docs/ARCHITECTURE.md ("Layers"): a module may import modules of its own layer or of a lower one.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("sago_engine", "precompute", "dashboard", "pages")
+
+#: Layers from the bottom up: (name, module prefixes). A prefix names a module or a package
+#: and everything below it (``name$``: that module alone); the longest matching prefix decides.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("core records", (
+        "sago_engine$", "sago_engine.registry", "sago_engine.seeds", "sago_engine.axis_spec", "sago_engine.types",
+        "sago_engine.pricing", "sago_engine.filters", "sago_engine.noop", "sago_engine.paper",
+        "sago_engine.palette", "sago_engine.textdiff", "sago_engine.datasets", "sago_engine.runrecord",
+        "sago_engine.memlimit", "sago_engine.store_catalog")),
+    ("math", (
+        "sago_engine.scoring", "sago_engine.stats", "sago_engine.ablations", "sago_engine.rankcorr",
+        "sago_engine.runpairs", "sago_engine.judge_audit", "sago_engine.pairwise")),
+    ("store, variants, zoo", (
+        "sago_engine.store", "sago_engine.variants", "sago_engine.models", "sago_engine.kernels",
+        "sago_engine.kvcache", "sago_engine.bertscore")),
+    ("backends, axes", ("sago_engine.backends", "sago_engine.axes")),
+    ("measurement", (
+        "sago_engine.pipeline", "sago_engine.measure", "sago_engine.judge", "sago_engine.noise",
+        "sago_engine.storerows", "sago_engine.external")),
+    ("views, live, verifier", (
+        "sago_engine.report", "sago_engine.detail", "sago_engine.method_choices", "sago_engine.live",
+        "sago_engine.live_save", "sago_engine.live_models", "sago_engine.replay")),
+    ("front ends", ("precompute", "dashboard")),
+    ("pages", ("pages", "app")),
+)
+
+#: Edges the layer table would allow that a module must still not have: (importer prefix,
+#: imported prefix, why).
+FORBIDDEN: tuple[tuple[str, str, str], ...] = (
+    ("sago_engine.backends.caching", "sago_engine.store",
+     "the reply-cache wrapper gets a ReplyCache object; it never opens the store's table itself"),
+)
+
+
+def _modules() -> dict[str, tuple[Path, bool]]:
+    """Dotted module name → (file, is a package's __init__)."""
+    mods: dict[str, tuple[Path, bool]] = {"app": (ROOT / "app.py", False)}
+    for top in PACKAGES:
+        for p in sorted((ROOT / top).rglob("*.py")):
+            parts = list(p.relative_to(ROOT).with_suffix("").parts)
+            is_pkg = parts[-1] == "__init__"
+            mods[".".join(parts[:-1] if is_pkg else parts)] = (p, is_pkg)
+    return mods
+
+
+def _targets(mod: str, is_pkg: bool, node: ast.Import | ast.ImportFrom, mods) -> list[str]:
+    """The sago modules an import statement loads: ``from P import name`` is the module ``P.name``
+    when that is a module, else ``P``; a name outside sago is dropped."""
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    else:
+        if node.level:
+            base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+            base = base[: len(base) - (node.level - 1)]
+            pkg = ".".join(base + ([node.module] if node.module else []))
+        else:
+            pkg = node.module or ""
+        names = [f"{pkg}.{a.name}" if f"{pkg}.{a.name}" in mods else pkg for a in node.names]
+    out = []
+    for t in names:
+        while t and t not in mods:  # ``import a.b.c`` of a sago module, or a name defined in a module
+            t = t.rpartition(".")[0]
+        if t and t != mod:
+            out.append(t)
+    return out
+
+
+def import_graph() -> dict[str, dict[str, int]]:
+    """Importer → {imported module: line of the first such import}, over every sago module."""
+    mods = _modules()
+    graph: dict[str, dict[str, int]] = {m: {} for m in mods}
+    for m, (path, is_pkg) in mods.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for t in _targets(m, is_pkg, node, mods):
+                    graph[m].setdefault(t, node.lineno)
+    return graph
+
+
+def layer_of(module: str) -> int | None:
+    """Index in ``LAYERS`` of the longest prefix matching ``module``; None when no prefix does."""
+    best, idx = -1, None
+    for i, (_, prefixes) in enumerate(LAYERS):
+        for p in prefixes:
+            exact = p.endswith("$")
+            p = p.rstrip("$")
+            if (module == p or (not exact and module.startswith(p + "."))) and len(p) > best:
+                best, idx = len(p), i
+    return idx
+
+
+def _cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(graph[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(graph[w])))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+    return out
+
+
+GRAPH = import_graph()
+
+
+def test_the_graph_sees_imports_at_the_top_and_inside_functions():
+    """The parser finds what the modules import, top-level and lazy, relative and absolute."""
+    assert "sago_engine.scoring" in GRAPH["sago_engine.store.suffstats"]  # absolute, top of module
+    assert "sago_engine.store.reply_cache" in GRAPH["sago_engine.backends.base"]  # relative, inside a function
+    assert "sago_engine.bertscore" in GRAPH["sago_engine.variants.semantic_filter"]  # ``from .. import bertscore``
+    assert "sago_engine.store" in GRAPH["pages.profiles"]
+    assert len(GRAPH) > 100 and sum(map(len, GRAPH.values())) > 300
+
+
+def test_every_module_has_a_layer():
+    """A new module is placed in ``LAYERS`` (and docs/ARCHITECTURE.md "Layers") deliberately."""
+    missing = sorted(m for m in GRAPH if layer_of(m) is None)
+    assert not missing, f"modules without a layer in tests/test_layers.py LAYERS: {missing}"
+
+
+def test_no_import_cycle():
+    cycles = _cycles(GRAPH)
+    assert not cycles, "import cycles (each a set of modules that import each other): " + "; ".join(
+        " ↔ ".join(c) for c in cycles)
+
+
+def test_no_import_from_a_lower_layer_to_a_higher_one():
+    up = [f"{m} ({LAYERS[layer_of(m)][0]}) imports {t} ({LAYERS[layer_of(t)][0]}) at line {line}"
+          for m, deps in GRAPH.items() for t, line in deps.items()
+          if layer_of(m) is not None and layer_of(t) is not None and layer_of(t) > layer_of(m)]
+    assert not up, "imports that look up:\n" + "\n".join(sorted(up))
+
+
+@pytest.mark.parametrize("importer, imported, why", FORBIDDEN)
+def test_forbidden_edges(importer, imported, why):
+    bad = [f"{m} imports {t} at line {line}" for m, deps in GRAPH.items() for t, line in deps.items()
+           if (m == importer or m.startswith(importer + ".")) and (t == imported or t.startswith(imported + "."))]
+    assert not bad, f"{why}: " + "; ".join(bad)
+
+
+def test_the_checks_catch_a_cycle_and_an_upward_import():
+    """The same functions on a made-up graph: a cycle and an edge from the store up to the backends."""
+    g = {"sago_engine.store.a": {"sago_engine.store.b": 1}, "sago_engine.store.b": {"sago_engine.store.a": 2},
+         "sago_engine.store.c": {"sago_engine.backends.x": 3}, "sago_engine.backends.x": {}}
+    assert _cycles(g) == [["sago_engine.store.a", "sago_engine.store.b"]]
+    assert layer_of("sago_engine.store.c") < layer_of("sago_engine.backends.x")
+    assert layer_of("sago_engine.backends.hf_local.generation") == layer_of("sago_engine.backends")
+    assert layer_of("sago_engine.store_catalog") == 0 and layer_of("sago_engine.storerows") == 4
+    assert layer_of("somewhere.else") is None and layer_of("sago_engine.new_module") is None
