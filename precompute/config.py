@@ -51,7 +51,7 @@ class ModelConfig:
     template_date: str | None = None
     """hf_local (and hybrid's local copy): the day a chat template that reads the clock sees, ISO
     ``YYYY-MM-DD``. None: the template's own fallback date where it has one (Llama-3.x "26 Jul 2024"),
-    else 2024-07-26 (``sago_engine.backends.template_clock``). Recorded in
+    else 2024-07-26 (``sago_engine.backends.hf_local.template_clock``). Recorded in
     ``runs.decoding.chat_template``; enters the run id when set."""
     # ---- API backends only (see sago_engine.backends.api_common.ApiBackend) ----
     base_url: str | None = None
@@ -196,7 +196,7 @@ def _check_model(m: dict, base: Path) -> ModelConfig:
             raise ConfigError(f"model {key!r}: chat_template_kwargs must be a table of names to strings, numbers "
                               f"or booleans, e.g. {{enable_thinking = false}}, got {ctk!r}")
         if mc.template_date is not None:
-            from sago_engine.backends.template_clock import parse_template_date
+            from sago_engine.backends.hf_local.template_clock import parse_template_date
 
             try:
                 parse_template_date(mc.template_date)

@@ -20,7 +20,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from .backends.prompt_render import template_records_match
+from .backends.hf_local.prompt_render import template_records_match
 from .seeds import stable_hash
 
 __all__ = ["replay_token_stats", "REPLAY_COLUMNS", "LOGPROB_TOL_PER_TOKEN", "ENTROPY_TOL", "logprob_tol"]

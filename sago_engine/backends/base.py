@@ -10,12 +10,17 @@ from typing import Any, Protocol, runtime_checkable
 from ..types import GenerationResult
 
 __all__ = [
+    "DEFAULT_MAX_NEW_TOKENS",
     "Backend",
     "DecodingConfig",
     "BACKENDS",
     "register_backend",
     "get_backend",
 ]
+
+#: The default reply cap: new tokens per prompt, the EOS token counted (the demo's and the Live
+#: page's; a run config's ``max_new_tokens`` overrides it).
+DEFAULT_MAX_NEW_TOKENS = 48
 
 
 @dataclass(frozen=True)
@@ -25,11 +30,11 @@ class DecodingConfig:
     SAGO (arXiv 2610.01428) §Decoding: deterministic (greedy, T=0) for all models.
     """
 
-    max_new_tokens: int = 48
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     """Upper bound on generated tokens per prompt (the EOS token counts as one)."""
     greedy: bool = True
     """Greedy decoding (``do_sample=False``). Only True is supported by ``hf_local``, which passes
-    a neutral ``GenerationConfig`` (``hf_local.neutral_generation_config``: no penalties or token
+    a neutral ``GenerationConfig`` (``hf_local.generation.neutral_generation_config``: no penalties or token
     rules; the model folder's own generation defaults are recorded, never applied)."""
     batch_size: int = 8
     """Prompts per forward/generate call (does not change greedy outputs beyond float noise)."""
