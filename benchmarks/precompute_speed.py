@@ -74,7 +74,7 @@ import torch  # noqa: E402
 from precompute.config import ModelConfig, load_config  # noqa: E402
 from precompute.runner import make_plan, run, run_id_for, write_plan  # noqa: E402
 from sago_engine.axes import delta_bert, delta_bleu, delta_cos, delta_ent, delta_mr, delta_prob, detector_kind  # noqa: E402
-from sago_engine.backends import get_backend  # noqa: E402
+from sago_engine.backends import DEFAULT_MAX_NEW_TOKENS, get_backend  # noqa: E402
 from sago_engine.backends.hf_local import HFLocalBackend, set_threads, token_stats  # noqa: E402
 from sago_engine.kernels import onednn_linear, onednn_usable, use_linear_kernel  # noqa: E402
 from sago_engine.scoring import normalize  # noqa: E402
@@ -468,7 +468,7 @@ def main() -> int:
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--batch-size", type=int, default=None, help="sago's batch size (default: demo.toml's)")
     ap.add_argument("--chunk-prompts", type=int, default=None, help="prompts per committed chunk (default: demo.toml's)")
-    ap.add_argument("--max-new", type=int, default=48)
+    ap.add_argument("--max-new", type=int, default=DEFAULT_MAX_NEW_TOKENS)
     ap.add_argument("--runner-only", action="store_true", help="skip the naive loop (no speedup line)")
     ap.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N (benchmarks/gpu_smoke.sh)")
     ap.add_argument("--no-prefix-cache", action="store_true",

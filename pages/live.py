@@ -10,6 +10,7 @@ import streamlit as st
 from dashboard import controls, data, diffview, exports, frame, safe
 from sago_engine.store import Store
 from sago_engine import live
+from sago_engine.backends.base import DEFAULT_MAX_NEW_TOKENS
 from sago_engine.datasets import DATASETS
 from sago_engine.filters import Filters
 from sago_engine.types import AXES, AXIS_LABELS, POSITIONS
@@ -99,7 +100,7 @@ with c2:
 with c3:
     max_v = st.number_input("Max variants", 1, 200, 24, key="live_max_variants",
                             help="A stratified sample over the families when more cells match.")
-    max_new = st.number_input("New tokens", 1, 256, 48, key="live_max_new")
+    max_new = st.number_input("New tokens", 1, 256, DEFAULT_MAX_NEW_TOKENS, key="live_max_new")
 c1, c2 = st.columns(2)
 with c1:
     strengths = st.multiselect("Strengths", opts["strengths"], key="live_strengths", placeholder="all",

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sago_engine.backends.base import DEFAULT_MAX_NEW_TOKENS
 from sago_engine.datasets import DATASETS
 from sago_engine.scoring import resolve_normalizers
 
@@ -163,7 +164,7 @@ def _check_model(m: dict, base: Path) -> ModelConfig:
         raise ConfigError(f"models.key must be a non-empty string, got {key!r}")
     if "max_new_tokens" in m:
         try:
-            _int(m, "max_new_tokens", 48, lo=1)
+            _int(m, "max_new_tokens", DEFAULT_MAX_NEW_TOKENS, lo=1)
         except ConfigError as e:
             raise ConfigError(f"model {key!r}: {e}") from None
     if "label" in m and (not isinstance(m["label"], str) or not m["label"].strip()):
@@ -510,7 +511,7 @@ def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool
         raise ConfigError("models must be given as [[models]] tables")
     run, data, var = raw.get("run", {}), raw.get("data", {}), raw.get("variants", {})
     _int(run, "seed", 0, lo=0)
-    _int(run, "max_new_tokens", 48, lo=1)
+    _int(run, "max_new_tokens", DEFAULT_MAX_NEW_TOKENS, lo=1)
     _int(run, "chunk_prompts", 4, lo=1)
     _int(data, "n_prompts", 16, lo=1)
     for sec, allowed in ((run, {"store", "seed", "max_new_tokens", "chunk_prompts", "axis_options"}),
@@ -601,7 +602,7 @@ def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool
     cfg = RunConfig(
         store=str(base / store),
         seed=int(run.get("seed", 0)),
-        max_new_tokens=int(run.get("max_new_tokens", 48)),
+        max_new_tokens=int(run.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)),
         data_dir=data_dir,
         datasets=datasets,
         n_prompts=n_prompts,

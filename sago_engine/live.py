@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, MutableMapping, Sequence
 import numpy as np
 import pandas as pd
 
+from sago_engine.backends.base import DEFAULT_MAX_NEW_TOKENS
 from sago_engine.noop import model_input_noops, text_noops
 from sago_engine.pipeline import Unit, compute_rows
 from sago_engine.scoring import prompt_scores, resolve_normalizers
@@ -305,7 +306,7 @@ def _key(model: str, max_new: int, normalizers: dict, text: str, variant_id: str
     return (model, int(max_new), tuple(sorted(normalizers.items())), text, variant_id)
 
 
-def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = 48, normalizers: dict | None = None,
+def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, normalizers: dict | None = None,
               cache: MutableMapping | None = None, on_batch: Callable[[ProbeResult], None] | None = None,
               should_stop: Callable[[], bool] | None = None, first_batch: int = 3, batch_size: int = 8,
               semantic_filter: bool = True) -> ProbeResult:

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..seeds import stable_hash
 from ..types import GenerationResult
+from .base import DEFAULT_MAX_NEW_TOKENS
 from .caching import ResponseCache, default_cache_dir  # noqa: F401 (re-exported)
 from .logprobs import check_server_logprobs, topk_entropy  # noqa: F401 (topk_entropy re-exported)
 from .retry import RetryPolicy, parse_retry_after, retry_hint  # noqa: F401 (parse_retry_after re-exported)
@@ -687,7 +688,7 @@ class ApiBackend:
             parts.append({"repeat": int(repeat)})
         return stable_hash(*parts, length=64)
 
-    def generate(self, prompts: list[str], max_new_tokens: int = 48,
+    def generate(self, prompts: list[str], max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
                  repeats: Sequence[int] | None = None) -> list[GenerationResult]:
         """Answer each prompt (one user message, temperature 0), up to ``max_concurrency`` at a time.
 

@@ -22,6 +22,7 @@ import numpy as np
 from ..seeds import stable_hash
 from ..store.reply_cache import ResponseCache
 from ..types import GenerationResult
+from .base import DEFAULT_MAX_NEW_TOKENS
 
 __all__ = ["CachingBackend", "ResponseCache", "default_cache_dir"]
 
@@ -111,7 +112,7 @@ class CachingBackend:
         conv = getattr(self.backend, "result_from_cache", None)  # API reply cached by an older sago
         return conv(value) if callable(conv) else None
 
-    def generate(self, prompts: list[str], max_new_tokens: int = 48,
+    def generate(self, prompts: list[str], max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
                  repeats: Sequence[int] | None = None) -> list[GenerationResult]:
         """The wrapped backend's ``generate`` with cached results filled in.
 

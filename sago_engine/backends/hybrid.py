@@ -53,6 +53,7 @@ import torch
 
 from ..types import GenerationResult
 from .api_common import ApiFatalError, ApiReply, _public_url
+from .base import DEFAULT_MAX_NEW_TOKENS
 from .hf_local import HFLocalBackend, token_stats
 from .openai_api import OpenAICompatibleBackend
 
@@ -317,7 +318,7 @@ class HybridBackend:
 
     # ------------------------------------------------------------------ generation
 
-    def generate(self, prompts: list[str], max_new_tokens: int = 48,
+    def generate(self, prompts: list[str], max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
                  repeats: Sequence[int] | None = None) -> list[GenerationResult]:
         """Server replies, scored by the local copy; in input order.
 
