@@ -25,7 +25,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sago_engine import live  # noqa: E402
-from sago_engine.backends import DEFAULT_MAX_NEW_TOKENS  # noqa: E402
+from sago_engine.types import DEFAULT_MAX_NEW_TOKENS  # noqa: E402
 
 FAMILIES = ["social_register", "surface_noise", "structural"]
 

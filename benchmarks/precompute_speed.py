@@ -74,12 +74,12 @@ import torch  # noqa: E402
 from precompute.config import ModelConfig, load_config  # noqa: E402
 from precompute.runner import make_plan, run, run_id_for, write_plan  # noqa: E402
 from sago_engine.axes import delta_bert, delta_bleu, delta_cos, delta_ent, delta_mr, delta_prob, detector_kind  # noqa: E402
-from sago_engine.backends import DEFAULT_MAX_NEW_TOKENS, get_backend  # noqa: E402
+from sago_engine.backends import get_backend  # noqa: E402
 from sago_engine.backends.hf_local import HFLocalBackend, set_threads, token_stats  # noqa: E402
 from sago_engine.kernels import onednn_linear, onednn_usable, use_linear_kernel  # noqa: E402
 from sago_engine.scoring import normalize  # noqa: E402
 from sago_engine.store import open_store  # noqa: E402
-from sago_engine.types import AXES, GenerationResult  # noqa: E402
+from sago_engine.types import AXES, DEFAULT_MAX_NEW_TOKENS, GenerationResult  # noqa: E402
 
 MODEL = "smollm2-135m-instruct"
 DATASETS = ("truthfulqa", "nq_open", "alpaca", "simpleqa_verified")

@@ -10,10 +10,9 @@ import streamlit as st
 from dashboard import controls, data, diffview, exports, frame, safe
 from sago_engine.store import Store
 from sago_engine import live
-from sago_engine.backends.base import DEFAULT_MAX_NEW_TOKENS
 from sago_engine.datasets import DATASETS
 from sago_engine.filters import Filters
-from sago_engine.types import AXES, AXIS_LABELS, POSITIONS
+from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_MAX_NEW_TOKENS, POSITIONS
 
 frame.require_frame()
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sago_engine.backends.base import DEFAULT_MAX_NEW_TOKENS
 from sago_engine.datasets import DATASETS
 from sago_engine.scoring import resolve_normalizers
+from sago_engine.types import DEFAULT_MAX_NEW_TOKENS
 
 
 class ConfigError(ValueError):

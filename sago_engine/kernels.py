@@ -78,9 +78,9 @@ from torch import nn
 
 from .memlimit import cgroup_memory_limit
 
-__all__ = ["THREADS_ENV", "set_threads", "KERNEL_ENV", "KERNELS", "PACK_ENV", "PACK_MEMORY_FRACTION", "OneDNNLinear", "mkl_packed_usable",
-           "onednn_linear", "onednn_pack_usable", "onednn_usable", "pack_linear_weights", "packing_requested",
-           "requested_kernel", "use_linear_kernel"]
+__all__ = ["THREADS_ENV", "set_threads", "KERNEL_ENV", "KERNELS", "PACK_ENV", "PACK_MEMORY_FRACTION", "OneDNNLinear",
+           "mkl_packed_usable", "onednn_linear", "onednn_pack_usable", "onednn_usable", "pack_linear_weights",
+           "packing_requested", "requested_kernel", "use_linear_kernel"]
 
 #: Environment variable that fixes torch's CPU thread count.
 THREADS_ENV = "SAGO_THREADS"

@@ -18,12 +18,11 @@ from typing import Any, Callable, Iterable, Mapping, MutableMapping, Sequence
 import numpy as np
 import pandas as pd
 
-from sago_engine.backends.base import DEFAULT_MAX_NEW_TOKENS
 from sago_engine.noop import model_input_noops, text_noops
 from sago_engine.pipeline import Unit, compute_rows
 from sago_engine.scoring import prompt_scores, resolve_normalizers
 from sago_engine.seeds import stable_hash
-from sago_engine.types import AXES, AXIS_LABELS, GenerationResult, Variant, VariantSpec
+from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_MAX_NEW_TOKENS, GenerationResult, Variant, VariantSpec
 
 __all__ = [
     "DEFAULT_MODEL", "LIVE_DATASET", "LiveError", "LiveProbe", "ProbeResult", "GENERATE_CALLS",

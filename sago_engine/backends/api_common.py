@@ -27,8 +27,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from ..seeds import stable_hash
-from ..types import GenerationResult
-from .base import DEFAULT_MAX_NEW_TOKENS
+from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
 from .caching import ResponseCache, default_cache_dir  # noqa: F401 (re-exported)
 from .logprobs import check_server_logprobs, topk_entropy  # noqa: F401 (topk_entropy re-exported)
 from .retry import RetryPolicy, parse_retry_after, retry_hint  # noqa: F401 (parse_retry_after re-exported)

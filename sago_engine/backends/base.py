@@ -7,20 +7,15 @@ import importlib
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from ..types import GenerationResult
+from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
 
 __all__ = [
-    "DEFAULT_MAX_NEW_TOKENS",
     "Backend",
     "DecodingConfig",
     "BACKENDS",
     "register_backend",
     "get_backend",
 ]
-
-#: The default reply cap: new tokens per prompt, the EOS token counted (the demo's and the Live
-#: page's; a run config's ``max_new_tokens`` overrides it).
-DEFAULT_MAX_NEW_TOKENS = 48
 
 
 @dataclass(frozen=True)
@@ -138,7 +133,7 @@ def get_backend(spec: dict[str, Any]) -> Backend:
     mod_name, cls_name = BACKENDS[name].split(":")
     mod = importlib.import_module(mod_name, package=__package__)
     backend = getattr(mod, cls_name)(**spec)
-    from .api_common import ApiBackend
+    from .api_common import ApiBackend  # lazy: it and caching import the store (duckdb); the factory stays light
 
     if cache and isinstance(backend, ApiBackend):  # API replies cost money and time: cached on disk
         from .caching import CachingBackend

@@ -21,8 +21,7 @@ import numpy as np
 
 from ..seeds import stable_hash
 from ..store.reply_cache import ResponseCache
-from ..types import GenerationResult
-from .base import DEFAULT_MAX_NEW_TOKENS
+from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
 
 __all__ = ["CachingBackend", "ResponseCache", "default_cache_dir"]
 

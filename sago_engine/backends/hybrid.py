@@ -51,9 +51,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from ..types import GenerationResult
+from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
 from .api_common import ApiFatalError, ApiReply, _public_url
-from .base import DEFAULT_MAX_NEW_TOKENS
 from .hf_local import HFLocalBackend, token_stats
 from .openai_api import OpenAICompatibleBackend
 

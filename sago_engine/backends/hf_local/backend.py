@@ -9,8 +9,8 @@ import torch
 
 from ...kernels import pack_linear_weights, set_threads
 from ...models import TINY_RANDOM_KEY, load_model, tiny_random_model
-from ...types import GenerationResult
-from ..base import DEFAULT_MAX_NEW_TOKENS, DecodingConfig
+from ...types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
+from ..base import DecodingConfig
 from ..context import check_context, context_length
 from . import generation, prefill, statistics, teacher
 from .generation import neutral_generation_config
