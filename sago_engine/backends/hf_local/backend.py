@@ -14,6 +14,8 @@ from ..base import DecodingConfig
 from ..context import check_context, context_length
 from . import generation, prefill, statistics, teacher
 from .generation import neutral_generation_config
+from .kvcache import preallocated_cache
+from .prefill import NewCache
 from .prompt_render import PromptRenderer, chat_template_of, template_kwargs
 
 __all__ = ["HFLocalBackend"]
@@ -273,11 +275,12 @@ class HFLocalBackend:
         return generation.generate(self, prompts, max_new_tokens)
 
     def _generate_batch(self, seqs: list[list[int]], max_new_tokens: int,
-                        spans: Sequence[tuple[int, int] | None] | None = None,
-                        **paths: Any) -> list[GenerationResult]:
-        """One decoding batch of token ids (``generation.generate_batch``; ``paths``: its
-        ``one_prefill`` / ``new_cache``, which only tests set)."""
-        return generation.generate_batch(self, seqs, max_new_tokens, spans, **paths)
+                        spans: Sequence[tuple[int, int] | None] | None = None, *, one_prefill: bool = False,
+                        new_cache: NewCache = preallocated_cache) -> list[GenerationResult]:
+        """One decoding batch of token ids (``generation.generate_batch``; ``one_prefill`` /
+        ``new_cache`` choose a reference path, which only tests do)."""
+        return generation.generate_batch(self, seqs, max_new_tokens, spans, one_prefill=one_prefill,
+                                         new_cache=new_cache)
 
     # ------------------------------------------------------------------ teacher forcing
 
