@@ -25,6 +25,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sago_engine import live  # noqa: E402
+from sago_engine.types import DEFAULT_MAX_NEW_TOKENS  # noqa: E402
 
 FAMILIES = ["social_register", "surface_noise", "structural"]
 
@@ -34,7 +35,7 @@ def main() -> None:
     ap.add_argument("--model", default=live.DEFAULT_MODEL)
     ap.add_argument("--prompt", default="What is the capital of Australia?")
     ap.add_argument("--variants", type=int, default=24)
-    ap.add_argument("--max-new", type=int, default=48)
+    ap.add_argument("--max-new", type=int, default=DEFAULT_MAX_NEW_TOKENS)
     ap.add_argument("--first", type=int, default=3, help="variants in the first batch (with the base prompt)")
     ap.add_argument("--batch", type=int, default=8, help="variants per later batch")
     ap.add_argument("--cold-prompt", default="Which planet in our solar system has the most moons?")

@@ -79,7 +79,7 @@ from sago_engine.backends.hf_local import HFLocalBackend, set_threads, token_sta
 from sago_engine.kernels import onednn_linear, onednn_usable, use_linear_kernel  # noqa: E402
 from sago_engine.scoring import normalize  # noqa: E402
 from sago_engine.store import open_store  # noqa: E402
-from sago_engine.types import AXES, GenerationResult  # noqa: E402
+from sago_engine.types import AXES, DEFAULT_MAX_NEW_TOKENS, GenerationResult  # noqa: E402
 
 MODEL = "smollm2-135m-instruct"
 DATASETS = ("truthfulqa", "nq_open", "alpaca", "simpleqa_verified")
@@ -468,7 +468,7 @@ def main() -> int:
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--batch-size", type=int, default=None, help="sago's batch size (default: demo.toml's)")
     ap.add_argument("--chunk-prompts", type=int, default=None, help="prompts per committed chunk (default: demo.toml's)")
-    ap.add_argument("--max-new", type=int, default=48)
+    ap.add_argument("--max-new", type=int, default=DEFAULT_MAX_NEW_TOKENS)
     ap.add_argument("--runner-only", action="store_true", help="skip the naive loop (no speedup line)")
     ap.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N (benchmarks/gpu_smoke.sh)")
     ap.add_argument("--no-prefix-cache", action="store_true",

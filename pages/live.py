@@ -12,7 +12,7 @@ from sago_engine.store import Store
 from sago_engine import live
 from sago_engine.datasets import DATASETS
 from sago_engine.filters import Filters
-from sago_engine.types import AXES, AXIS_LABELS, POSITIONS
+from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_MAX_NEW_TOKENS, POSITIONS
 
 frame.require_frame()
 
@@ -99,7 +99,7 @@ with c2:
 with c3:
     max_v = st.number_input("Max variants", 1, 200, 24, key="live_max_variants",
                             help="A stratified sample over the families when more cells match.")
-    max_new = st.number_input("New tokens", 1, 256, 48, key="live_max_new")
+    max_new = st.number_input("New tokens", 1, 256, DEFAULT_MAX_NEW_TOKENS, key="live_max_new")
 c1, c2 = st.columns(2)
 with c1:
     strengths = st.multiselect("Strengths", opts["strengths"], key="live_strengths", placeholder="all",

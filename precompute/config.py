@@ -12,6 +12,7 @@ from typing import Any
 
 from sago_engine.datasets import DATASETS
 from sago_engine.scoring import resolve_normalizers
+from sago_engine.types import DEFAULT_MAX_NEW_TOKENS
 
 
 class ConfigError(ValueError):
@@ -51,7 +52,7 @@ class ModelConfig:
     template_date: str | None = None
     """hf_local (and hybrid's local copy): the day a chat template that reads the clock sees, ISO
     ``YYYY-MM-DD``. None: the template's own fallback date where it has one (Llama-3.x "26 Jul 2024"),
-    else 2024-07-26 (``sago_engine.backends.template_clock``). Recorded in
+    else 2024-07-26 (``sago_engine.backends.hf_local.template_clock``). Recorded in
     ``runs.decoding.chat_template``; enters the run id when set."""
     # ---- API backends only (see sago_engine.backends.api_common.ApiBackend) ----
     base_url: str | None = None
@@ -163,7 +164,7 @@ def _check_model(m: dict, base: Path) -> ModelConfig:
         raise ConfigError(f"models.key must be a non-empty string, got {key!r}")
     if "max_new_tokens" in m:
         try:
-            _int(m, "max_new_tokens", 48, lo=1)
+            _int(m, "max_new_tokens", DEFAULT_MAX_NEW_TOKENS, lo=1)
         except ConfigError as e:
             raise ConfigError(f"model {key!r}: {e}") from None
     if "label" in m and (not isinstance(m["label"], str) or not m["label"].strip()):
@@ -196,7 +197,7 @@ def _check_model(m: dict, base: Path) -> ModelConfig:
             raise ConfigError(f"model {key!r}: chat_template_kwargs must be a table of names to strings, numbers "
                               f"or booleans, e.g. {{enable_thinking = false}}, got {ctk!r}")
         if mc.template_date is not None:
-            from sago_engine.backends.template_clock import parse_template_date
+            from sago_engine.backends.hf_local.template_clock import parse_template_date
 
             try:
                 parse_template_date(mc.template_date)
@@ -510,7 +511,7 @@ def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool
         raise ConfigError("models must be given as [[models]] tables")
     run, data, var = raw.get("run", {}), raw.get("data", {}), raw.get("variants", {})
     _int(run, "seed", 0, lo=0)
-    _int(run, "max_new_tokens", 48, lo=1)
+    _int(run, "max_new_tokens", DEFAULT_MAX_NEW_TOKENS, lo=1)
     _int(run, "chunk_prompts", 4, lo=1)
     _int(data, "n_prompts", 16, lo=1)
     for sec, allowed in ((run, {"store", "seed", "max_new_tokens", "chunk_prompts", "axis_options"}),
@@ -601,7 +602,7 @@ def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool
     cfg = RunConfig(
         store=str(base / store),
         seed=int(run.get("seed", 0)),
-        max_new_tokens=int(run.get("max_new_tokens", 48)),
+        max_new_tokens=int(run.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)),
         data_dir=data_dir,
         datasets=datasets,
         n_prompts=n_prompts,

@@ -2,7 +2,7 @@
 
 A run stores such a prompt (base or variant) as an error row, unavailable on every axis
 (``sago_engine.backends.context``); the plan lists them beforehand. Only each model's tokenizer and
-config are loaded (``backends.prompt_side``), never its weights.
+config are loaded (``backends.hf_local.prompt_side``), never its weights.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def over_context(cfg, m, plan, prompt_ids: Iterable[str]) -> tuple[int | None, i
     Raises:
         ValueError / ModelUnavailableError: the model's tokenizer or config cannot be loaded.
     """
-    from sago_engine.backends.prompt_side import load_prompt_side
+    from sago_engine.backends.hf_local.prompt_side import load_prompt_side
 
     renderer, context = load_prompt_side(m.key, m.chat_template_kwargs, m.template_date)
     cap = cfg.max_new_tokens_for(m)

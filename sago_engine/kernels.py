@@ -1,4 +1,9 @@
-"""Which kernel multiplies a local model's ``nn.Linear`` layers on CPU: oneDNN or torch's default.
+"""How a local model computes on CPU: the threads torch uses, and which kernel multiplies its ``nn.Linear`` layers.
+
+Threads: ``SAGO_THREADS`` (if set) fixes torch's intra-op thread count (``set_threads``; recorded with
+every run as ``runs.decoding.threads``); without it torch's default is kept.
+
+Kernels: oneDNN or torch's default.
 
 torch's CPU wheel runs a float32 ``nn.Linear`` through Intel MKL's sgemm. On AMD CPUs MKL does
 not take its fastest code path: on a 2-core AMD EPYC with AVX-512 (benchmarks/README.md,
@@ -26,7 +31,7 @@ Choice (``SAGO_LINEAR_KERNEL``):
 Packed weights (``SAGO_PACK_WEIGHTS``, on unless ``0``; ``pack_linear_weights``, called by
 ``HFLocalBackend`` with its batch size). Both libraries, called on a plain ``(out, in)`` weight,
 re-lay it out into their blocked format on every call: at a decoding step's few rows that copy
-is a large part of the product (issue #17). Packing lays each weight out once, at load:
+is a large part of the product. Packing lays each weight out once, at load:
 
 * **MKL's packed GEMM** (``cblas_sgemm_pack`` / ``cblas_sgemm_compute`` through
   ``torch.ops.mkl._mkl_linear``, the op torch's Inductor emits for float32 CPU linear layers) for
@@ -66,14 +71,19 @@ import platform
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["KERNEL_ENV", "KERNELS", "PACK_ENV", "PACK_MEMORY_FRACTION", "OneDNNLinear", "mkl_packed_usable",
-           "onednn_linear", "onednn_pack_usable", "onednn_usable", "pack_linear_weights", "packing_requested",
-           "requested_kernel", "use_linear_kernel"]
+from .memlimit import cgroup_memory_limit
 
+__all__ = ["THREADS_ENV", "set_threads", "KERNEL_ENV", "KERNELS", "PACK_ENV", "PACK_MEMORY_FRACTION", "OneDNNLinear",
+           "mkl_packed_usable", "onednn_linear", "onednn_pack_usable", "onednn_usable", "pack_linear_weights",
+           "packing_requested", "requested_kernel", "use_linear_kernel"]
+
+#: Environment variable that fixes torch's CPU thread count.
+THREADS_ENV = "SAGO_THREADS"
 #: Environment variable that chooses the kernel.
 KERNEL_ENV = "SAGO_LINEAR_KERNEL"
 #: Valid values of ``SAGO_LINEAR_KERNEL``.
@@ -86,6 +96,24 @@ PACK_ENV = "SAGO_PACK_WEIGHTS"
 #: Largest share of the machine's physical memory that packed copies of a model's linear weights
 #: may take (MKL's packs first, then oneDNN's; a kind that would pass it is not packed).
 PACK_MEMORY_FRACTION = 0.25
+
+
+def set_threads() -> int:
+    """Apply ``SAGO_THREADS`` (if set) to ``torch.set_num_threads``; return the thread count.
+
+    Without the env var torch's default is kept.
+
+    Raises:
+        ValueError: ``SAGO_THREADS`` is not a positive integer.
+    """
+    val = os.environ.get(THREADS_ENV)
+    if val:
+        n = int(val)
+        if n < 1:
+            raise ValueError(f"SAGO_THREADS must be >= 1, got {val!r}")
+        if torch.get_num_threads() != n:
+            torch.set_num_threads(n)
+    return torch.get_num_threads()
 
 
 def onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
@@ -231,10 +259,6 @@ def _memory_limit() -> tuple[int, str]:
     Returns:
         ``(bytes, source)``: source ``"physical memory"`` or the cgroup file holding the limit.
     """
-    import psutil
-
-    from .memlimit import cgroup_memory_limit
-
     total = int(psutil.virtual_memory().total)
     limit, where = cgroup_memory_limit(_read_text)
     if limit is not None and limit < total:

@@ -22,7 +22,7 @@ from sago_engine.noop import model_input_noops, text_noops
 from sago_engine.pipeline import Unit, compute_rows
 from sago_engine.scoring import prompt_scores, resolve_normalizers
 from sago_engine.seeds import stable_hash
-from sago_engine.types import AXES, AXIS_LABELS, GenerationResult, Variant, VariantSpec
+from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_MAX_NEW_TOKENS, GenerationResult, Variant, VariantSpec
 
 __all__ = [
     "DEFAULT_MODEL", "LIVE_DATASET", "LiveError", "LiveProbe", "ProbeResult", "GENERATE_CALLS",
@@ -305,7 +305,7 @@ def _key(model: str, max_new: int, normalizers: dict, text: str, variant_id: str
     return (model, int(max_new), tuple(sorted(normalizers.items())), text, variant_id)
 
 
-def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = 48, normalizers: dict | None = None,
+def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, normalizers: dict | None = None,
               cache: MutableMapping | None = None, on_batch: Callable[[ProbeResult], None] | None = None,
               should_stop: Callable[[], bool] | None = None, first_batch: int = 3, batch_size: int = 8,
               semantic_filter: bool = True) -> ProbeResult:

@@ -22,7 +22,7 @@ import pandas as pd
 
 from .axis_spec import AXIS_SPECS
 from .backends import get_backend
-from .backends.prompt_render import template_records_match
+from .backends.hf_local.prompt_render import template_records_match
 from .seeds import stable_hash
 from .store import open_store
 from .types import GenerationResult

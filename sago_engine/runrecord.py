@@ -49,9 +49,9 @@ def local_decoding_record(info: dict, max_new_tokens: int, batch_size: int | Non
         sha256, every render variable, the pinned date, how the user's text is encoded; a base model:
         ``{"template": None, ...}``), "linear_kernel" (``"onednn"`` | ``"torch"``, ``sago_engine.kernels``),
         "threads" (torch's CPU threads), "drop_finished_fraction" (when finished rows leave a
-        decoding batch, ``HFLocalBackend.DROP_FINISHED_FRACTION``), "kv_cache" (``"preallocated"``
-        | ``"dynamic"``, ``HFLocalBackend.KV_CACHE``), "prefill_buckets" (``{"max_pad_fraction",
-        "min_rows"}`` or None: one padded prefill per batch), "packed_weights" (``{"rows", "mkl",
+        decoding batch, ``HFLocalBackend.DROP_FINISHED_FRACTION``), "kv_cache" (``"preallocated"``:
+        ``hf_local.kvcache``; a stored ``"dynamic"`` is transformers' ``DynamicCache``), "prefill_buckets"
+        (``{"max_pad_fraction", "min_rows"}``; a stored None: one padded prefill per batch), "packed_weights" (``{"rows", "mkl",
         "onednn", "bytes", "memory_bytes", "memory_source"}``, ``sago_engine.kernels.pack_linear_weights``;
         absent when packing is off or does not apply), "context_length" (tokens of prompt + reply the
         model's positions cover, ``backends.context.context_length``; a longer prompt is an error

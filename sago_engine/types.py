@@ -174,6 +174,10 @@ class Variant:
     attribute the mirroring detector looks for (``{"target": "upper"}``)."""
 
 
+#: The default reply cap: new tokens per prompt, the EOS token counted (a run config's
+#: ``max_new_tokens`` overrides it; the Live page starts from it).
+DEFAULT_MAX_NEW_TOKENS = 48
+
 #: Log-prob values at or below this are placeholders, not measurements: OpenAI documents ``-9999.0``
 #: for "a token not within the top 20" (chat completions ``logprobs.content[].logprob``), and vLLM
 #: returns it for an end-of-text entry it cannot detokenize (PR #17637).

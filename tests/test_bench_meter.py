@@ -1,4 +1,4 @@
-"""The precompute benchmark's ForwardMeter counts useful work exactly (issue #17).
+"""The precompute benchmark's ForwardMeter counts useful work exactly.
 
 Tiny random Llama, 2 prompts of different length, one of which is made to finish early (its
 second greedy token is declared an EOS id, after which it leaves the decoding batch): every
@@ -28,16 +28,14 @@ def bench():
 
 
 @pytest.mark.parametrize("buckets", [True, False], ids=["bucketed-prefill", "one-prefill"])
-def test_meter_counts_useful_tokens_and_flops(bench, tiny_backend, buckets):
+def test_meter_counts_useful_tokens_and_flops(bench, tiny_backend, decode_path, buckets):
     be = tiny_backend
-    eos_before, buckets_before = be.eos_ids, be.PREFILL_BUCKETS
-    be.PREFILL_BUCKETS = buckets  # instance attribute: the class default is untouched
+    eos_before = be.eos_ids
+    decode_path(be, one_prefill=not buckets)
     try:
         _check(bench, be, buckets)
     finally:
         be.eos_ids = eos_before  # the session's backend, as it was
-        del be.PREFILL_BUCKETS
-        assert be.PREFILL_BUCKETS == buckets_before
 
 
 def _check(bench, be, buckets: bool) -> None:
@@ -68,7 +66,7 @@ def _check(bench, be, buckets: bool) -> None:
     own = [n - n_shared for n in lens]
     pre, dec = meter.phase["prefill"], meter.phase["decode"]
     # prefill: the shared prefix once (batch 1), then the rows' own tokens, left-padded to the
-    # longest; left padding executed, not useful. Bucketed (HFLocalBackend.PREFILL_BUCKETS; two rows
+    # longest; left padding executed, not useful. Bucketed (hf_local.prefill.bucketed_prefill; two rows
     # are one bucket) it prefills all but each row's last token and keeps no logits; generate's
     # first decode step then feeds every row's last prompt token.
     fed_last = 1 if buckets else 0

@@ -23,7 +23,7 @@ def test_demo_store_schema_models_and_option_axes():
     assert int(meta["schema_version"]) == SCHEMA_VERSION and meta["layout_version"] == str(LAYOUT_VERSION)
     assert set(runs["model"]) == MODELS and (runs["status"] == "complete").all()
     base = runs.set_index("model")
-    from sago_engine.backends.prompt_render import template_records_match
+    from sago_engine.backends.hf_local.prompt_render import template_records_match
 
     no_template = {"template": None}  # a base model (older records: "no template")
     assert template_records_match(json.loads(base.loc["gemma-3-270m", "decoding"])["chat_template"], no_template)

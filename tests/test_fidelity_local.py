@@ -142,7 +142,7 @@ def test_thinking_template_is_switched_off_and_recorded(tmp_path):
 
 
 def test_base_model_records_no_template(tiny_backend):
-    from sago_engine.backends.prompt_render import USER_TEXT_RULE, PromptRenderer
+    from sago_engine.backends.hf_local.prompt_render import USER_TEXT_RULE, PromptRenderer
 
     base = PromptRenderer(tiny_backend.tokenizer, None)
     assert base.template_record() == {"template": None, "user_text": USER_TEXT_RULE}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sago_engine.kvcache import preallocated_cache
+from sago_engine.backends.hf_local.kvcache import preallocated_cache
 
 from tests.test_backend import PROMPTS
 
@@ -64,16 +64,23 @@ def test_step_writes_in_place(tiny_backend):
     assert k.data_ptr() == ptr and k.shape[-2] == 5 and float(k[..., -1, :].sum()) == 16.0
 
 
-def test_generation_bit_identical_to_dynamic_cache(tiny_backend, monkeypatch):
+def test_generation_bit_identical_to_dynamic_cache(tiny_backend, decode_path):
     """Whole generate (shared prefix, left padding): the same tokens, log-probs, entropies and
     hidden states, to the bit, with either cache (rows leaving the batch: the layer-level test
     above and tests/test_bench_meter.py)."""
-    monkeypatch.setattr(tiny_backend, "KV_CACHE", "preallocated")
+    from transformers.cache_utils import DynamicCache
+
+    made = []
+
+    def dynamic(model, reserve):
+        made.append(reserve)
+        return DynamicCache(config=model.config)
+
     a = tiny_backend.generate(PROMPTS, max_new_tokens=12)
     assert tiny_backend.info()["kv_cache"] == "preallocated"
-    monkeypatch.setattr(tiny_backend, "KV_CACHE", "dynamic")
+    decode_path(tiny_backend, new_cache=dynamic)
     b = tiny_backend.generate(PROMPTS, max_new_tokens=12)
-    assert tiny_backend.info()["kv_cache"] == "dynamic"
+    assert made  # every cache of the second run came from the factory
     for x, y in zip(a, b):
         assert x.token_ids == y.token_ids and x.text == y.text
         assert np.array_equal(x.token_logprobs, y.token_logprobs)

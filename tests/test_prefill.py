@@ -1,4 +1,4 @@
-"""Prefill in length buckets (sago_engine/backends/prefill.py): the buckets, the side-by-side
+"""Prefill in length buckets (sago_engine/backends/hf_local/prefill.py): the buckets, the side-by-side
 cache, and generation that gives the tokens of one padded prefill."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from sago_engine.backends.prefill import left_padded_layers, length_buckets
+from sago_engine.backends.hf_local.prefill import left_padded_layers, length_buckets
 from tests.test_backend import HIDDEN_ATOL, LOGPROB_ATOL, PROMPTS
 
 
@@ -69,46 +69,51 @@ def _compare(x, y, atol=LOGPROB_ATOL):
             np.testing.assert_allclose(u, v, atol=HIDDEN_ATOL)
 
 
-def _both(be, monkeypatch, run):
-    monkeypatch.setattr(be, "PREFILL_MIN_ROWS", 2)  # several buckets even in a small batch
-    monkeypatch.setattr(be, "PREFILL_BUCKETS", True)
+def _both(be, monkeypatch, decode_path, run):
+    """``run()`` bucketed (several buckets even in a small batch), then with one padded prefill."""
+    monkeypatch.setattr(be, "PREFILL_MIN_ROWS", 2)
     a = run()
-    monkeypatch.setattr(be, "PREFILL_BUCKETS", False)
+    decode_path(be, one_prefill=True)
     b = run()
     return a, b
 
 
-def test_tiny_bucketed_prefill_equals_one_padded_prefill(tiny_backend, monkeypatch):
-    bucket_passes = {True: 0, False: 0}  # prefill passes that keep no logits, per setting
+def test_tiny_bucketed_prefill_equals_one_padded_prefill(tiny_backend, monkeypatch, decode_path):
+    bucket_passes: list[int] = []  # prefill passes that keep no logits, per run
 
     def count(m, a, kw):
         ltk = kw.get("logits_to_keep")
         if torch.is_tensor(ltk) and ltk.numel() == 0:
-            bucket_passes[tiny_backend.PREFILL_BUCKETS] += 1
+            bucket_passes[-1] += 1
+
+    def run():
+        bucket_passes.append(0)
+        return tiny_backend.generate(PROMPTS, max_new_tokens=10)
 
     hook = tiny_backend.model.register_forward_pre_hook(count, with_kwargs=True)
     try:
-        a, b = _both(tiny_backend, monkeypatch, lambda: tiny_backend.generate(PROMPTS, max_new_tokens=10))
+        a, b = _both(tiny_backend, monkeypatch, decode_path, run)
     finally:
         hook.remove()
     n_batches = -(-len(PROMPTS) // tiny_backend.batch_size)
-    assert bucket_passes[False] == 0 and bucket_passes[True] > n_batches  # several buckets per batch
+    bucketed, one = bucket_passes
+    assert one == 0 and bucketed > n_batches  # several buckets per batch
     for x, y in zip(a, b):
         _compare(x, y)
 
 
-def test_tiny_row_with_nothing_to_prefill_next_to_long_rows(tiny_backend, monkeypatch):
+def test_tiny_row_with_nothing_to_prefill_next_to_long_rows(tiny_backend, monkeypatch, decode_path):
     """No shared prefix; a one-token row shares its bucket with long rows (its bucket row is all
     padding): its cache positions are zeros, not NaN, and every row decodes as unbucketed."""
     seqs = [[7], [9, 8], [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15], [40] * 12]
     monkeypatch.setattr(tiny_backend, "PREFILL_PAD_FRACTION", 0.9)
-    a, b = _both(tiny_backend, monkeypatch, lambda: tiny_backend._generate_batch(seqs, 6))
+    a, b = _both(tiny_backend, monkeypatch, decode_path, lambda: tiny_backend._generate_batch(seqs, 6))
     for x, y in zip(a, b):
         assert np.isfinite(x.token_logprobs).all()
         _compare(x, y)
 
 
-def test_tiny_rows_with_nothing_to_prefill_beside_a_bucket_of_long_rows(tiny_backend, monkeypatch):
+def test_tiny_rows_with_nothing_to_prefill_beside_a_bucket_of_long_rows(tiny_backend, monkeypatch, decode_path):
     """Three one-token rows (nothing of their own to prefill) and three long rows, buckets of
     two: no forward pass over zero tokens, every row decodes as one padded prefill does."""
     seqs = [[7], [9], [11], [5, 6, 7, 8, 9, 10, 11, 12], [40] * 8, [41] * 8]
@@ -116,7 +121,7 @@ def test_tiny_rows_with_nothing_to_prefill_beside_a_bucket_of_long_rows(tiny_bac
     hook = tiny_backend.model.register_forward_pre_hook(
         lambda m, a, kw: widths.append(kw["input_ids"].shape[-1]), with_kwargs=True)
     try:
-        a, b = _both(tiny_backend, monkeypatch, lambda: tiny_backend._generate_batch(seqs, 5))
+        a, b = _both(tiny_backend, monkeypatch, decode_path, lambda: tiny_backend._generate_batch(seqs, 5))
     finally:
         hook.remove()
     assert 0 not in widths
@@ -125,9 +130,9 @@ def test_tiny_rows_with_nothing_to_prefill_beside_a_bucket_of_long_rows(tiny_bac
 
 
 @pytest.mark.slow
-def test_smollm_bucketed_prefill_equals_one_padded_prefill(smollm_backend, monkeypatch):
+def test_smollm_bucketed_prefill_equals_one_padded_prefill(smollm_backend, monkeypatch, decode_path):
     """Real model, chat template (shared system-turn prefix): same replies, log-probs and
     hidden states within float noise."""
-    a, b = _both(smollm_backend, monkeypatch, lambda: smollm_backend.generate(PROMPTS, max_new_tokens=24))
+    a, b = _both(smollm_backend, monkeypatch, decode_path, lambda: smollm_backend.generate(PROMPTS, max_new_tokens=24))
     for x, y in zip(a, b):
         _compare(x, y)

@@ -155,7 +155,7 @@ def test_live_page_probe_with_injection_prompt(tmp_path):
 
 def _renderer(key: str):
     from sago_engine.backends.hf_local import template_kwargs
-    from sago_engine.backends.prompt_render import PromptRenderer
+    from sago_engine.backends.hf_local.prompt_render import PromptRenderer
     from sago_engine.models import ZOO, ModelUnavailableError, load_tokenizer
 
     try:
@@ -291,7 +291,7 @@ def test_s5_template_reading_strftime_now_directly_is_pinned(tiny_backend, monke
 
 
 def test_s5_template_records_match_rules():
-    from sago_engine.backends.prompt_render import template_records_match
+    from sago_engine.backends.hf_local.prompt_render import template_records_match
 
     rec = {"sha256": "x", "kwargs": {"add_generation_prompt": True}, "uses_clock": True, "date_string": "26 Jul 2024"}
     assert template_records_match(rec, dict(rec))

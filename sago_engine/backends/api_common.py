@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ..pricing import cost_usd
 from ..seeds import stable_hash
-from ..types import GenerationResult
+from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
 from .logprobs import check_server_logprobs, topk_entropy  # noqa: F401 (topk_entropy re-exported)
 from .retry import RetryPolicy, parse_retry_after, retry_hint  # noqa: F401 (parse_retry_after re-exported)
 
@@ -739,7 +739,7 @@ class ApiBackend:
             parts.append({"repeat": int(repeat)})
         return stable_hash(*parts, length=64)
 
-    def generate(self, prompts: list[str], max_new_tokens: int = 48,
+    def generate(self, prompts: list[str], max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
                  repeats: Sequence[int] | None = None) -> list[GenerationResult]:
         """Answer each prompt (one user message, temperature 0), up to ``max_concurrency`` at a time.
 

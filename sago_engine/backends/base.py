@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from ..registry import Registry
-from ..types import GenerationResult
+from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
 from .api_common import ApiBackend
 from .caching import CachingBackend, ReplyCache, default_cache_dir
 
@@ -26,11 +26,11 @@ class DecodingConfig:
     SAGO (arXiv 2610.01428) §Decoding: deterministic (greedy, T=0) for all models.
     """
 
-    max_new_tokens: int = 48
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     """Upper bound on generated tokens per prompt (the EOS token counts as one)."""
     greedy: bool = True
     """Greedy decoding (``do_sample=False``). Only True is supported by ``hf_local``, which passes
-    a neutral ``GenerationConfig`` (``hf_local.neutral_generation_config``: no penalties or token
+    a neutral ``GenerationConfig`` (``hf_local.generation.neutral_generation_config``: no penalties or token
     rules; the model folder's own generation defaults are recorded, never applied)."""
     batch_size: int = 8
     """Prompts per forward/generate call (does not change greedy outputs beyond float noise)."""

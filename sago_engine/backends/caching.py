@@ -20,7 +20,7 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from ..seeds import stable_hash
-from ..types import GenerationResult
+from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
 
 __all__ = ["CachingBackend", "ReplyCache", "default_cache_dir"]
 
@@ -128,7 +128,7 @@ class CachingBackend:
         conv = getattr(self.backend, "result_from_cache", None)  # an API reply cached in the ApiReply format
         return conv(value) if callable(conv) else None
 
-    def generate(self, prompts: list[str], max_new_tokens: int = 48,
+    def generate(self, prompts: list[str], max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
                  repeats: Sequence[int] | None = None) -> list[GenerationResult]:
         """The wrapped backend's ``generate`` with cached results filled in.
 

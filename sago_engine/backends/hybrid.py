@@ -58,7 +58,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from ..types import GenerationResult
+from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
 from .api_common import ApiFatalError, ApiReply, _public_url
 from .hf_local import HFLocalBackend, token_stats
 from .context import check_context, over_context_result
@@ -346,7 +346,7 @@ class HybridBackend:
 
     # ------------------------------------------------------------------ generation
 
-    def generate(self, prompts: list[str], max_new_tokens: int = 48,
+    def generate(self, prompts: list[str], max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
                  repeats: Sequence[int] | None = None) -> list[GenerationResult]:
         """Server replies, scored by the local copy; in input order.
 

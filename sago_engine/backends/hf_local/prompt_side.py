@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from .context import context_length
+from transformers import AutoConfig
+
+from ...models import LocalModel, cache_root, load_tokenizer, resolve_model, tiny_random_config
+from ...models.digests import checked_digest
+from ...models.gguf import gguf_path, source_files
+from ..context import context_length
 from .prompt_render import PromptRenderer, chat_template_of, template_kwargs
 
 __all__ = ["load_prompt_side", "model_config"]
@@ -28,24 +33,20 @@ def model_config(key: str) -> tuple[Any, Any, bool]:
     Raises:
         ValueError / ModelUnavailableError: as ``models.resolve_model`` / ``models.load_tokenizer``.
     """
-    from transformers import AutoConfig
-
-    from .. import models
-
-    m = models.resolve_model(key)
-    if isinstance(m, models.LocalModel):
-        tok = models.load_tokenizer(str(m.path))
+    m = resolve_model(key)
+    if isinstance(m, LocalModel):
+        tok = load_tokenizer(str(m.path))
         chat = m.chat if m.chat is not None else bool(getattr(tok, "chat_template", None))
         return tok, AutoConfig.from_pretrained(m.path), chat
     if m.source == "random":
-        tok = models.load_tokenizer("smollm2-135m-instruct")
-        return tok, models.tiny_random_config(tok), True
-    tok = models.load_tokenizer(m.key)
-    sha = models._checked_digest(m, models._source_files(m))
-    for d in sorted(models.cache_root().glob(f"{m.key}-{sha[:12]}-*")):
+        tok = load_tokenizer("smollm2-135m-instruct")
+        return tok, tiny_random_config(tok), True
+    tok = load_tokenizer(m.key)
+    sha = checked_digest(m, source_files(m))
+    for d in sorted(cache_root().glob(f"{m.key}-{sha[:12]}-*")):
         if (d / "config.json").is_file():
             return tok, AutoConfig.from_pretrained(d), m.chat
-    gguf = models._gguf_path(m)
+    gguf = gguf_path(m)
     return tok, AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name), m.chat
 
 

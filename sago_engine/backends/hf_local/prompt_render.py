@@ -80,7 +80,6 @@ def template_kwargs(template: str | None, given: dict[str, Any] | None = None) -
     return dict(sorted(out.items()))
 
 
-
 def chat_template_of(tokenizer: Any, chat: bool, name: str = "model") -> str | None:
     """The chat template a chat model is rendered with (of named templates the one
     ``apply_chat_template`` uses by default), or None for a base model (``chat`` False).
