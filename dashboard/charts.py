@@ -85,7 +85,8 @@ def radar_trace(values: Sequence[float | None], spokes: Sequence[str], name: str
                            **{**style, **closed})
 
 
-def live_radar(profile: pd.DataFrame, store: pd.DataFrame | None = None, model: str = "", height: int = 460) -> go.Figure:
+def live_radar(profile: pd.DataFrame, store: pd.DataFrame | None = None, model: str = "",
+               height: int = 460) -> go.Figure:
     """The Live page's radar: this prompt's s_X per axis, and dashed the model's SGS_X from the store.
 
     Args:

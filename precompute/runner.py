@@ -75,8 +75,9 @@ def _commit(store: Store, rows: Rows, run_id: str, m: ModelConfig, backend, heal
     the same transaction.
     """
     if rows.retry:
+        first = ", ".join(sorted(rows.retry)[:5]) + (" …" if len(rows.retry) > 5 else "")
         log.warning("%s: %d prompt unit(s) hit transient API failures; left pending, rerun to retry: %s",
-                    m.name, len(rows.retry), ", ".join(sorted(rows.retry)[:5]) + (" …" if len(rows.retry) > 5 else ""))
+                    m.name, len(rows.retry), first)
     bad_lp = health.add(r for _, r in rows.replies)
     take_usage = getattr(backend, "take_usage", None)
     with store.transaction():

@@ -300,7 +300,8 @@ def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = 48, normaliz
     if why:
         raise LiveError(f"This prompt cannot be answered by {model}: {why}. Shorten the prompt or lower New tokens.")
     scoring = Scoring(LIVE_RUN, norms, res.capabilities)
-    todo = [v for v in item.variants if v.variant_id not in set(res.measured)]
+    measured = set(res.measured)
+    todo = [v for v in item.variants if v.variant_id not in measured]
     for sl in batch_slices(len(todo), first_batch, batch_size) or ([slice(0, 0)] if res.base is None else []):
         if should_stop and should_stop():
             res.cancelled = True
@@ -388,8 +389,7 @@ def prompt_profile(res: ProbeResult) -> pd.DataFrame:
     available delta gets NaN (shown as n/a, never 0).
     """
     d = res.rows.deltas
-    if res.kept:
-        d = d[d["variant_id"].map(lambda vid: res.kept.get(vid, True))]
+    d = d[~d["variant_id"].isin([vid for vid, k in res.kept.items() if not k])]
     d = d.assign(delta_norm=d["delta_norm"].where(d["available"].astype(bool)))
     sc = prompt_scores(d) if len(d) else pd.DataFrame(columns=["axis", "s", "n_variants"])
     vals = dict(zip(sc["axis"], sc["s"]))

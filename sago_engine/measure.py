@@ -86,8 +86,10 @@ def screen(variants: Sequence[Variant], base_texts: Mapping[str, str], cfg: Filt
     Returns:
         A ``Screening``. Raises KeyError (``apply_filter``) when a prompt lacks its base text.
     """
-    noops = {vid: why for pid, text in base_texts.items()
-             for vid, why in text_noops(text, [v for v in variants if v.prompt_id == pid]).items()}
+    by_prompt: dict[str, list[Variant]] = {}
+    for v in variants:
+        by_prompt.setdefault(v.prompt_id, []).append(v)
+    noops = {vid: why for pid, vs in by_prompt.items() for vid, why in text_noops(base_texts[pid], vs).items()}
     known = set(stored)
     todo = {v.prompt_id for v in variants if v.variant_id not in known}
     judged = tuple(v for v in variants if v.prompt_id in todo and not v.meta.get("pending_rewrite"))
@@ -249,8 +251,8 @@ class Rows:
                                for p, v in zip(resp["prompt_id"], resp["variant_id"])]
         rep = self.repeats.assign(run_id=run_id)
         rep["response_id"] = [repeat_response_id(run_id, p, int(r)) for p, r in zip(rep["prompt_id"], rep["repeat"])]
-        return replace(self, responses=resp, deltas=self.deltas.assign(run_id=run_id),
-                       verdicts=self.verdicts.assign(run_id=run_id), repeats=rep, floor=self.floor.assign(run_id=run_id))
+        return replace(self, responses=resp, deltas=self.deltas.assign(run_id=run_id), repeats=rep,
+                       verdicts=self.verdicts.assign(run_id=run_id), floor=self.floor.assign(run_id=run_id))
 
 
 _RESPONSE_COLUMNS = ("response_id", "run_id", "prompt_id", "variant_id", "response", "n_tokens", "token_ids",

@@ -1,6 +1,7 @@
 """From generation results to stored rows: axes per (prompt, variant), batched across prompts.
 
-One function serves the offline runner and the live page, so both compute the same numbers.
+One function serves the measurement step (``sago_engine.measure``) of the offline runner and of
+the live page, so both compute the same numbers.
 SAGO (arXiv 2610.01428) §Axes, §Notation.
 """
 

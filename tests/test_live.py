@@ -292,3 +292,48 @@ def test_background_warmup_loads_once_and_reports_progress():
                             live.choose_specs(["social_register"], max_variants=2, prompt_id="warm"))
     res = live.run_probe(be, probe, 4)
     assert res.complete and res.done == 2
+
+
+# ---------------------------------------------------------------- the semantic filter, before generation
+UNRELATED = "Bananas grow in warm tropical climates and ripen yellow while monkeys eat them eagerly."
+
+
+def _probe_with_an_unrelated_rewrite():
+    """Structural variants of PROMPT, one of them replaced by unrelated text: it fails the filter, and
+    under the prompt-level rule (SAGO §Variants) its family's other variants are not kept either."""
+    from dataclasses import replace
+
+    probe = live.plan_probe(PROMPT, live.choose_specs(["structural"], max_variants=4))
+    bad = replace(probe.variants[0], variant_id="unrelated", text=UNRELATED)
+    return replace(probe, variants=(bad, *probe.variants[1:]))
+
+
+def test_filter_verdicts_are_known_before_the_first_reply(tiny_backend):
+    probe = _probe_with_an_unrelated_rewrite()
+    first = []
+    res = live.run_probe(tiny_backend, probe, 4, cache={}, first_batch=1, batch_size=1,
+                         on_batch=lambda r: first.append(dict(r.kept)) if not first else None)
+    assert first[0] == res.kept and set(res.kept) == {v.variant_id for v in probe.variants}
+    assert not any(res.kept.values())  # the whole structural group of the prompt is rejected
+    table = live.result_table(res)
+    assert (table["status"] == "done").all() and not table["kept"].any()  # answered all the same, as precompute
+    assert live.prompt_profile(res)["s"].isna().all()  # no kept variant: no s_X
+    calls = [0]
+    stopped = live.run_probe(tiny_backend, probe, 4, cache={}, first_batch=1, batch_size=1,
+                             should_stop=lambda: (calls.__setitem__(0, calls[0] + 1) or calls[0] > 1))
+    assert stopped.cancelled and stopped.done == 1
+    assert stopped.kept == res.kept  # the verdicts of the whole planned group, not of what finished
+
+
+def test_saved_probe_records_each_variants_own_filter_verdict(tiny_backend, tmp_path):
+    from sago_engine.store import open_store
+
+    probe = _probe_with_an_unrelated_rewrite()
+    res = live.run_probe(tiny_backend, probe, 4, cache={})
+    path, _ = live_save.save_probe(res, tmp_path / "user.duckdb", tiny_backend.info())
+    with open_store(path) as st:
+        v = st.con.execute("SELECT variant_id, semantic_score, passes_filter, kept FROM variants").df()
+    v = v.set_index("variant_id")
+    assert not v["kept"].any()
+    assert not v.loc["unrelated", "passes_filter"] and v.drop(index="unrelated")["passes_filter"].all()
+    assert v["semantic_score"].notna().all()
