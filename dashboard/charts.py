@@ -6,10 +6,13 @@ at the paper's scale). No numbers are computed here.
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import altair as alt
 import pandas as pd
+import plotly.graph_objects as go
 
-from sago_engine.types import axes_shown, axis_label
+from sago_engine.types import AXES, axes_shown, axis_label
 
 
 #: Name of the Prompts heatmap's click selection (fields model, label: the clicked cell's variant).
@@ -125,4 +128,43 @@ def pairwise_matrix(cells: pd.DataFrame, models: list[str], title: str, height: 
                       margin={"l": 10, "r": 10, "t": 90, "b": 10},
                       xaxis={"side": "top", "tickangle": 0, "automargin": True, "tickfont": {"size": 13}},
                       yaxis={"autorange": "reversed", "automargin": True, "tickfont": {"size": 13}})
+    return fig
+
+
+def radar_trace(values: Sequence[float | None], spokes: Sequence[str], name: str, **style) -> go.Scatterpolar:
+    """One closed line of a radar (Plotly): ``values`` per spoke, NaN / None drawn as a gap (n/a, never 0).
+
+    Args:
+        values: one value per spoke, in ``spokes`` order.
+        spokes: the spokes' labels.
+        name: the legend entry.
+        style: further ``go.Scatterpolar`` settings (mode, line, legendgroup, text, …); per-point
+            lists such as ``text`` are given per spoke and closed here too.
+    """
+    r = [None if v is None or v != v else float(v) for v in values]
+    closed = {k: list(v) + [v[0]] for k, v in style.items() if k in ("text", "hovertext") and isinstance(v, list)}
+    return go.Scatterpolar(r=r + r[:1], theta=list(spokes) + list(spokes[:1]), name=name, connectgaps=False,
+                           **{**style, **closed})
+
+
+def live_radar(profile: pd.DataFrame, store: pd.DataFrame | None = None, model: str = "",
+               height: int = 460) -> go.Figure:
+    """The Live page's radar: this prompt's s_X per axis, and dashed the model's SGS_X from the store.
+
+    Args:
+        profile: ``live.prompt_profile`` (axis, axis_label, s, n_variants; six rows).
+        store: ``live.store_profile`` of the model (axis, axis_label, sgs), or None.
+        model: the model's name (legend).
+        height: pixels.
+    """
+    spokes = [axis_label(a) for a in AXES]
+    s = profile.set_index("axis")["s"]
+    fig = go.Figure(radar_trace([s.get(a) for a in AXES], spokes, "this prompt: s_X", mode="lines+markers",
+                                line={"color": "#D55E00", "width": 3}))
+    if store is not None:
+        g = store.set_index("axis")["sgs"]
+        fig.add_trace(radar_trace([g.get(a) for a in AXES], spokes, f"{model}: SGS_X (store)", mode="lines+markers",
+                                  line={"color": "#0072B2", "dash": "dash"}))
+    fig.update_layout(polar={"radialaxis": {"range": [0, 1], "title": {"text": "s_X"}}}, height=height,
+                      legend={"orientation": "h"}, margin={"t": 30})
     return fig

@@ -3,13 +3,11 @@
 import os
 from pathlib import Path
 
-import pandas as pd
-import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import controls, data, diffview, exports, frame, safe
+from dashboard import charts, controls, data, diffview, exports, frame, safe
 from sago_engine.store import Store
-from sago_engine import live
+from sago_engine import live, live_save
 from sago_engine.datasets import DATASETS
 from sago_engine.filters import Filters
 from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_MAX_NEW_TOKENS, POSITIONS
@@ -110,10 +108,8 @@ with c2:
 # ---------------------------------------------------------------- variants, at once
 probe, problem = None, None
 try:
-    t = live.check_prompt(text)
-    specs = live.choose_specs(fams, subtypes, strengths, positions, int(max_v),
-                              prompt_id=f"live:{live.stable_hash(t, length=12)}")
-    probe = live.plan_probe(t, specs)
+    probe = live.plan_probe(text, live.Selection(tuple(fams), tuple(subtypes), tuple(strengths), tuple(positions),
+                                                 int(max_v)))
 except live.LiveError as e:
     problem = str(e)
 
@@ -193,10 +189,11 @@ st.caption(f"Base response ({safe.md(res.model)}):")
 st.code(res.base.text if res.base is not None else "(not generated)", language=None, wrap_lines=True)
 st.caption("Δ̃ ∈ [−1, 1] per axis: 0 = same as the base response; n/a = the backend cannot measure the axis. "
            "Mirroring: whether the reply starts/stops reflecting the variant's surface attribute. "
-           "kept: the semantic filter's verdict (only kept variants count in s_X).")
+           "kept: the semantic filter's verdict, decided before the model runs (a variant it rejects is answered "
+           "all the same, as in a stored run, but counts in no s_X).")
 tm = res.timings
 st.caption(f"Timing: first result {tm.get('first_result_s', 0):.2f} s, total {tm.get('total_s', 0):.2f} s "
-           f"(generate {tm['generate']:.2f} s, scoring {tm['score']:.2f} s, semantic filter {tm['filter']:.2f} s).")
+           f"(semantic filter {tm['filter']:.2f} s, generate {tm['generate']:.2f} s, scoring {tm['score']:.2f} s).")
 if res.cancelled:
     st.warning(f"Cancelled: {res.done} of {len(res.probe.variants)} variants were scored.")
 if not res.done:
@@ -207,34 +204,20 @@ if not res.done:
 
 # ---------------------------------------------------------------- radar: this prompt vs the model's profile
 prof = live.prompt_profile(res)
-labels = [AXIS_LABELS[a] for a in AXES]
-fig = go.Figure()
-r = [None if v != v else v for v in prof["s"]]
-fig.add_trace(go.Scatterpolar(r=r + r[:1], theta=labels + labels[:1], name="this prompt: s_X", mode="lines+markers",
-                              line={"color": "#D55E00", "width": 3}, connectgaps=False))
-store_note = "The current store has no run of this model."
+store_prof, store_note = None, "The current store has no run of this model."
 try:
-    opts_store = data.query(Store.filter_options)
-    if res.model in opts_store.get("models", []):
-        from sago_engine.scoring import sgs
-
-        scores = data.query(Store.prompt_scores, Filters(models=(res.model,)))
-        tot = sgs(scores, by=("model", "axis")).set_index("axis")["sgs"] if len(scores) else pd.Series(dtype=float)
-        rr = [float(tot[a]) if a in tot.index else None for a in AXES]
-        fig.add_trace(go.Scatterpolar(r=rr + rr[:1], theta=labels + labels[:1], name=f"{res.model}: SGS_X (store)",
-                                      mode="lines+markers", line={"color": "#0072B2", "dash": "dash"},
-                                      connectgaps=False))
+    if res.model in data.query(Store.filter_options).get("models", []):
+        store_prof = live.store_profile(data.query(Store.prompt_scores, Filters(models=(res.model,))))
         store_note = (f"Dashed: {safe.md(res.model)}'s SGS_X over all prompts of the store "
                       f"{safe.md(Path(data.store_path()).name)}.")
 except Exception:  # noqa: BLE001 - the radar of the probe stands on its own
     pass
-fig.update_layout(polar={"radialaxis": {"range": [0, 1], "title": {"text": "s_X"}}}, height=controls.chart_height(460),
-                  legend={"orientation": "h"}, margin={"t": 30})
+fig = charts.live_radar(prof, store_prof, res.model, height=controls.chart_height(460))
 exports.chart(fig, key="live_radar", caption="This prompt's per-axis instability s_X = RMS of Δ̃ over its kept "
              "variants (lower = more stable; axes are never added). " + store_note, data=prof)
 
 # ---------------------------------------------------------------- save
-target = frame.access().probe_store(live.default_user_store())
+target = frame.access().probe_store(live_save.default_user_store())
 if not frame.access().writes:
     st.stop()
 st.button("Save to store", key="live_save", icon=":material/save:",
@@ -242,7 +225,7 @@ st.button("Save to store", key="live_save", icon=":material/save:",
           on_click=lambda: ss.__setitem__("live_save_requested", True))
 if ss.pop("live_save_requested", False):
     try:
-        path, run_id = live.save_probe(res, target, ss["live_result"][2])
+        path, run_id = live_save.save_probe(res, target, ss["live_result"][2])
         st.success(f"Saved as run {safe.md(run_id)} in {safe.md(path)}. Open that file in the sidebar's store picker "
                    "(…or a path to another store) to see it on the other pages.")
     except Exception as e:  # noqa: BLE001

@@ -3,7 +3,7 @@
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import controls, data, exports, frame, links, prose, urlstate
+from dashboard import charts, controls, data, exports, frame, links, prose, urlstate
 from sago_engine import pairwise, paper, report
 from sago_engine.store import Store
 from sago_engine.report import radar_axis_scales, wide_ci_cells, wide_cells
@@ -81,9 +81,8 @@ for model, grp in radar.groupby("model", sort=True):
                                       theta=_closed(spokes) + _closed(spokes)[::-1], mode="lines",
                                       fill="toself", fillcolor=col, opacity=0.18, line={"width": 0, "color": col},
                                       name=f"{model} 95% CI", legendgroup=model, showlegend=False, hoverinfo="skip"))
-    fig.add_trace(go.Scatterpolar(r=_closed(r), theta=_closed(spokes), name=model, legendgroup=model,
-                                  mode="lines+markers", line={"color": col, "width": 2.5}, connectgaps=False,
-                                  text=_closed(hover), hoverinfo="text"))
+    fig.add_trace(charts.radar_trace(r, spokes, model, legendgroup=model, mode="lines+markers",
+                                     line={"color": col, "width": 2.5}, text=hover, hoverinfo="text"))
     if ci_style == "whiskers":
         for a, lab, lo, hi, ok in zip(grp.index, spokes, grp["lo"], grp["hi"], grp["available"]):
             if ok and lo == lo:
@@ -96,10 +95,9 @@ if overlay and dataset is None:
     for model, grp in rep.groupby("model", sort=False):
         vals = dict(zip(grp["axis"], grp["sgs"]))
         r = _scaled([vals.get(a) for a in AXES], AXES)
-        fig.add_trace(go.Scatterpolar(
-            r=_closed(r), theta=_closed(spokes), mode="lines", connectgaps=False,
-            name=f"{model} ({paper.PAPER_SOURCE})", legendgroup="reported", legendgrouptitle_text="Reported (paper)",
-            line={"dash": "dash", "width": 1.5, "color": pcol[model]},
+        fig.add_trace(charts.radar_trace(
+            r, spokes, f"{model} ({paper.PAPER_SOURCE})", mode="lines", legendgroup="reported",
+            legendgrouptitle_text="Reported (paper)", line={"dash": "dash", "width": 1.5, "color": pcol[model]},
             meta={"source": paper.PAPER_SOURCE}, visible=True))
 hi_max = radar[["sgs", "hi"]].max().max()
 rmax = max(0.05, float(hi_max if hi_max == hi_max else 1.0))

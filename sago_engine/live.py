@@ -1,46 +1,46 @@
 """Live probes: perturb one typed prompt, run base + variants in batches, score each batch as it lands.
 
 SAGO (arXiv 2610.01428) §Notation, §Variants, §Axes. All numbers come from the same functions
-as the offline runner: variants from ``sago_engine.variants``, Δ rows from
-``sago_engine.pipeline.compute_rows``, s_X(i) from ``sago_engine.scoring.prompt_scores``.
-Nothing here keeps results in module globals: the caller passes a cache (the Live page keeps
-one per browser session in ``st.session_state``), so two sessions never see each other's probes.
+as the offline runner: variants from ``sago_engine.variants``, each batch measured by
+``sago_engine.measure`` (screen, prepare, generate, score), s_X(i) from
+``sago_engine.scoring.prompt_scores``. Nothing here keeps results in module globals: the caller
+passes a cache (the Live page keeps one per browser session in ``st.session_state``), so two
+sessions never see each other's probes.
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, MutableMapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from sago_engine.noop import model_input_noops, text_noops
-from sago_engine.pipeline import Unit, compute_rows
-from sago_engine.scoring import prompt_scores, resolve_normalizers
+from sago_engine.detail import variant_label
+from sago_engine.live_models import DEFAULT_MODEL, load_backend, lock_for, shared_backend, start_warmup, warmup_status
+from sago_engine.measure import Rows, Scoring, Screening, generate, prepare, score, screen, set_aside_rows
+from sago_engine.scoring import prompt_scores, resolve_normalizers, sgs
 from sago_engine.seeds import stable_hash
 from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_MAX_NEW_TOKENS, GenerationResult, Variant, VariantSpec
+from sago_engine.variants import full_grid, make_variants, sample_grid
+from sago_engine.variants.semantic_filter import FilterConfig
 
 __all__ = [
-    "DEFAULT_MODEL", "LIVE_DATASET", "LiveError", "LiveProbe", "ProbeResult", "GENERATE_CALLS",
-    "max_prompt_chars", "check_prompt", "choose_specs", "plan_probe", "batch_slices", "load_backend",
-    "run_probe", "variant_table", "result_table", "prompt_profile", "default_user_store", "save_probe",
+    "DEFAULT_MODEL", "LIVE_DATASET", "LIVE_RUN", "LiveError", "LiveProbe", "ProbeResult", "Selection",
+    "max_prompt_chars", "check_prompt", "choose_specs", "probe_id", "plan_probe", "batch_slices", "run_probe",
+    "variant_table", "result_table", "prompt_profile", "store_profile",
+    # the loaded models (sago_engine.live_models)
+    "load_backend", "shared_backend", "start_warmup", "warmup_status",
 ]
 
-#: Default model of the Live page (small enough for a 2-core CPU).
-DEFAULT_MODEL = "smollm2-135m-instruct"
 #: Dataset name under which live probes are stored.
 LIVE_DATASET = "live"
+#: Run id of a probe's rows until it is saved (``live_save.probe_run_id`` keys them then).
+LIVE_RUN = "live"
 #: Default cap on the prompt length (characters); override with ``SAGO_LIVE_MAX_CHARS``.
 DEFAULT_MAX_CHARS = 2000
-#: Counter of backend ``generate`` calls made by ``run_probe`` (process-wide; a metric, not a result).
-GENERATE_CALLS = {"n": 0}
-
-_locks: dict[int, threading.Lock] = {}
-_locks_guard = threading.Lock()
 
 
 class LiveError(ValueError):
@@ -83,8 +83,6 @@ def choose_specs(families: Iterable[str], subtypes: Iterable[str] | None = None,
     Raises:
         LiveError: no family chosen, or no cell matches the selections.
     """
-    from sago_engine.variants import full_grid, sample_grid
-
     fams = list(dict.fromkeys(families))
     if not fams:
         raise LiveError("Choose at least one variant family.")
@@ -125,26 +123,50 @@ class LiveProbe:
     seed: int
     """Run seed the variants' seeds derive from."""
     skipped: Mapping[str, str] = field(default_factory=dict)
-    """variant_id → why it is never run: its text equals the prompt (``noop.text_noops``)."""
+    """variant_id → why it is never run: its text equals the prompt (``measure.screen``' no-ops)."""
 
 
-def plan_probe(text: str, specs: Sequence[VariantSpec], seed: int = 0, max_chars: int | None = None) -> LiveProbe:
+@dataclass(frozen=True)
+class Selection:
+    """The page's choice of cells (``choose_specs``' arguments), drawn per prompt by ``plan_probe``."""
+
+    families: tuple[str, ...]
+    subtypes: tuple[str, ...] = ()
+    strengths: tuple[float, ...] = ()
+    positions: tuple[str, ...] = ()
+    max_variants: int | None = None
+    seed: int = 0
+    """Seed of the stratified sample (``choose_specs``)."""
+
+    def specs(self, prompt_id: str) -> list[VariantSpec]:
+        """``choose_specs`` for ``prompt_id`` (raises LiveError as it does)."""
+        return choose_specs(self.families, self.subtypes, self.strengths, self.positions, self.max_variants,
+                            prompt_id=prompt_id, seed=self.seed)
+
+
+def probe_id(text: str) -> str:
+    """``"live:<hash of the text>"``: the prompt id of a probe of ``text`` (already checked and stripped)."""
+    return f"live:{stable_hash(text, length=12)}"
+
+
+def plan_probe(text: str, specs: Sequence[VariantSpec] | Selection, seed: int = 0,
+               max_chars: int | None = None) -> LiveProbe:
     """Check the prompt and build its variants (``variants.make_variants``); no model is touched.
 
-    A variant whose text equals the prompt (case noise on a script without letter case, a prompt
-    that is all protected spans) is listed in ``skipped`` with its reason: it is never run.
+    ``specs`` are the cells, or a ``Selection`` drawn for this prompt's id. A variant whose text
+    equals the prompt (case noise on a script without letter case, a prompt that is all protected
+    spans) is listed in ``skipped`` with its reason (``measure.screen``): it is never run.
 
     Raises:
-        LiveError: bad prompt (see ``check_prompt``) or no spec.
+        LiveError: bad prompt (see ``check_prompt``), nothing chosen (see ``choose_specs``) or no spec.
     """
-    from sago_engine.variants import make_variants
-
     t = check_prompt(text, max_chars)
+    pid = probe_id(t)
+    specs = specs.specs(pid) if isinstance(specs, Selection) else specs
     if not specs:
         raise LiveError("No variant selected.")
-    pid = f"live:{stable_hash(t, length=12)}"
     vs = tuple(make_variants(pid, t, specs, seed))
-    return LiveProbe(pid, t, vs, int(seed), text_noops(t, vs))
+    return LiveProbe(pid, t, vs, int(seed), dict(screen(vs, {pid: t}).noops))
 
 
 def batch_slices(n: int, first: int = 3, size: int = 8) -> list[slice]:
@@ -159,103 +181,13 @@ def batch_slices(n: int, first: int = 3, size: int = 8) -> list[slice]:
     return out
 
 
-def load_backend(model: str, dtype: str = "float32", device: str = "cpu", batch_size: int = 8):
-    """Load a local model (zoo key, ``"tiny-random"`` or folder) through ``backends.get_backend``.
+@dataclass
+class _Seen:
+    """A session's measurements of one prompt under one model, reply cap and R_X: the base reply
+    and every row measured so far (reused by any later probe of the same prompt)."""
 
-    Weights are not packed (``HFLocalBackend(pack_weights=False)``). Sets torch's thread count to
-    ``$SAGO_LIVE_THREADS`` when given (else torch's default, one per core) unless ``SAGO_THREADS``
-    is set.
-
-    Raises:
-        whatever the backend raises (ModelUnavailableError, ValueError, OSError …); the page shows it.
-    """
-    from sago_engine.backends import get_backend
-
-    if not os.environ.get("SAGO_THREADS") and os.environ.get("SAGO_LIVE_THREADS"):
-        import torch
-
-        # On the 2-core box, quiet: 2 threads give the full 24-variant profile in 9.1 s vs 15.3 s
-        # with 1; under heavy load from other processes 1 thread was ~10x faster (OpenMP threads
-        # spin against them). So torch's default unless SAGO_LIVE_THREADS says otherwise.
-        torch.set_num_threads(max(1, int(os.environ["SAGO_LIVE_THREADS"])))
-    # not packed (kernels.pack_linear_weights): a live model stays loaded for the server's life,
-    # and its few rows per call gain little from the extra copies of its weights
-    return get_backend({"name": "hf_local", "model": model, "dtype": dtype, "device": device,
-                        "batch_size": batch_size, "pack_weights": False})
-
-
-# ---------------------------------------------------------------- background warm-up (issue #15.7)
-# One loaded backend per model per server process, shared read-only by sessions (generate calls
-# are serialised by ``_lock_for``). The dashboard starts loading the default model and the
-# BERTScore encoder when it starts, so the first probe does not wait for both.
-_shared: dict[str, Any] = {}
-_shared_guard = threading.Lock()
-_warm: dict[str, Any] = {"state": "idle", "model": None, "step": "", "t0": None, "ready_s": None, "error": None}
-_warm_done = threading.Event()
-
-
-def shared_backend(model: str) -> Any:
-    """The process-wide backend of ``model``: waits for a running warm-up of it, else loads it once.
-
-    Raises whatever ``load_backend`` raises (the Live page shows it).
-    """
-    if _warm["model"] == model and _warm["state"] == "loading":
-        _warm_done.wait()
-    with _shared_guard:
-        if model not in _shared:
-            _shared[model] = load_backend(model)
-        return _shared[model]
-
-
-def _warm_up(model: str) -> None:
-    try:
-        _warm["step"] = f"loading {model}"
-        with _shared_guard:
-            if model not in _shared:
-                _shared[model] = load_backend(model)
-        _warm["step"] = "loading the BERTScore encoder"
-        from sago_engine.bertscore import bertscore_f1
-
-        bertscore_f1(["warm"], ["warm up"])  # loads and runs the encoder once
-        _warm["state"], _warm["step"] = "ready", "ready"
-    except Exception as e:  # noqa: BLE001 - reported by warmup_status; a probe then loads and shows the error
-        _warm["state"], _warm["error"] = "failed", f"{type(e).__name__}: {e}"
-    finally:
-        _warm["ready_s"] = time.perf_counter() - _warm["t0"]
-        _warm_done.set()
-
-
-def start_warmup(model: str = DEFAULT_MODEL) -> bool:
-    """Load ``model`` and the BERTScore encoder in a background thread (once per process).
-
-    Returns True when this call started it. Never raises: a failure is kept in ``warmup_status``.
-    """
-    with _shared_guard:
-        if _warm["state"] != "idle":
-            return False
-        _warm.update(state="loading", model=model, t0=time.perf_counter(), step="starting")
-    threading.Thread(target=_warm_up, args=(model,), name="sago-live-warmup", daemon=True).start()
-    return True
-
-
-def warmup_status() -> dict[str, Any]:
-    """``{"state": idle|loading|ready|failed, "model", "step", "elapsed_s", "ready_s", "error"}`` of the warm-up."""
-    st = dict(_warm)
-    st["elapsed_s"] = None if st["t0"] is None else time.perf_counter() - st["t0"]
-    st.pop("t0", None)
-    return st
-
-
-def _lock_for(backend: Any) -> threading.Lock:
-    with _locks_guard:
-        return _locks.setdefault(id(backend), threading.Lock())
-
-
-def _generate(backend: Any, texts: list[str], max_new_tokens: int) -> list[GenerationResult]:
-    """One ``backend.generate`` call, serialised per backend (sessions share the loaded model)."""
-    with _lock_for(backend):
-        GENERATE_CALLS["n"] += 1
-        return backend.generate(texts, max_new_tokens)
+    base: GenerationResult | None = None
+    rows: Rows = field(default_factory=Rows.empty)
 
 
 @dataclass
@@ -268,41 +200,60 @@ class ProbeResult:
     normalizers: dict[str, float]
     capabilities: frozenset[str]
     base: GenerationResult | None = None
-    responses: dict[str, dict] = field(default_factory=dict)
-    """variant_id → response row (``compute_rows`` columns)."""
-    deltas: dict[str, pd.DataFrame] = field(default_factory=dict)
-    """variant_id → its six delta rows."""
-    kept: dict[str, bool] = field(default_factory=dict)
-    """variant_id → semantic filter verdict (filled after the last batch)."""
+    rows: Rows = field(default_factory=Rows.empty)
+    """The store rows measured so far (``measure.score``, run id ``LIVE_RUN`` until saved): the
+    base reply's and the variants' ``responses`` and ``deltas`` rows, and once the probe has run
+    the unavailable ``deltas`` rows of the variants set aside for this model."""
+    screening: Screening | None = None
+    """Text no-ops and the semantic filter's verdicts (``measure.screen``), decided before generation."""
     skipped: dict[str, str] = field(default_factory=dict)
     """variant_id → why it was not run: the probe's text no-ops and, for this model, variants whose
     model input equals the prompt's (``noop.model_input_noops``). No Δ, in no score."""
-    semantic: dict[str, float | None] = field(default_factory=dict)
-    filter_info: dict = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
-    """Seconds per stage: generate, score, filter; and first_result_s / total_s."""
+    """Seconds per stage: filter, generate, score; and first_result_s / total_s."""
     cached: int = 0
     """How many variants came from the cache."""
     cancelled: bool = False
 
     @property
+    def measured(self) -> list[str]:
+        """The variant ids with a reply, in the probe's order."""
+        ids = set(self.rows.responses["variant_id"].dropna())
+        return [v.variant_id for v in self.probe.variants if v.variant_id in ids]
+
+    @property
     def done(self) -> int:
-        return len(self.deltas)
+        return len(self.measured)
 
     @property
     def complete(self) -> bool:
         return self.done + len(self.skipped) == len(self.probe.variants) and not self.cancelled
 
+    @property
+    def kept(self) -> dict[str, bool]:
+        """variant_id → the semantic filter's ``kept`` ({} without the filter)."""
+        return {} if self.screening is None else {i: vd.kept for i, vd in self.screening.verdicts.items()}
+
+    @property
+    def filter_info(self) -> dict:
+        """The filter's effective threshold ({} without the filter)."""
+        return {} if self.screening is None else self.screening.info
+
     def delta_frame(self) -> pd.DataFrame:
-        """All delta rows so far (``compute_rows`` columns), in variant order."""
-        parts = [self.deltas[v.variant_id] for v in self.probe.variants if v.variant_id in self.deltas]
-        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(
-            columns=["run_id", "dataset", "prompt_id", "variant_id", "axis", "delta", "delta_norm", "available",
-                     "reason", "detector"])
+        """All ``deltas`` rows so far (``compute_rows`` columns)."""
+        return self.rows.deltas
 
 
-def _key(model: str, max_new: int, normalizers: dict, text: str, variant_id: str) -> tuple:
-    return (model, int(max_new), tuple(sorted(normalizers.items())), text, variant_id)
+def _key(model: str, max_new: int, normalizers: dict, text: str) -> tuple:
+    return (model, int(max_new), tuple(sorted(normalizers.items())), text)
+
+
+def _screen(probe: LiveProbe, cache: MutableMapping, semantic_filter: bool) -> Screening:
+    """``measure.screen`` of every variant of the probe (cached per prompt + variant set)."""
+    key = ("filter", probe.text, tuple(v.variant_id for v in probe.variants), semantic_filter)
+    if key not in cache:
+        cache[key] = screen(probe.variants, {probe.prompt_id: probe.text}, FilterConfig() if semantic_filter else None)
+    return cache[key]
 
 
 def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, normalizers: dict | None = None,
@@ -311,14 +262,15 @@ def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = DEFAULT_MAX_
               semantic_filter: bool = True) -> ProbeResult:
     """Run base + variants in batches; after each batch its rows are scored and ``on_batch`` is called.
 
-    The first batch holds the base prompt and ``first_batch`` variants (a fast first result);
-    later batches hold ``batch_size`` variants. Each batch is scored with
-    ``pipeline.compute_rows`` (the offline runner's code). Results are cached in ``cache`` per
-    (model, max_new_tokens, R_X, prompt, variant) — a repeated probe makes no generate call.
-    ``should_stop`` is checked between batches; a stopped probe is returned partial with
-    ``cancelled=True``. After the last batch the semantic filter (SAGO §Variants) marks which
-    variants are kept for s_X, as in a stored run. No-op variants (``ProbeResult.skipped``: text
-    equal to the prompt, or the same token ids as the prompt for this backend) are not run.
+    Each batch is one measurement step of ``sago_engine.measure`` (the offline runner's): first
+    the probe is screened (text no-ops; the semantic filter of SAGO §Variants, as in a stored
+    run: its verdicts say which variants count in s_X; rejected variants are answered all the
+    same), then no-op variants (``ProbeResult.skipped``: text equal to the prompt, or the same
+    token ids as the prompt for this backend) are set aside and never run. The first batch holds
+    the base prompt and ``first_batch`` variants (a fast first result); later batches hold
+    ``batch_size`` variants. Replies and rows are cached in ``cache`` per (model,
+    max_new_tokens, R_X, prompt) — a repeated probe makes no generate call. ``should_stop`` is
+    checked between batches; a stopped probe is returned partial with ``cancelled=True``.
 
     Raises:
         LiveError: the base prompt plus ``max_new_tokens`` does not fit the model's context (a
@@ -330,80 +282,51 @@ def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = DEFAULT_MAX_
     cache = {} if cache is None else cache
     model = str(getattr(backend, "model_id", "?"))
     res = ProbeResult(probe, model, int(max_new_tokens), norms, frozenset(backend.capabilities))
-    tim = {"generate": 0.0, "score": 0.0, "filter": 0.0}
-    res.timings = tim
-    bkey = _key(model, max_new_tokens, norms, probe.text, "<base>")
-    res.base = cache.get(bkey)
-    live_vs = [v for v in probe.variants if v.variant_id not in probe.skipped]
-    res.skipped = {**probe.skipped, **model_input_noops(backend, probe.text, live_vs)}
-    variants = [v for v in live_vs if v.variant_id not in res.skipped]
-    todo = []
-    for v in variants:
-        hit = cache.get(_key(model, max_new_tokens, norms, probe.text, v.variant_id))
-        if hit is not None and res.base is not None:
-            res.responses[v.variant_id], res.deltas[v.variant_id] = hit
-            res.cached += 1
-        else:
-            todo.append(v)
-    if res.deltas and on_batch:
+    tim = res.timings = {"generate": 0.0, "score": 0.0, "filter": 0.0}
+    res.screening = _screen(probe, cache, semantic_filter)
+    tim["filter"] = time.perf_counter() - t0
+    item = prepare(backend, probe.prompt_id, LIVE_DATASET, probe.text,
+                   [v for v in probe.variants if v.variant_id not in res.screening.skip])
+    res.skipped = {**probe.skipped, **item.same_input}
+    seen = cache.setdefault(_key(model, max_new_tokens, norms, probe.text), _Seen())
+    if seen.base is not None:
+        res.base, res.rows = seen.base, seen.rows.of_variants(v.variant_id for v in item.variants)
+        res.cached = res.done
+    if res.done and on_batch:
         tim["first_result_s"] = time.perf_counter() - t0
         on_batch(res)
     too_long = getattr(backend, "context_error", None)
     why = too_long(probe.text, max_new_tokens) if res.base is None and callable(too_long) else None
     if why:
         raise LiveError(f"This prompt cannot be answered by {model}: {why}. Shorten the prompt or lower New tokens.")
+    scoring = Scoring(LIVE_RUN, norms, res.capabilities)
+    measured = set(res.measured)
+    todo = [v for v in item.variants if v.variant_id not in measured]
     for sl in batch_slices(len(todo), first_batch, batch_size) or ([slice(0, 0)] if res.base is None else []):
         if should_stop and should_stop():
             res.cancelled = True
             break
-        batch = todo[sl]
-        texts = ([probe.text] if res.base is None else []) + [v.text for v in batch]
         t = time.perf_counter()
-        out = _generate(backend, texts, max_new_tokens)
+        with lock_for(backend):  # sessions share the loaded model: one generate call at a time
+            [answered] = generate(backend, [replace(item, variants=tuple(todo[sl]), same_input={}, base=res.base)],
+                                  max_new_tokens)
         tim["generate"] += time.perf_counter() - t
-        if res.base is None:
-            res.base, out = out[0], out[1:]
-            cache[bkey] = res.base
         t = time.perf_counter()
-        if batch:
-            resp, dl = compute_rows("live", [Unit(probe.prompt_id, LIVE_DATASET, res.base, batch, out)], norms,
-                                    res.capabilities)
-            for v in batch:
-                r = resp[resp["variant_id"] == v.variant_id].iloc[0].to_dict()
-                d = dl[dl["variant_id"] == v.variant_id].reset_index(drop=True)
-                res.responses[v.variant_id], res.deltas[v.variant_id] = r, d
-                cache[_key(model, max_new_tokens, norms, probe.text, v.variant_id)] = (r, d)
+        rows = replace(score([answered], scoring), replies=[])  # the rows keep no hidden states
+        res.base = seen.base = answered.base
+        res.rows, seen.rows = res.rows + rows, seen.rows + rows
         tim["score"] += time.perf_counter() - t
         tim.setdefault("first_result_s", time.perf_counter() - t0)
         if on_batch:
             on_batch(res)
-    if semantic_filter and res.done:
-        t = time.perf_counter()
-        _apply_filter(res, cache)
-        tim["filter"] += time.perf_counter() - t
+    if item.same_input:
+        res.rows = res.rows + replace(Rows.empty(), deltas=set_aside_rows(scoring, item))
     tim["total_s"] = time.perf_counter() - t0
     return res
 
 
-def _apply_filter(res: ProbeResult, cache: MutableMapping) -> None:
-    """Semantic filter verdicts for the scored variants (cached per prompt + variant set)."""
-    from sago_engine.variants.semantic_filter import FilterConfig, apply_filter, effective_threshold
-
-    vs = [v for v in res.probe.variants if v.variant_id in res.deltas]
-    key = ("filter", res.probe.text, tuple(v.variant_id for v in vs))
-    if key not in cache:
-        cfg = FilterConfig()
-        verdicts = apply_filter(vs, {res.probe.prompt_id: res.probe.text}, cfg)
-        cache[key] = ({vd.variant_id: vd.kept for vd in verdicts},
-                      {vd.variant_id: vd.semantic_score for vd in verdicts},
-                      {vd.variant_id: vd.passes for vd in verdicts}, effective_threshold(cfg))
-    res.kept, res.semantic, _, res.filter_info = cache[key]
-
-
 # ---------------------------------------------------------------- tables and the radar
 def _label(spec: VariantSpec) -> str:
-    from sago_engine.detail import variant_label
-
     return variant_label(spec.family, spec.subtype, spec.strength, spec.position)
 
 
@@ -427,27 +350,32 @@ def result_table(res: ProbeResult) -> pd.DataFrame:
     Unfinished variants have status "pending" and empty cells; a no-op variant has status
     "skipped" and its ``skip_reason`` (never Δ = 0); a variant whose reply is an error (e.g.
     longer than the model's context) has status "error" and the reason as its response; an
-    unavailable axis is NaN (n/a).
+    unavailable axis is NaN (n/a). ``kept`` is the semantic filter's verdict (known before any
+    reply; None without the filter).
     """
+    resp = res.rows.responses
+    resp = resp[resp["variant_id"].notna()].set_index("variant_id")
+    d = res.rows.deltas
+    d = d[d["variant_id"].isin(resp.index)]
+    ok = d["available"].astype(bool)
+    norm = d.assign(x=d["delta_norm"].where(ok)).pivot(index="variant_id", columns="axis", values="x")
+    mr = d[ok & (d["axis"] == "mr")].set_index("variant_id")["delta"]
+    kept = res.kept
     rows = []
     for v in res.probe.variants:
+        vid = v.variant_id
         row: dict[str, Any] = {"label": _label(v.spec), **v.spec.as_dict(), "variant": v.text,
-                               "skip_reason": res.skipped.get(v.variant_id)}
-        d = res.deltas.get(v.variant_id)
-        if d is None:
+                               "skip_reason": res.skipped.get(vid)}
+        if vid not in resp.index:
             row.update(status="skipped" if row["skip_reason"] else "pending", response=None, mirroring=None,
-                       kept=False if row["skip_reason"] else None)
+                       kept=False if row["skip_reason"] else kept.get(vid))
             row.update({AXIS_LABELS[a]: np.nan for a in AXES})
         else:
-            by = d.set_index("axis")
-            resp = res.responses[v.variant_id]
-            row.update(status="error" if resp.get("error") else "done", response=resp.get("error") or resp["response"],
-                       kept=res.kept.get(v.variant_id))
-            for a in AXES:
-                ok = a in by.index and bool(by.loc[a, "available"])
-                row[AXIS_LABELS[a]] = float(by.loc[a, "delta_norm"]) if ok else np.nan
-            mr = by.loc["mr", "delta"] if "mr" in by.index and bool(by.loc["mr", "available"]) else None
-            row["mirroring"] = _mirroring_verdict(mr)
+            err = resp.at[vid, "error"]
+            err = err if isinstance(err, str) and err else None
+            row.update(status="error" if err else "done", response=err or resp.at[vid, "response"], kept=kept.get(vid),
+                       mirroring=_mirroring_verdict(mr.get(vid)))
+            row.update({AXIS_LABELS[a]: float(norm.at[vid, a]) if a in norm.columns else np.nan for a in AXES})
         rows.append(row)
     cols = ["status", "label", "family", "subtype", "strength", "position", "variant", "response",
             *[AXIS_LABELS[a] for a in AXES], "mirroring", "kept", "skip_reason"]
@@ -460,9 +388,8 @@ def prompt_profile(res: ProbeResult) -> pd.DataFrame:
     Only variants the semantic filter keeps count (as in a stored run); an axis with no
     available delta gets NaN (shown as n/a, never 0).
     """
-    d = res.delta_frame()
-    if res.kept:
-        d = d[d["variant_id"].map(lambda vid: res.kept.get(vid, True))]
+    d = res.rows.deltas
+    d = d[~d["variant_id"].isin([vid for vid, k in res.kept.items() if not k])]
     d = d.assign(delta_norm=d["delta_norm"].where(d["available"].astype(bool)))
     sc = prompt_scores(d) if len(d) else pd.DataFrame(columns=["axis", "s", "n_variants"])
     vals = dict(zip(sc["axis"], sc["s"]))
@@ -471,14 +398,15 @@ def prompt_profile(res: ProbeResult) -> pd.DataFrame:
                           "n_variants": int(ns.get(a, 0))} for a in AXES])
 
 
-# ---------------------------------------------------------------- save to a user store
-_SAVE_NAMES = ("default_user_store", "probe_frames", "probe_run_id", "save_probe")
+def store_profile(scores: pd.DataFrame) -> pd.DataFrame:
+    """SGS_X per axis of a model's stored runs, beside a probe's s_X (``scoring.sgs`` over prompts).
 
-
-def __getattr__(name: str) -> Any:
-    """``default_user_store``, ``probe_frames``, ``probe_run_id``, ``save_probe``: from ``live_save``."""
-    if name in _SAVE_NAMES:
-        from sago_engine import live_save
-
-        return getattr(live_save, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    Args:
+        scores: ``Store.prompt_scores`` of one model (columns model, axis, s, …).
+    Returns:
+        axis, axis_label, sgs — one row per axis of ``AXES``; NaN where the store has no score
+        (n/a, never 0).
+    """
+    tot = sgs(scores, by=("model", "axis")).set_index("axis")["sgs"] if len(scores) else pd.Series(dtype=float)
+    return pd.DataFrame([{"axis": a, "axis_label": AXIS_LABELS[a], "sgs": float(tot[a]) if a in tot.index else np.nan}
+                         for a in AXES])

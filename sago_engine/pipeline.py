@@ -1,6 +1,7 @@
 """From generation results to stored rows: axes per (prompt, variant), batched across prompts.
 
-One function serves the offline runner and the live page, so both compute the same numbers.
+One function serves the measurement step (``sago_engine.measure``) of the offline runner and of
+the live page, so both compute the same numbers.
 SAGO (arXiv 2610.01428) §Axes, §Notation.
 """
 
@@ -42,6 +43,9 @@ class Unit:
     base: GenerationResult
     variants: Sequence[Variant]
     results: Sequence[GenerationResult]
+    base_row: bool = True
+    """Whether ``compute_rows`` builds the base reply's ``responses`` row (False: a later batch
+    of a prompt whose base row was built with an earlier one)."""
 
 
 def _or_nan(x: float | None) -> float:
@@ -155,7 +159,8 @@ def compute_rows(
             when that option is asked for.
     Returns:
         (responses, deltas): DataFrames with the columns of the store's ``responses`` and
-        ``deltas`` tables. ``deltas`` has len(AXES) rows per variant plus one per stored option
+        ``deltas`` tables. ``responses`` has a base row per unit with ``base_row``, then one
+        per variant. ``deltas`` has len(AXES) rows per variant plus one per stored option
         axis (the six plain axes' rows do not depend on ``options``); an unavailable axis has
         NULL ``delta``/``delta_norm``, ``available=False`` and a ``reason`` — never 0.
         ``detector`` says what produced an available value: Δ-MR's detector, Δ-BLEU's sacrebleu
@@ -176,7 +181,8 @@ def compute_rows(
     k = 0
     for u in units:
         base = u.base
-        resp_rows.append(_response_row(run_id, u.prompt_id, None, base, None))
+        if u.base_row:
+            resp_rows.append(_response_row(run_id, u.prompt_id, None, base, None))
         n = len(u.variants)
         if n != len(u.results):
             raise ValueError(f"{u.prompt_id}: {n} variants vs {len(u.results)} results")

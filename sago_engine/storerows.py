@@ -3,7 +3,7 @@
 ``precompute.runner`` and ``sago_engine.live`` both record a run: its ``runs`` record, the
 ``prompts`` and ``variants`` rows it measured and one ``units`` row per finished prompt. They
 build them here, so a saved live probe and a precompute run are the same kind of record (the
-``responses`` and ``deltas`` rows come from ``sago_engine.pipeline.compute_rows``, also shared).
+``responses`` and ``deltas`` rows come from their shared measurement step, ``sago_engine.measure``).
 Pure functions: nothing here touches the store.
 """
 

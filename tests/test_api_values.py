@@ -142,7 +142,8 @@ def test_s6_sentinels_end_to_end_into_the_store(env):
     from pathlib import Path
 
     from precompute.config import load_config
-    from precompute.runner import load_dataset, run
+    from precompute.runner import run
+    from sago_engine.datasets import load_dataset
     from sago_engine.store import open_store
 
     toml = E2E_TOML.split("[[models]]")[0] + ('[[models]]\nkey = "served-model"\nbackend = "openai_compatible"\n'

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from sago_engine import live
+from sago_engine import live, live_save
 from tests.factories import make_store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,6 +18,19 @@ PROMPT = "What is the capital of Australia?"
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
     return make_store(tmp_path_factory.mktemp("live") / "s.duckdb")
+
+
+def count_generate(monkeypatch, backend) -> list[int]:
+    """Count ``backend.generate`` calls: the returned list grows by one per call."""
+    calls: list[int] = []
+    orig = backend.generate
+
+    def generate(*a, **kw):
+        calls.append(1)
+        return orig(*a, **kw)
+
+    monkeypatch.setattr(backend, "generate", generate)
+    return calls
 
 
 def _page(store_path, prompt: str | None = PROMPT, model: str = "tiny-random"):
@@ -44,9 +57,9 @@ def test_variants_appear_before_any_run(store):
     assert {"family", "subtype", "strength", "position", "text"} <= set(table.columns)
 
 
-def test_run_fills_deltas_then_second_run_hits_the_cache(store):
+def test_run_fills_deltas_then_second_run_hits_the_cache(store, monkeypatch):
     at = _page(store)
-    before = live.GENERATE_CALLS["n"]
+    calls = count_generate(monkeypatch, live.shared_backend("tiny-random"))  # the page's backend
     at.button(key="live_run").click().run()
     assert not at.exception, at.exception
     assert not at.error, [e.value for e in at.error]
@@ -55,11 +68,11 @@ def test_run_fills_deltas_then_second_run_hits_the_cache(store):
     assert res["Δ-BLEU"].notna().all() and res["Δ-Cos"].notna().all()
     assert set(res["mirroring"]) <= {"no change", "starts mirroring", "stops mirroring", "n/a"}
     assert len(at.get("plotly_chart")) == 1  # the s_X radar
-    calls = live.GENERATE_CALLS["n"]
-    assert calls > before
+    n = len(calls)
+    assert n > 0
     at.button(key="live_run").click().run()  # same probe again: served from this session's cache
     assert not at.exception
-    assert live.GENERATE_CALLS["n"] == calls
+    assert len(calls) == n
     pd.testing.assert_frame_equal(at.dataframe[0].value, res)
 
 
@@ -98,7 +111,7 @@ def test_batches_and_spec_sampling():
         live.choose_specs([])
 
 
-def test_cache_is_per_caller_and_save_goes_to_a_user_store(tiny_backend, tmp_path):
+def test_cache_is_per_caller_and_save_goes_to_a_user_store(tiny_backend, tmp_path, monkeypatch):
     specs = live.choose_specs(["surface_noise"], max_variants=3)
     probe = live.plan_probe(PROMPT, specs)
     mine, theirs = {}, {}
@@ -106,9 +119,11 @@ def test_cache_is_per_caller_and_save_goes_to_a_user_store(tiny_backend, tmp_pat
     r1 = live.run_probe(tiny_backend, probe, 4, cache=mine, on_batch=lambda r: seen.append(r.done), first_batch=1,
                         batch_size=2)
     assert seen == [1, 3] and r1.complete
-    n = live.GENERATE_CALLS["n"]
+    calls = count_generate(monkeypatch, tiny_backend)
+    live.run_probe(tiny_backend, probe, 4, cache=mine)  # the same session again: every reply from its cache
+    assert calls == []
     live.run_probe(tiny_backend, probe, 4, cache=theirs)  # another session: its own cache, so it generates
-    assert live.GENERATE_CALLS["n"] == n + 1
+    assert len(calls) == 1
     stopped = live.run_probe(tiny_backend, probe, 4, cache={}, should_stop=lambda: True)
     assert stopped.cancelled and stopped.done == 0
 
@@ -116,9 +131,9 @@ def test_cache_is_per_caller_and_save_goes_to_a_user_store(tiny_backend, tmp_pat
     from sago_engine.store import open_store
 
     with pytest.raises(live.LiveError, match="demo store"):
-        live.save_probe(r1, DEMO_STORE)
-    path, run_id = live.save_probe(r1, tmp_path / "user.duckdb", tiny_backend.info())
-    live.save_probe(r1, path, tiny_backend.info())  # idempotent
+        live_save.save_probe(r1, DEMO_STORE)
+    path, run_id = live_save.save_probe(r1, tmp_path / "user.duckdb", tiny_backend.info())
+    live_save.save_probe(r1, path, tiny_backend.info())  # idempotent
     with open_store(path) as st:
         scores = st.prompt_scores()
         assert set(scores["run_id"]) == {run_id} and set(scores["dataset"]) == {"live"}
@@ -138,16 +153,16 @@ TRIM_TEMPLATE = ("{{ bos_token }}{% for message in messages %}{{ '<|start_header
                  "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
 
 
-def test_case_noise_on_arabic_is_skipped_not_scored_as_stable(tiny_backend):
+def test_case_noise_on_arabic_is_skipped_not_scored_as_stable(tiny_backend, monkeypatch):
     specs = live.choose_specs(["surface_noise"], subtypes=["case"])  # strengths 1–3 × PREFIX/SUFFIX/GLOBAL
     assert len(specs) == 9
     probe = live.plan_probe(NO_CASE["arabic"], specs)
     assert [v.text for v in probe.variants] == [probe.text] * 9
     assert set(probe.skipped) == {v.variant_id for v in probe.variants}
     assert set(probe.skipped.values()) == {"no-op: nothing to change for surface_noise · case"}
-    n = live.GENERATE_CALLS["n"]
+    calls = count_generate(monkeypatch, tiny_backend)
     res = live.run_probe(tiny_backend, probe, max_new_tokens=8)
-    assert live.GENERATE_CALLS["n"] == n + 1 and res.base is not None  # the base prompt only
+    assert len(calls) == 1 and res.base is not None  # the base prompt only
     assert res.done == 0 and res.complete
     table = live.result_table(res)
     assert (table["status"] == "skipped").all() and not table["kept"].any()
@@ -201,13 +216,13 @@ def test_variant_with_the_same_model_input_is_skipped_per_model(tiny_backend, tm
         assert tiny_backend.encode_prompt(edge.text) != tiny_backend.encode_prompt(PROMPT)  # ChatML keeps it
         res = live.run_probe(trim, probe, max_new_tokens=4, semantic_filter=False)
         assert res.skipped == {"edge-whitespace": MODEL_INPUT_NOOP} and res.complete
-        assert res.done == len(probe.variants) - 1 and "edge-whitespace" not in res.deltas
+        assert res.done == len(probe.variants) - 1 and "edge-whitespace" not in res.measured
         row = live.result_table(res).set_index("label").iloc[-1]
         assert row["status"] == "skipped" and row["skip_reason"] == MODEL_INPUT_NOOP
         assert (live.prompt_profile(res)["n_variants"] == res.done).all()
         plain = live.run_probe(tiny_backend, probe, max_new_tokens=4, semantic_filter=False)
         assert not plain.skipped and plain.done == len(probe.variants)
-        path, run_id = live.save_probe(res, tmp_path / "user.duckdb", trim.info())
+        path, run_id = live_save.save_probe(res, tmp_path / "user.duckdb", trim.info())
     finally:
         trim.close()
     from sago_engine.store import open_store
@@ -260,7 +275,7 @@ def test_live_page_in_a_real_browser_with_smollm():
         page.screenshot(path=str(screenshot_dir() / "live.png"), full_page=True)
 
 
-# ---------------------------------------------------------------- issue #15.7: background loading at dashboard start
+# ---------------------------------------------------------------- background loading at dashboard start
 def test_background_warmup_loads_once_and_reports_progress():
     from sago_engine import live
 
@@ -336,3 +351,48 @@ def test_share_live_saves_inside_the_shared_folder_and_share_alone_offers_no_sav
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.run()
     assert "Live" not in [p.proto.label for p in at.get("page_link")]
+
+
+# ---------------------------------------------------------------- the semantic filter, before generation
+UNRELATED = "Bananas grow in warm tropical climates and ripen yellow while monkeys eat them eagerly."
+
+
+def _probe_with_an_unrelated_rewrite():
+    """Structural variants of PROMPT, one of them replaced by unrelated text: it fails the filter, and
+    under the prompt-level rule (SAGO §Variants) its family's other variants are not kept either."""
+    from dataclasses import replace
+
+    probe = live.plan_probe(PROMPT, live.choose_specs(["structural"], max_variants=4))
+    bad = replace(probe.variants[0], variant_id="unrelated", text=UNRELATED)
+    return replace(probe, variants=(bad, *probe.variants[1:]))
+
+
+def test_filter_verdicts_are_known_before_the_first_reply(tiny_backend):
+    probe = _probe_with_an_unrelated_rewrite()
+    first = []
+    res = live.run_probe(tiny_backend, probe, 4, cache={}, first_batch=1, batch_size=1,
+                         on_batch=lambda r: first.append(dict(r.kept)) if not first else None)
+    assert first[0] == res.kept and set(res.kept) == {v.variant_id for v in probe.variants}
+    assert not any(res.kept.values())  # the whole structural group of the prompt is rejected
+    table = live.result_table(res)
+    assert (table["status"] == "done").all() and not table["kept"].any()  # answered all the same, as precompute
+    assert live.prompt_profile(res)["s"].isna().all()  # no kept variant: no s_X
+    calls = [0]
+    stopped = live.run_probe(tiny_backend, probe, 4, cache={}, first_batch=1, batch_size=1,
+                             should_stop=lambda: (calls.__setitem__(0, calls[0] + 1) or calls[0] > 1))
+    assert stopped.cancelled and stopped.done == 1
+    assert stopped.kept == res.kept  # the verdicts of the whole planned group, not of what finished
+
+
+def test_saved_probe_records_each_variants_own_filter_verdict(tiny_backend, tmp_path):
+    from sago_engine.store import open_store
+
+    probe = _probe_with_an_unrelated_rewrite()
+    res = live.run_probe(tiny_backend, probe, 4, cache={})
+    path, _ = live_save.save_probe(res, tmp_path / "user.duckdb", tiny_backend.info())
+    with open_store(path) as st:
+        v = st.con.execute("SELECT variant_id, semantic_score, passes_filter, kept FROM variants").df()
+    v = v.set_index("variant_id")
+    assert not v["kept"].any()
+    assert not v.loc["unrelated", "passes_filter"] and v.drop(index="unrelated")["passes_filter"].all()
+    assert v["semantic_score"].notna().all()
