@@ -15,7 +15,7 @@ import logging
 import threading
 from typing import Any
 
-from ..types import GenerationResult
+from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
 from .api_common import ApiConfigError, _public_url
 from .context import check_context, over_context_result
 
@@ -103,7 +103,7 @@ class ServerLimitsMixin:
         d["decoding"] = {**d.get("decoding", {}), "server_limits": self.server_limits()}
         return d
 
-    def generate(self, prompts: list[str], max_new_tokens: int = 48, repeats=None) -> list[GenerationResult]:
+    def generate(self, prompts: list[str], max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, repeats=None) -> list[GenerationResult]:
         if self._closed:
             raise RuntimeError("backend is closed")
         lim = self.server_limits()
