@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU smoke benchmark (issue #17 item 4): the precompute benchmark and a small precompute on one
+# GPU smoke benchmark: the precompute benchmark and a small precompute on one
 # CUDA device, printing the same figures as the CPU runs in benchmarks/README.md. ≤ 5 minutes.
 # Without a CUDA device it prints why and exits 0 having run nothing (CI skips it this way).
 #

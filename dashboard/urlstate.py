@@ -1,4 +1,4 @@
-"""Page choices in the URL query string, so a pasted link reopens the same view (issue #15.6).
+"""Page choices in the URL query string, so a pasted link reopens the same view.
 
 Each page declares which widget keys travel in the URL (``restore`` before its widgets) and
 writes them back (``publish`` after them). A URL value is applied when it differs from what

@@ -64,7 +64,7 @@ st.header("Δ-MR: mirroring judge vs heuristic")
 examples = data.query(Store.mirroring_examples, f)
 if examples.empty:
     st.info("No judge verdicts in this store. Δ-MR of social-register variants is decided by an LLM judge only when "
-            "the run's config has a [judge] section (README, 'LLM judge and rewriter'); the offline heuristic's "
+            "the run's config has a [judge] section (docs/CONFIG.md, '[judge] and [rewriter]'); the offline heuristic's "
             "verdict is stored beside each judge answer.")
     data.provenance("methods")
     st.stop()

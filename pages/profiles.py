@@ -142,7 +142,7 @@ if picked and picked[0][1] in axis_of:  # a cell: that model's worst prompts on 
                              "axis": axis_of[picked[0][1]]})
 st.caption("Family of tests for the correction: every model × axis of this table." + mc_note
            + " Click a cell to see that model's worst prompts on that axis.")
-# api-fidelity (#13): replies that are not answers, and the noise floor, beside the SGS
+# replies that are not answers, and the noise floor, beside the SGS
 health = reply_health_table(data.query(Store.reply_health))
 if len(health):
     exports.table(health, "profiles_reply_health", "sago_reply_health.csv")

@@ -58,7 +58,7 @@ if correction != "none":
     st.caption(f"Markers follow {'Holm' if correction == 'holm' else 'Benjamini–Hochberg'}-adjusted p over the "
                f"{int(sig['p'].notna().sum())} tests of this table (models × axes{' × datasets' if per_dataset else ''}).")
 
-# api-fidelity (#13): the test against the noise floor beside the test against ε
+# the test against the noise floor beside the test against ε
 _nf = data.query(Store.noise_floor)
 if len(_nf):
     st.subheader("Against the noise floor: is the instability above repeating the same prompt?")

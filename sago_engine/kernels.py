@@ -42,7 +42,7 @@ is a large part of the product. Packing lays each weight out once, at load:
   MKL takes its fast path (see above), and after a self-check.
 * **oneDNN's packed weight** (``torch.ops.mkldnn._reorder_linear_weight``) for every other call.
 
-Measured on a 2-core Intel Xeon (``benchmarks/README.md``, "Intel Xeon: packed weights…"): one
+Measured on a 2-core Intel Xeon (CHANGELOG.md, "Benchmark history", 2026-12-01): one
 decoding step's linear layers at 112 rows, weights streamed from memory, smollm2 oneDNN 118 ms → MKL packed
 92 ms; the benchmark's forward time in one process, smollm2 11.8 → 10.9 s, qwen2.5-coder-0.5b
 22.4 → 21.1 s, greedy replies identical. The products are float32 sums in another order (float

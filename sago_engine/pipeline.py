@@ -71,7 +71,7 @@ def budget_spent(r: GenerationResult) -> str | None:
     None. A thinking model that spends ``max_new_tokens`` on hidden reasoning returns "" with
     finish "length" (Gemini ``MAX_TOKENS`` with thought tokens, OpenAI ``length`` with
     reasoning tokens): two such replies would otherwise score Δ-BLEU = Δ-BERT = Δ-MR = 0
-    ("perfectly stable"), one of them −100 / −1 (issue #13)."""
+    ("perfectly stable"), one of them −100 / −1."""
     if r.error is None and r.finish_reason == "length" and not (r.text or "").strip():
         return (r.meta or {}).get("no_output") or "token budget spent with no visible text"
     return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-#: The demo store shipped with the repository (rebuilt by ``python -m precompute``; see README).
+#: The demo store shipped with the repository (rebuilt by ``python -m precompute``; docs/STORES.md).
 DEMO_STORE = Path(__file__).resolve().parent.parent / "data" / "sago_demo.duckdb"
 
 

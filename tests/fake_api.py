@@ -11,7 +11,7 @@ probabilities 0.5/0.25/0.125), ``("429", retry_after)`` (``Retry-After: <retry_a
 ``google.rpc.RetryInfo`` in the error details), ``"500"``, ``("timeout", seconds)``
 (sleep, then answer normally), ``"malformed"`` (200 with a broken JSON body), ``"empty"``
 (empty completion), ``"400"`` (bad request whose message echoes the caller's key, as careless
-servers do), ``"401"``; and for issue #13: ``("thinking", n)`` (a thinking model that spent the
+servers do), ``"401"``; and ``("thinking", n)`` (a thinking model that spent the
 whole budget on ``n`` hidden reasoning tokens: no visible text, finish "length" / MAX_TOKENS /
 max_tokens), ``"refusal"`` (content filter / SAFETY / refusal stop, no text), ``"paraphrase"``
 (a seeded random paraphrase of one fixed answer, whatever the prompt: a fresh one per request,
@@ -340,7 +340,7 @@ class FakeAPI:
         return {"candidates": [cand], "modelVersion": "gemini-fake" + self.model_suffix,
                 "usageMetadata": self._gemini_usage(len(toks), 0)}
 
-    # ------------------------------------------------------------------ usage and issue-#13 replies
+    # ------------------------------------------------------------------ usage and the replies that are not answers
     def _openai_usage(self, completion: int, reasoning: int) -> dict:
         n = self.prompt_tokens["openai"]
         return {"prompt_tokens": n, "completion_tokens": completion, "total_tokens": n + completion,

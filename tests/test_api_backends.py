@@ -494,7 +494,7 @@ def test_paper_toml_validates_with_keys_and_fails_before_work_without(monkeypatc
     backends = [m.backend for m in cfg.models]
     assert backends.count("hf_local") == 8 and {"openai", "anthropic", "gemini"} <= set(backends)
     assert "fake-value" not in paper.read_text()
-    # issue #13: what items 1–2 need for the three API models
+    # what the three API models need
     api = {m.key: m for m in cfg.models if m.is_api}
     assert api["gpt-5.4"].omit_params == ("temperature",) and api["gpt-5.4"].reasoning_effort == "none"
     assert api["gemini-2.5-flash"].thinking_budget == 0

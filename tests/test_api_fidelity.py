@@ -1,4 +1,4 @@
-"""Issue #13: API runs never pass off an error, an empty reply or noise as stability.
+"""API runs never pass off an error, an empty reply or noise as stability.
 
 Every check runs the official SDKs against the loopback fake (tests/fake_api.py)."""
 

@@ -59,7 +59,7 @@ def test_missing_store_gives_clear_error(tmp_path):
     assert any("Cannot open the store" in e.value for e in at.error)
 
 
-# ---------------------------------------------------------------- issue #15.5: share mode
+# ---------------------------------------------------------------- share mode
 def _share_dir(tmp_path):
     share = tmp_path / "share"
     share.mkdir()

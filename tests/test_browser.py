@@ -120,7 +120,7 @@ def test_chart_exports_are_valid_files():
     assert "vegaEmbed" in ahtml and not no_src.search(ahtml)
 
 
-# ---------------------------------------------------------------- issue #15.1: first paint; #15.5: local vs share mode
+# ---------------------------------------------------------------- first paint; local vs share mode
 APP_READY = "[data-testid='stPageLink']"  # sago's own navigation (app.py ran)
 
 
@@ -209,7 +209,7 @@ def test_share_mode_is_read_only_and_confined(tmp_path):
             assert "shared-a" in legend and "secret-model" not in legend, crafted
 
 
-# ---------------------------------------------------------------- issue #15.3: exports at the paper's scale
+# ---------------------------------------------------------------- exports at the paper's scale
 def _paper_scale_heatmap():
     """The Prompts page's Δ̃ heatmap for 11 models × the full grid (110 variants) × 6 axes = 7,260 rows."""
     import numpy as np

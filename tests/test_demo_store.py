@@ -1,4 +1,4 @@
-"""The bundled demo store is what the README says it is (issues #12 and #16): schema 3, replies
+"""The bundled demo store is what the README says it is: schema 4, replies
 with token ids (replayed in test_fidelity_local), three models of three sizes, the open Δ-Cos /
 Δ-BERT choices stored as option axes beside the six plain axes, published in prompt order."""
 

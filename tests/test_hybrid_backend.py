@@ -1,4 +1,4 @@
-"""Hybrid backend (issue #17 item 3): server replies + local teacher-forced statistics.
+"""Hybrid backend: server replies + local teacher-forced statistics.
 
 A loopback fake of vLLM's ``/v1/completions`` (threaded ``http.server`` on 127.0.0.1) answers
 each rendered prompt (token ids) with exactly the greedy tokens tiny-random generated in a pure

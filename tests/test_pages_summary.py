@@ -333,7 +333,7 @@ def test_summary_pages_render_on_real_store(tiny_store, page):
         assert set(_vega_data(at, 0)["rank"]) == {1}  # one model: rank 1 on every dataset
 
 
-# ---------------------------------------------------------------- issue #15.2: sample size by requested N
+# ---------------------------------------------------------------- sample size by requested N
 def test_sample_size_curve_plots_requested_n_without_capped_groups():
     from sago_engine.stats import SAMPLE_SIZES, sample_size_std
 
@@ -363,7 +363,7 @@ def test_sample_size_page_plots_by_requested_n(synth):
     assert (data.loc[data["n_groups"] > 0, "median_std"] > 0).all()
 
 
-# ---------------------------------------------------------------- issue #15.8: per-axis radar scale
+# ---------------------------------------------------------------- per-axis radar scale
 def test_radar_axis_scales_take_the_largest_value_shown():
     radar = pd.DataFrame({"model": ["a", "b", "a", "b"], "axis": ["cos", "cos", "bleu", "bleu"],
                           "sgs": [0.01, 0.004, 0.8, 0.5], "hi": [0.02, 0.006, 0.9, 0.6], "available": True})
@@ -392,7 +392,7 @@ def test_profiles_per_axis_scale_divides_each_spoke_by_its_max(synth):
     assert "PER-AXIS SCALE" in fig["layout"]["title"]["text"]
 
 
-# ---------------------------------------------------------------- issue #15.6: a view travels as a link
+# ---------------------------------------------------------------- a view travels as a link
 def _app_url(store, page: str, params: dict) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.session_state["app_store_custom"] = str(store)
@@ -427,7 +427,7 @@ def test_link_values_a_page_does_not_offer_are_dropped(synth):
     assert at.toggle(key="app_presentation").value is True  # presentation mode survives in the link
 
 
-# ---------------------------------------------------------------- screenshot review fixes (issue #15 "every chart")
+# ---------------------------------------------------------------- what a careful reader of every chart needs
 def test_pareto_zoom_spans_the_models_and_their_bars(synth):
     pts = pd.DataFrame({"model": ["a", "b"], "x": [0.22, 0.23], "x_lo": [0.21, 0.225], "x_hi": [0.228, 0.24],
                         "y": [0.2, 0.2], "y_std": [0.01, 0.0]})

@@ -246,7 +246,7 @@ def test_rows_insert_into_store(tmp_path):
 
 
 def test_bert_delta_of_a_pair_does_not_depend_on_its_chunk():
-    # issue #12.1: the same pair scored alone and in a chunk with much longer replies (padding)
+    # the same pair scored alone and in a chunk with much longer replies (padding)
     base = R("Great British Bake Off 2017 has 10 episodes.")
     reply = R("Sorry, but I can't assist with that.")
     u = Unit("d1:1", "d1", base, [V("v")], [reply])
@@ -262,7 +262,7 @@ def test_bert_delta_of_a_pair_does_not_depend_on_its_chunk():
 
 
 def test_bleu_signature_and_script_tokenizer_stored_per_delta():
-    # issue #12.5: one-character change in Chinese is BLEU 59.46 with sacrebleu's zh tokenizer, not 0
+    # one-character change in Chinese is BLEU 59.46 with sacrebleu's zh tokenizer, not 0
     u = Unit("d1:1", "d1", R("我喜欢猫"), [V("zh"), V("en")], [R("我喜欢狗"), R("I like cats")])
     _, d = compute_rows("r", [u], NORM, frozenset())
     bleu = d[d.axis == "bleu"].set_index("variant_id")
@@ -274,7 +274,7 @@ def test_bleu_signature_and_script_tokenizer_stored_per_delta():
 
 
 def test_long_replies_windowed_and_noted():
-    # issue #12.6: ~600-word replies identical except their last sentence are not "perfectly stable"
+    # ~600-word replies identical except their last sentence are not "perfectly stable"
     words = "river stone garden window music letter bridge candle forest harbor lantern meadow".split()
     body = " ".join(words[(i * 7) % len(words)] for i in range(600))
     base = R(body + ". The museum opens at nine in the morning.")

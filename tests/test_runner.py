@@ -162,7 +162,7 @@ def test_plan_lists_only_the_models_asked_for(tmp_path, capsys):
     assert "tiny-b: run" in one and "tiny-a: run" not in one
 
 
-# ----------------------------------------------------------------------------- reply-cap ablation (issue #16 item 2)
+# ----------------------------------------------------------------------------- reply-cap ablation
 
 CAP_MODELS = '''
 [[models]]

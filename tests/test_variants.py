@@ -274,7 +274,7 @@ def test_protected_spans_of_each_kind(text, expected):
 
 
 def test_issue_equation_untouched_by_punctuation_noise():
-    """Issue #12 item 7: punctuation 1 SUFFIX with Random(23) gave "…2n+3=11!!" (a double
+    """Punctuation 1 SUFFIX with Random(23) gave "…2n+3=11!!" (a double
     factorial); over seeds 0–999 the equation line changed in 497 of 1000."""
     assert _apply(ISSUE_PROMPT, "punctuation", 1, "SUFFIX", 23) == "Solve for n and show the steps.!!\n2n+3=11"
     lines = collections.Counter(_apply(ISSUE_PROMPT, "punctuation", 1, "SUFFIX", s).split("\n")[1] for s in range(1000))

@@ -2,7 +2,7 @@
 
 Generation at scale runs on a server (vLLM: tensor parallel on one node, Ray across nodes); the
 white-box axes need the model's activations and full predictive distribution, which no server
-returns. ``HybridBackend`` splits the work (issue #17 item 3):
+returns. ``HybridBackend`` splits the work:
 
 1. The prompt is rendered locally, exactly as ``hf_local`` renders it
    (``HFLocalBackend.format_prompt`` / ``encode_prompt``: the recorded chat template and its
@@ -184,7 +184,7 @@ class HybridBackend:
     See the module docstring for the protocol. ``capabilities`` = {"cos", "prob", "ent"}, all
     exact (no top-k bound). Registered as ``"hybrid"``; config: ``backend = "hybrid"`` with
     ``key`` the local model (zoo key, ``tiny-random``, folder or hub id) and ``base_url`` the
-    server (README "Hybrid backend (vLLM)").
+    server (docs/BACKENDS.md, "Hybrid backend (vLLM)").
     """
 
     name = "hybrid"
