@@ -248,11 +248,10 @@ def test_significance_cells_and_counts_equal_the_recomputation(synth, ref, eps):
 
 
 # ---------------------------------------------------------------- Sample size
-def test_sample_size_points_equal_the_recomputation(synth, ref):
-    at = _app(synth, "sample_size", sample_size_model="model-b")
-    got = _vega(at, "median_std", "n_groups")
-    raw = ref["raw"]
-    ok = raw[(raw["model"] == "model-b") & raw["available"] & raw["kept"]]
+def sample_size_reference(raw: pd.DataFrame, model: str) -> pd.DataFrame:
+    """Per (axis, N): groups (F, u, s, p) with more than N prompts and the median over them of the exact
+    std of the mean of N prompts drawn without replacement, σ/√N·√((M−N)/(M−1)) (SAGO appendix D)."""
+    ok = raw[(raw["model"] == model) & raw["available"] & raw["kept"]]
     cell = ok.assign(a=ok["delta_norm"].abs()).groupby(["axis", "family", "subtype", "strength", "position",
                                                          "prompt_id"])["a"].apply(lambda x: math.sqrt(np.mean(x ** 2)))
     rows = []
@@ -262,7 +261,13 @@ def test_sample_size_points_equal_the_recomputation(synth, ref):
         for n in (4, 8, 16, 32, 64, 128):
             if m > n:
                 rows.append({"axis": axis, "n": n, "exp": sigma / math.sqrt(n) * math.sqrt((m - n) / (m - 1))})
-    want = pd.DataFrame(rows).groupby(["axis", "n"]).agg(n_groups=("exp", "size"), median_expected=("exp", "median"))
+    return pd.DataFrame(rows).groupby(["axis", "n"]).agg(n_groups=("exp", "size"), median_expected=("exp", "median"))
+
+
+def test_sample_size_points_equal_the_recomputation(synth, ref):
+    at = _app(synth, "sample_size", sample_size_model="model-b")
+    got = _vega(at, "median_std", "n_groups")
+    want = sample_size_reference(ref["raw"], "model-b")
     got = got.set_index(["axis", "n"])
     assert len(got) == len(want) == 6 * 3  # 6 groups of 18 prompts: N = 4, 8, 16 for every axis
     for (axis, n), row in want.iterrows():
