@@ -234,3 +234,40 @@ def test_a_label_sidecar_with_a_view_is_refused_and_a_plain_one_works(tmp_path):
     for call in (lambda: read_labels(evil, store), lambda: write_label(evil, store, "r", "v", "base", 1)):
         with pytest.raises(ValueError, match=r"not a sago label file \(view `judge_labels`\)"):
             call()
+
+
+@pytest.mark.parametrize("materialised", [True, False])
+def test_non_finite_numbers_in_a_store_are_read_as_unavailable(tmp_path, materialised):
+    """NaN / ±inf written into available Δ and Δ̃ (and so into the statistics sums) never reach a score:
+    the (prompt, axis) groups holding one are left out, every other score is the clean store's."""
+    import math
+
+    from sago_engine.store import suffstats
+
+    path = make_store(tmp_path / "nf.duckdb", n_prompts=5, n_variants=4, seed=3)
+    with open_store(path) as st:
+        clean = st.prompt_scores().set_index(["run_id", "prompt_id", "axis"])["s"]
+        clean_q = st.delta_abs_quantiles(q=0.5).set_index("axis")["n"]
+    con = duckdb.connect(str(path))
+    hit = con.execute("SELECT run_id, prompt_id, axis FROM deltas WHERE available ORDER BY rowid LIMIT 3").fetchall()
+    for (run, prompt, axis), v in zip(hit, ("nan", "inf", "-inf")):
+        con.execute(f"UPDATE deltas SET delta = '{v}'::DOUBLE, delta_norm = '{v}'::DOUBLE WHERE rowid = "
+                    "(SELECT min(rowid) FROM deltas WHERE run_id = ? AND prompt_id = ? AND axis = ? AND available)",
+                    [run, prompt, axis])
+    suffstats.materialise(con)
+    if not materialised:
+        for t in suffstats.STATS_TABLES:
+            con.execute(f"DROP TABLE {t}")
+    con.execute("CHECKPOINT")
+    con.close()
+    with open_store(path) as st:
+        got = st.prompt_scores().set_index(["run_id", "prompt_id", "axis"])["s"]
+        q = st.delta_abs_quantiles(q=0.5).set_index("axis")
+        sgs = st.view("sgs_total")
+    assert all(math.isfinite(x) for x in got) and all(math.isfinite(x) for x in sgs["sgs"])
+    gone = {tuple(h) for h in hit}
+    assert set(got.index) == set(clean.index) - gone
+    for k in got.index:
+        assert got[k] == pytest.approx(clean[k], abs=1e-12)
+    assert all(math.isfinite(x) for x in q["q_abs"]) and all(math.isfinite(x) for x in q["max_abs"])
+    assert int(q["n"].sum()) == int(clean_q.sum()) - 3

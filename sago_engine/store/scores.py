@@ -59,13 +59,13 @@ class ScoreQueries:
             sql = f"""
                 SELECT s.run_id, r.model, s.dataset, s.prompt_id, s.axis, {_SUMS}
                 FROM {self._src("fine")} s JOIN runs r USING (run_id)
-                WHERE s.kept AND s.available AND s.n > 0 AND {where}
+                WHERE {suffstats.USABLE} AND {where}
                 GROUP BY s.run_id, r.model, s.dataset, s.prompt_id, s.axis"""
         else:  # one row per (run, prompt, axis) among kept, available rows: no aggregation left
             sql = f"""
                 SELECT s.run_id, r.model, s.dataset, s.prompt_id, s.axis, s.n, s.sum_norm, s.sum_sq, s.sum_abs
                 FROM {self._src("prompt")} s JOIN runs r USING (run_id)
-                WHERE s.kept AND s.available AND s.n > 0 AND {where}"""
+                WHERE {suffstats.USABLE} AND {where}"""
         return fetch_df(self.con, sql + " ORDER BY r.model, s.dataset, s.prompt_id, s.axis", params)
 
     def prompt_scores(self, f: "Filters | None" = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
@@ -84,7 +84,7 @@ class ScoreQueries:
         any option axis ``<base>@<option>`` (e.g. ``cos@user_last``, ``bert@rescaled``) a run stored."""
         src = self._src("prompt")
         return [r[0] for r in self.con.execute(
-            f"SELECT DISTINCT axis FROM {src} WHERE available AND n > 0 ORDER BY axis").fetchall()]
+            f"SELECT DISTINCT s.axis FROM {src} s WHERE s.available AND s.n > 0 AND isfinite(s.sum_sq) ORDER BY s.axis").fetchall()]
 
     def view(self, name: str, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
         """The score tables named as schema 1/2's SQL views, computed by ``sago_engine.scoring``.
@@ -117,7 +117,7 @@ class ScoreQueries:
         sql = f"""
             SELECT r.model, s.axis, s.dataset, s.prompt_id, s.family, s.subtype, s.strength, s.position, {_SUMS}
             FROM {self._src("fine")} s JOIN runs r USING (run_id)
-            WHERE s.kept AND s.available AND s.n > 0 AND {where}
+            WHERE {suffstats.USABLE} AND {where}
             GROUP BY ALL ORDER BY {", ".join(keys)}"""
         return scoring.scores_from_stats(fetch_df(self.con, sql, params), keep=tuple(keys))
 
@@ -191,7 +191,7 @@ class ScoreQueries:
             SELECT r.model, s.axis, s.family, s.subtype, s.strength, s.position, s.tone, s.target_ratio,
                    sum(s.n)::BIGINT AS n, sum(s.sum_abs) AS sum_abs, sum(s.sum_sq) AS sum_sq, sum(s.sum_norm) AS sum
             FROM {src} s JOIN runs r USING (run_id)
-            WHERE s.kept AND s.available AND s.n > 0 AND {where}
+            WHERE {suffstats.USABLE} AND {where}
             GROUP BY ALL""", params)
         one_run_per_model = self.con.execute(
             "SELECT count(*) = count(DISTINCT model) FROM runs").fetchall()[0][0]
@@ -201,12 +201,13 @@ class ScoreQueries:
             length = fetch_df(self.con, f"""
                 SELECT r.model, l.axis, l.target_ratio, sum(l.n_prompts)::BIGINT AS n_prompts,
                        sum(l.sum_s) AS sum_s, sum(l.sum_s2) AS sum_s2
-                FROM length_stats l JOIN runs r USING (run_id) WHERE {lwhere} GROUP BY ALL""", lparams)
+                FROM length_stats l JOIN runs r USING (run_id)
+                WHERE isfinite(l.sum_s) AND isfinite(l.sum_s2) AND {lwhere} GROUP BY ALL""", lparams)
         else:  # per prompt (and model) from the finest grain
             per_prompt = fetch_df(self.con, f"""
                 SELECT r.model, s.axis, s.target_ratio, s.prompt_id, sum(s.n)::BIGINT AS n, sum(s.sum_sq) AS sum_sq
                 FROM {self._src("fine")} s JOIN runs r USING (run_id)
-                WHERE s.kept AND s.available AND s.n > 0 AND s.target_ratio IS NOT NULL AND {where}
+                WHERE {suffstats.USABLE} AND s.target_ratio IS NOT NULL AND {where}
                 GROUP BY ALL""", params)
             length = suffstats.length_rows(per_prompt, by=("model", "axis", "target_ratio"))
         return {"cells": cells.sort_values(keys, na_position="first").reset_index(drop=True),
@@ -254,7 +255,7 @@ class ScoreQueries:
             SELECT d.axis, count(*)::BIGINT AS n, ?::DOUBLE AS q,
                    quantile_cont(abs(d.delta), ?::DOUBLE) AS q_abs, max(abs(d.delta)) AS max_abs
             FROM deltas d JOIN variants v USING (variant_id) JOIN runs r USING (run_id)
-            WHERE d.available AND d.delta IS NOT NULL AND v.kept AND {where}
+            WHERE {suffstats.USABLE_DELTA} AND v.kept AND {where}
             GROUP BY d.axis ORDER BY d.axis
         """
         return self.con.execute(sql, [float(q), float(q), *params]).df()
@@ -276,7 +277,7 @@ class ScoreQueries:
             SELECT d.run_id, r.model, d.dataset, d.prompt_id, d.axis, count(*)::BIGINT AS n,
                    sum(pow(least(greatest(d.delta / rx.rr, -1.0), 1.0), 2)) AS sum_sq
             FROM deltas d JOIN rx USING (axis) JOIN variants v USING (variant_id) JOIN runs r USING (run_id)
-            WHERE d.available AND d.delta IS NOT NULL AND v.kept AND {where}
+            WHERE {suffstats.USABLE_DELTA} AND v.kept AND {where}
             GROUP BY d.run_id, r.model, d.dataset, d.prompt_id, d.axis
             ORDER BY r.model, d.dataset, d.prompt_id, d.axis
         """

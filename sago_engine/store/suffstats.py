@@ -69,6 +69,14 @@ VARIANT_SQL = """
     FROM variants
 """
 
+#: The statistics rows a score reads (alias ``s``): kept variants, available Δ̃, at least one, and
+#: finite sums. sago never writes a non-finite Δ̃ as available; a store that holds one (a broken or
+#: hostile file) has that row read as unavailable, never as NaN or ±inf in an SGS.
+USABLE = ("s.kept AND s.available AND s.n > 0 AND isfinite(s.sum_norm) AND isfinite(s.sum_sq) "
+          "AND isfinite(s.sum_abs)")
+#: The raw ``deltas`` rows (alias ``d``) a quantile or a rescaling reads: available, a finite Δ.
+USABLE_DELTA = "d.available AND isfinite(d.delta)"
+
 _SUMS = ("sum(n_rows)::BIGINT AS n_rows, sum(n)::BIGINT AS n, sum(sum_norm) AS sum_norm, "
          "sum(sum_sq) AS sum_sq, sum(sum_abs) AS sum_abs")
 
@@ -106,7 +114,7 @@ def length_prompt_select(src: str, join: str = "", where: str = "TRUE") -> str:
     return f"""
         SELECT s.run_id, s.dataset, s.prompt_id, s.axis, s.target_ratio, sum(s.n)::BIGINT AS n, sum(s.sum_sq) AS sum_sq
         FROM {src} s {join}
-        WHERE s.kept AND s.available AND s.n > 0 AND s.target_ratio IS NOT NULL AND {where}
+        WHERE {USABLE} AND s.target_ratio IS NOT NULL AND {where}
         GROUP BY ALL"""
 
 
