@@ -169,16 +169,24 @@ def model_colors() -> dict[str, str]:
     return _mc(query(Store.filter_options)["models"])
 
 
+def path_free(msg: str, path: str | Path) -> str:
+    """``msg`` (an error about the file ``path``) as a visitor may read it: in share mode every spelling
+    of the file's server path is replaced by its name, so the page never shows where the host keeps
+    files; unchanged in local mode."""
+    if frame.access().shared:
+        name = Path(path).name
+        for full in sorted({str(Path(path).resolve()), str(path)}, key=len, reverse=True):
+            msg = msg.replace(full, name)
+    return msg
+
+
 def _store_error(path: str, e: BaseException) -> None:
     """Show why the store cannot be read (as text, ``safe.md``) and stop the page. In share mode the
     message names the file only, never the folder it lies in on the server."""
-    msg = str(e)
+    msg = path_free(str(e), path)
     hint = (" It is being written by a run (DuckDB allows one writer or many readers): "
             "pick another store or reload when the run has finished.") if "lock" in msg.lower() else ""
     name = Path(path).name
-    if frame.access().shared:
-        for full in {str(Path(path).resolve()), str(path)}:
-            msg = msg.replace(full, name)
     st.error(f"Cannot open the store {safe.md(name)}: {safe.md(msg)}{hint}")
     st.stop()
 

@@ -3,13 +3,14 @@ the mirroring judge against the heuristic and against the user's own labels."""
 
 from pathlib import Path
 
+import duckdb
 import streamlit as st
 
 from dashboard import charts, choices, controls, data, exports, frame, safe, urlstate
 from sago_engine import judge_audit, method_choices as mc
 from sago_engine.scoring import EPSILONS, MAIN_EPSILON
 from sago_engine.store import Store
-from sago_engine.store.labels import read_labels, write_label
+from sago_engine.store.labels import no_labels, read_labels, write_label
 from sago_engine.tables import sgs_numbers
 
 frame.require_frame()
@@ -88,7 +89,14 @@ sample = judge_audit.audit_sample(examples)
 store_file = Path(data.store_path())
 acc = frame.access()
 label_file = acc.label_store(store_file)
-labels = read_labels(label_file, store_file)
+try:
+    labels = read_labels(label_file, store_file)
+except (ValueError, duckdb.Error) as e:  # a sidecar is untrusted input: refused, never run
+    st.warning(f"The label file {safe.md(label_file.name)} cannot be read ({safe.md(data.path_free(str(e), label_file))}); no labels are shown "
+               "and none can be saved until it is moved away.")
+    labels, label_broken = no_labels(), True
+else:
+    label_broken = False
 done = set(zip(labels["run_id"], labels["variant_id"], labels["response_of"]))
 keys = list(zip(sample["run_id"], sample["variant_id"], sample["response_of"]))
 st.caption(f"The paper hand-checked 10% of its judge calls. This seeded sample holds {len(sample)} of the {agr['n']} "
@@ -106,7 +114,9 @@ st.text(f"Judged reply ({row['response_of']}):")
 st.code(str(row["response"]), language=None, wrap_lines=True)
 st.text(f"Judge's raw answer: {row['raw']!s}   ·   judge verdict: {'YES' if row['verdict'] == 1 else 'NO'}   ·   "
         f"heuristic verdict: {'YES' if row['heuristic_verdict'] == 1 else 'NO'}")
-if not acc.writes:
+if label_broken:
+    pass
+elif not acc.writes:
     st.info("Labelling is off on this shared server: it was started without --live, so it writes nothing (a "
             "visitor's label would be a write into the shared folder). Run the dashboard locally, or share with "
             "--live, to record labels.")
@@ -119,7 +129,7 @@ else:
         try:
             write_label(label_file, store_file, row["run_id"], row["variant_id"], row["response_of"],
                         1 if mine == "YES" else 0)
-            st.success(f"Saved to {safe.md(label_file)}.")
+            st.success(f"Saved to {safe.md(label_file.name)}.")
             labels = read_labels(label_file, store_file)
         except Exception as e:  # noqa: BLE001 - a folder without write access, a locked file
             st.error(f"Could not save the label: {type(e).__name__}: {safe.md(e)}")

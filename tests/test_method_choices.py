@@ -373,3 +373,33 @@ def test_share_mode_without_live_disables_labelling(tmp_path, monkeypatch):
     assert not [r for r in at.radio if r.key == "methods_label_value"]
     assert any("without --live" in i.value for i in at.info)
     assert not sidecar_path(store).exists()
+
+
+@pytest.mark.parametrize("broken", ["view", "garbage"])
+def test_a_label_sidecar_that_cannot_be_read_is_named_and_nothing_runs(tmp_path, monkeypatch, broken):
+    """A sidecar holding a view, or a file that is not a database, gives a shared dashboard's visitor a
+    warning naming the file (no server path), no exception, and no label control; the store is untouched."""
+    import duckdb
+
+    share = tmp_path / "share"
+    share.mkdir()
+    store = add_judge_verdicts(make_store(share / "lab.duckdb"))
+    monkeypatch.setenv("SAGO_SHARE_DIR", str(share))
+    monkeypatch.setenv("SAGO_LIVE", "1")
+    side = sidecar_path(store)
+    if broken == "view":
+        con = duckdb.connect(str(side))
+        con.execute("CREATE VIEW judge_labels AS SELECT 'x' AS store_name")
+        con.close()
+    else:
+        side.write_bytes(b"not a database\x00" * 64)
+    before = _sha(store)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("pages/method_choices.py")
+    at.run()
+    assert not at.exception, at.exception
+    warn = " ".join(shown(w.value) for w in at.warning)
+    assert f"The label file {side.name} cannot be read" in warn and str(tmp_path) not in warn
+    assert not [r for r in at.radio if r.key == "methods_label_value"]
+    assert _sha(store) == before

@@ -72,12 +72,18 @@ def write_label(sidecar: str | Path, store: str | Path, run_id: str, variant_id:
         con.close()
 
 
+def no_labels() -> pd.DataFrame:
+    """An empty labels frame (``read_labels``'s columns)."""
+    return pd.DataFrame(columns=_COLS)
+
+
 def read_labels(sidecar: str | Path, store: str | Path) -> pd.DataFrame:
     """The labels recorded for ``store`` in ``sidecar``: run_id, variant_id, response_of, label (0/1),
     labelled_at. Empty (same columns) when the file or table does not exist.
 
     Raises:
         ValueError: the file holds a view, macro or type (``_open``).
+        duckdb.Error: the file is not a DuckDB database (broken, truncated, another format).
     """
     p = Path(sidecar)
     if not p.exists():
