@@ -12,7 +12,7 @@ if [ -n "${SAGO_NO_COVERAGE:-}" ]; then
 fi
 .venv/bin/python -m coverage erase
 rc=0
-.venv/bin/python -m coverage run -m pytest -q "$@" || rc=$?
+.venv/bin/python -m coverage run -m pytest -q --durations=30 "$@" || rc=$?
 .venv/bin/python -m coverage combine -q >/dev/null 2>&1 || true
 min=0
 [ $# -eq 0 ] && min=${COVERAGE_MIN:-90}

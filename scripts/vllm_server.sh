@@ -4,7 +4,8 @@
 #
 #   bash scripts/vllm_server.sh install   create vLLM's own virtualenv from requirements-vllm.txt (idempotent)
 #   bash scripts/vllm_server.sh start     install, start, wait for /v1/models; prints the API root
-#                                         (http://127.0.0.1:PORT/v1); a running server is reused
+#                                         (http://127.0.0.1:PORT/v1); a running server is reused, a
+#                                         start under way is waited for
 #   bash scripts/vllm_server.sh stop      stop the server by its PID (its whole process group)
 #   bash scripts/vllm_server.sh status    "running URL pid PID" (exit 0) or "not running" (exit 3)
 #
@@ -105,6 +106,10 @@ stop() {
 
 start() {
   mkdir -p "$STATE"
+  # one start at a time: a second caller (a test fixture while CI's background start runs) waits
+  # for the first, then finds its server running and reuses it
+  exec 8> "$STATE/start.lock"
+  flock 8
   if alive && [ -f "$STATE/server.url" ] && ready "$(cat "$STATE/server.url")"; then
     cat "$STATE/server.url"
     return 0
@@ -122,7 +127,7 @@ start() {
     setsid "$VENV/bin/python" -m vllm.entrypoints.openai.api_server --model "$dir" --served-model-name "$SERVED" \
     --host 127.0.0.1 --port "$port" --dtype float32 --max-model-len "$MAX_LEN" --max-logprobs "$MAX_LOGPROBS" \
     --enforce-eager --generation-config vllm --disable-uvicorn-access-log \
-    > "$STATE/server.log" 2>&1 < /dev/null &
+    > "$STATE/server.log" 2>&1 < /dev/null 8>&- &
   pid=$!
   echo "$pid" > "$STATE/server.pid"
   trap 'say "start interrupted"; stop; exit 1' INT TERM
