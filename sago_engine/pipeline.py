@@ -110,6 +110,13 @@ def _unavailable_reason(axis: str, capabilities: frozenset[str], base: Generatio
     return None
 
 
+def text_unavailable_reason(base: GenerationResult, res: GenerationResult) -> str | None:
+    """Why the text axes (``TEXT_AXES`` and their options, e.g. ``bert@rescaled``) of a (base
+    reply, variant reply) pair cannot be measured — a generation error, or no visible output
+    (``budget_spent``) — or None when they can. Every text axis shares this rule."""
+    return _unavailable_reason(min(TEXT_AXES), frozenset(), base, res)
+
+
 #: ``GenerationResult`` field holding the hidden states of each Δ-Cos position.
 _COS_FIELDS = {"last": "hidden_last", "user_last": "hidden_user_last", "user_mean": "hidden_user_mean"}
 
