@@ -70,6 +70,34 @@ def import_authors_main(argv: list[str]) -> int:
     return 0
 
 
+def rescore_main(argv: list[str]) -> int:
+    """``python -m precompute rescore STORE [--run RUN_ID] [--all]``: a stored run's text axes under the current rules."""
+    ap = argparse.ArgumentParser(
+        prog="python -m precompute rescore",
+        description="Recompute the text axes (Δ-BLEU, Δ-BERT, Δ-MR and their options, e.g. bert@rescaled) of stored "
+                    "runs from their stored replies, nothing generated: rows whose availability differs under the "
+                    "current rules are replaced (or, with --all, every text-axis row that differs), the statistics "
+                    "tables refreshed and the rescore recorded in the store's meta (rescore:<run_id>). White-box "
+                    "axes and judge verdicts stay as stored; a second rescore changes nothing.",
+    )
+    ap.add_argument("store", help="the store to rescore in place (copy it first to keep the original)")
+    ap.add_argument("--run", dest="run_id", help="one run id (default: every run)")
+    ap.add_argument("--all", dest="all_rows", action="store_true",
+                    help="replace every text-axis row whose recomputed value (beyond float noise) or label differs, not only changed availability")
+    args = ap.parse_args(argv)
+    from sago_engine.rescore import rescore_store
+    from sago_engine.store import StoreError
+
+    try:
+        results = rescore_store(args.store, run_id=args.run_id, all_rows=args.all_rows)
+    except (FileNotFoundError, StoreError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for r in results:
+        print(json.dumps(r.as_dict()))
+    return 0
+
+
 def print_plan(cfg, runner, shard, only_models=None) -> None:
     """Print prompts, variants, kept counts, no-op variants (text equals the base prompt), pending
     prompt units per model and, per local model, the inputs whose tokens plus the reply cap exceed
@@ -140,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         return merge_main(argv[1:])
     if argv and argv[0] == "import-authors":
         return import_authors_main(argv[1:])
+    if argv and argv[0] == "rescore":
+        return rescore_main(argv[1:])
     ap = argparse.ArgumentParser(
         prog="python -m precompute",
         description=(

@@ -15,7 +15,7 @@ from sago_engine.datasets import Prompt, load_dataset
 from sago_engine.measure import screen
 from sago_engine.seeds import stable_hash
 from sago_engine.store import Store
-from sago_engine.storerows import prompt_rows
+from sago_engine.storerows import prompt_rows, variant_from_record
 from sago_engine.types import Variant, VariantSpec
 from sago_engine.variants import full_grid, make_variant, sample_grid, variant_identity
 from sago_engine.variants.llm_rewriter import REWRITER_TEMPLATE_ID, REWRITER_TEMPLATE_TEXT, LLMRewriter, generator_id
@@ -65,8 +65,7 @@ def _stored_rewrites(store: Store | None, wanted: dict) -> dict[tuple, Variant]:
     for key, (_, vid) in wanted.items():
         r = stored.get(vid)
         if r is not None:
-            out[key] = Variant(vid, key[0], VariantSpec(r.family, r.subtype, float(r.strength), r.position), r.text,
-                               int(r.seed), r.generator, json.loads(r.meta_json) if r.meta_json else {})
+            out[key] = variant_from_record(r)
     return out
 
 

@@ -166,8 +166,12 @@ def bertscore_f1(candidates: Sequence[str], references: Sequence[str], batch_siz
 
     Conventions (so every pair has a defined value): identical strings, and strings with
     identical word pieces (this encoder ignores letter case and spacing), score exactly 1.0
-    (including two empty strings); an empty or whitespace-only string against a non-empty one
-    scores 0.0. Raises ValueError if the two sequences differ in length.
+    (including two empty strings); an empty or whitespace-only string (tabs, newlines) against
+    any other string scores 0.0 — bert-score's own value: ``utils.sent_encode`` strips the text to
+    [CLS][SEP] and ``greedy_cos_idf`` sets P = R = 0 for such a candidate or reference ("Empty
+    candidate sentence detected"). sago applies that value without calling the library there:
+    bert-score 0.3.12 under transformers 5 raises AttributeError encoding an empty text.
+    Raises ValueError if the two sequences differ in length.
     Source: bert-score (Zhang et al. 2020): ``utils.bert_encode`` for embeddings; the matching
     is ``utils.greedy_cos_idf`` (idf off) with padding excluded (``_greedy_f1``).
     """

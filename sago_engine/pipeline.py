@@ -67,14 +67,23 @@ TEXT_AXES: frozenset[str] = frozenset(a for a in AXES if not AXIS_SPECS[a].white
 
 
 def budget_spent(r: GenerationResult) -> str | None:
-    """Why ``r`` is not an answer because the token budget ran out before any visible text, or
-    None. A thinking model that spends ``max_new_tokens`` on hidden reasoning returns "" with
-    finish "length" (Gemini ``MAX_TOKENS`` with thought tokens, OpenAI ``length`` with
-    reasoning tokens): two such replies would otherwise score Δ-BLEU = Δ-BERT = Δ-MR = 0
-    ("perfectly stable"), one of them −100 / −1."""
-    if r.error is None and r.finish_reason == "length" and not (r.text or "").strip():
-        return (r.meta or {}).get("no_output") or "token budget spent with no visible text"
-    return None
+    """Why ``r`` has no visible output to measure because the token budget went to hidden tokens, or None.
+
+    Only two cases qualify, both with finish "length" and no error: the reply has no characters
+    at all (``text == ""``), or the backend says hidden reasoning tokens used the budget
+    (``meta["no_output"]``, set by the API backends for an empty or blank reply with reasoning
+    tokens billed). A thinking model that spends ``max_new_tokens`` on hidden reasoning returns ""
+    (Gemini ``MAX_TOKENS`` with thought tokens, OpenAI ``length`` with reasoning tokens): two such
+    replies would otherwise score Δ-BLEU = Δ-BERT = Δ-MR = 0 ("perfectly stable"), one of them
+    −100 / −1. A reply of whitespace only (tabs, spaces, newlines) from a model that emitted
+    visible tokens is a reply: it is scored on every axis (docs/METHOD.md, "Unavailable values").
+    """
+    if r.error is not None or r.finish_reason != "length":
+        return None
+    why = (r.meta or {}).get("no_output")
+    if why:
+        return str(why)
+    return "token budget spent with no visible text" if (r.text or "") == "" else None
 
 
 def _unavailable_reason(axis: str, capabilities: frozenset[str], base: GenerationResult, res: GenerationResult) -> str | None:
@@ -99,6 +108,13 @@ def _unavailable_reason(axis: str, capabilities: frozenset[str], base: Generatio
     if getattr(res, spec.result_field) is None or getattr(base, spec.result_field) is None:
         return need.missing
     return None
+
+
+def text_unavailable_reason(base: GenerationResult, res: GenerationResult) -> str | None:
+    """Why the text axes (``TEXT_AXES`` and their options, e.g. ``bert@rescaled``) of a (base
+    reply, variant reply) pair cannot be measured — a generation error, or no visible output
+    (``budget_spent``) — or None when they can. Every text axis shares this rule."""
+    return _unavailable_reason(min(TEXT_AXES), frozenset(), base, res)
 
 
 #: ``GenerationResult`` field holding the hidden states of each Δ-Cos position.

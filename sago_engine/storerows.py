@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from sago_engine.types import Variant
+from sago_engine.types import Variant, VariantSpec
 
 PROMPT_COLUMNS = ["prompt_id", "dataset", "source_id", "text", "reference", "category"]
 VARIANT_COLUMNS = ["variant_id", "prompt_id", "family", "subtype", "strength", "position", "text", "seed",
@@ -108,6 +108,14 @@ def variant_rows(variants: Sequence[Variant], semantic_score: Mapping[str, float
              "kept": kept.get(v.variant_id, True) and v.variant_id not in skip,
              "skip_reason": skip.get(v.variant_id)} for v in variants]
     return pd.DataFrame(rows, columns=VARIANT_COLUMNS)
+
+
+def variant_from_record(r: Any) -> Variant:
+    """The ``Variant`` of a stored ``variants`` row (``Store.variant_records``: attributes
+    variant_id, prompt_id, family, subtype, strength, position, text, seed, generator, meta_json),
+    the inverse of ``variant_rows``; a NULL meta becomes {}."""
+    return Variant(r.variant_id, r.prompt_id, VariantSpec(r.family, r.subtype, float(r.strength), r.position), r.text,
+                   int(r.seed), r.generator, json.loads(r.meta_json) if r.meta_json else {})
 
 
 def unit_rows(run_id: str, units: Iterable[tuple[str, int]], finished_at: dt.datetime) -> pd.DataFrame:

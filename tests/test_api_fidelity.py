@@ -84,6 +84,27 @@ def test_budget_spent_on_thinking_is_flagged_and_billed(provider, env):
         be.close()
 
 
+def test_a_blank_reply_is_no_output_only_with_hidden_reasoning_tokens(env):
+    # a reply of tabs and newlines cut by the budget is what the model wrote; the same blank text
+    # after billed reasoning tokens, or no text at all, is a budget spent on hidden tokens
+    from sago_engine.backends.api_common import ApiReply
+    from sago_engine.pipeline import budget_spent
+
+    with FakeAPI(default="normal") as fake:
+        be = make("openai", fake)
+
+        def result(text, reasoning):
+            return be._result(ApiReply(text=text, finish_raw="length", model="m", completion_tokens=8,
+                                       reasoning_tokens=reasoning), 0.1, cached=False, attempts=1)
+
+        blank, thought, empty = result("\t \n  \t", 0), result("\n", 5), result("", None)
+        assert "no_output" not in blank.meta and budget_spent(blank) is None
+        assert thought.meta["no_output"].startswith("token budget spent with no visible text (5 hidden reasoning")
+        assert budget_spent(thought) == thought.meta["no_output"]
+        assert budget_spent(empty) == empty.meta["no_output"]
+        be.close()
+
+
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_cached_input_tokens_recorded_and_priced(provider, env):
     with FakeAPI(default="normal", cached_tokens=6, prompt_tokens={p: 10 for p in PROVIDERS}) as fake:

@@ -4,6 +4,8 @@ with token ids (replayed in test_fidelity_local), three models of three sizes, t
 
 import json
 
+import pandas as pd
+
 from sago_engine.store import open_store
 from sago_engine.store.layout import LAYOUT_VERSION
 from sago_engine.store.schema import SCHEMA_VERSION
@@ -37,3 +39,22 @@ def test_demo_store_schema_models_and_option_axes():
     assert set(plain["axis"]) == set(AXES) and all(option_of(a) is None for a in plain["axis"])
     # each model's prompts: 16 per dataset × 6 datasets
     assert (plain.groupby(["model", "axis"])["prompt_id"].nunique() == 96).all()
+
+
+def test_no_reply_with_characters_is_unavailable_as_no_visible_reply(store=DEMO_STORE):
+    # "no visible reply" is for a reply of no characters (or hidden reasoning); a reply of whitespace is measured
+    text_axes = ["bleu", "bert", "mr", "bert@rescaled"]
+    with open_store(store) as st:
+        d = st.deltas(kept_only=False, axes=text_axes)
+        replies = pd.concat([st.stored_replies(r).assign(run_id=r) for r in st.runs()["run_id"]])
+    var = replies[replies["variant_id"].notna()].set_index(["run_id", "variant_id"])["response"]
+    base = replies[replies["variant_id"].isna()].set_index(["run_id", "prompt_id"])["response"]
+    no_visible = d[~d["available"] & d["reason"].fillna("").str.startswith("no visible reply")]
+    has_chars = [var[(r.run_id, r.variant_id)] != "" and base[(r.run_id, r.prompt_id)] != ""
+                 for r in no_visible.itertuples(index=False)]
+    assert not any(has_chars), no_visible[has_chars][["model", "variant_id", "axis", "reason"]].head()
+    # the replies this guards: gemma-3-270m answered 43 spacing variants with tabs, spaces and newlines only
+    blank = var[(var != "") & (var.str.strip() == "")]
+    assert len(blank) == 43
+    rows = d.set_index(["run_id", "variant_id"]).loc[blank.index]
+    assert len(rows) == 4 * 43 and rows["available"].all() and (rows["family"] == "surface_noise").all()

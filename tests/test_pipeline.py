@@ -283,3 +283,50 @@ def test_long_replies_windowed_and_noted():
     bert = d[d.axis == "bert"].iloc[0]
     assert bert["available"] and bert["delta"] < -1e-3
     assert bert["detector"] == "windows of 510 word pieces: reply 2, base 2"
+
+
+def _spent(text, meta=None):
+    """A reply cut by the token budget (finish "length"), as a local model or an API returns it."""
+    from dataclasses import replace
+
+    return replace(R(text, lp=(-1.0,) * max(1, len(text)), ent=(0.5,) * max(1, len(text)), hidden=H_BASE),
+                   finish_reason="length", meta=meta)
+
+
+def test_a_whitespace_reply_is_a_reply_scored_on_every_text_axis():
+    # a model that copied the spacing noise and emitted only tabs, spaces and newlines until the budget ran out
+    b = 0.120565
+    base = R("The capital of France is Paris.", hidden=H_BASE)
+    ws, empty, hidden = V("ws", "surface_noise", "spacing", {}), V("empty", "surface_noise", "spacing", {}), \
+        V("hidden", "surface_noise", "spacing", {})
+    why = "token budget spent with no visible text (40 hidden reasoning tokens): raise max_new_tokens"
+    results = [_spent("\t \n  \t"), _spent(""), _spent("\n", meta={"no_output": why, "reasoning_tokens": 40})]
+    _, d = compute_rows("r", [Unit("d1:1", "d1", base, [ws, empty, hidden], results)], NORM, ALL,
+                        options=("bert@rescaled",), bert_baseline=b)
+    text = ["bleu", "bert", "bert@rescaled", "mr"]
+    w = _by_axis(d, "ws")
+    assert w.loc[text, "available"].all() and w.loc[text, "reason"].isna().all()
+    assert w.loc["bleu", "delta"] == -100.0 and w.loc["bleu", "delta_norm"] == -1.0  # sacrebleu: no n-gram matches
+    assert w.loc["bert", "delta"] == -1.0  # bert-score: an empty candidate scores F1 = 0
+    assert w.loc["bert@rescaled", "delta"] == pytest.approx(-1.0 / (1.0 - b)) and w.loc["bert@rescaled", "delta_norm"] == -1.0
+    assert w.loc["mr", "delta"] == 0.0  # no spacing noise between visible characters, none in the base reply
+    assert np.isfinite(w.loc[text, "delta"].to_numpy(dtype=float)).all()
+    # no characters at all, or hidden reasoning that used the budget: nothing to measure
+    e, h = _by_axis(d, "empty"), _by_axis(d, "hidden")
+    assert not e.loc[text, "available"].any() and not h.loc[text, "available"].any()
+    assert (e.loc[text, "reason"] == "no visible reply (variant): token budget spent with no visible text").all()
+    assert (h.loc[text, "reason"] == f"no visible reply (variant): {why}").all()
+    assert e.loc[["prob", "ent", "cos"], "available"].all()  # the white-box axes measure the tokens
+
+
+def test_a_whitespace_base_reply_is_scored_and_not_counted_as_no_output():
+    from precompute.summary import Health
+    from sago_engine.pipeline import budget_spent
+
+    base = _spent("  \n\n  ")
+    _, d = compute_rows("r", [Unit("d1:1", "d1", base, [V("v")], [R("Paris.")])], NORM, frozenset())
+    assert d[d.axis.isin(["bleu", "bert", "mr"])]["available"].all()
+    assert budget_spent(base) is None and budget_spent(_spent("")) is not None
+    h = Health()
+    h.add([base, _spent(""), _spent("\t", meta={"no_output": "token budget spent", "reasoning_tokens": 3})])
+    assert h.no_output == 2

@@ -81,7 +81,8 @@ def bleu(hypothesis: str, reference: str, tokenize: str | None = None) -> float:
             ("13a" for Latin-like scripts, "zh" when Han characters occur, "char" for mostly
             Japanese/Korean/Thai-like text). BLEU("我喜欢狗", ref "我喜欢猫") = 59.46 with "zh".
     Conventions: identical strings score 100 (including two empty strings — identical
-    behaviour); an empty hypothesis or reference against a non-empty one scores 0.
+    behaviour); an empty or whitespace-only hypothesis or reference (tabs, newlines) against any
+    other string scores 0, as sacrebleu scores it (no n-gram matches; no NaN, no exception).
     Source: sacrebleu ``BLEU.sentence_score`` (same settings as ``sentence_bleu``).
     """
     if hypothesis == reference:

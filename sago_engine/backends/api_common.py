@@ -861,7 +861,7 @@ class ApiBackend:
             meta["invalid_logprobs"] = checked.invalid
         if checked is not None and checked.dropped:
             meta["logprobs_dropped"] = checked.dropped
-        if not text.strip() and finish == "length":
+        if finish == "length" and not text.strip() and (not text or (reply.reasoning_tokens or 0) > 0):
             meta["no_output"] = ("token budget spent with no visible text"
                                  + (f" ({reply.reasoning_tokens} hidden reasoning tokens)" if reply.reasoning_tokens
                                     else "") + ": raise max_new_tokens or set thinking_budget / reasoning_effort")

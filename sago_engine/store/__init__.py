@@ -9,6 +9,7 @@ Modules (docs/ARCHITECTURE.md has the full map):
   the write-ahead log beside a store that is replaced.
 * ``writes``    — transactions, keyed bulk inserts, run records, API usage, meta.
 * ``browse``    — reads of stored rows and the Prompts / Variants pages' lists and details.
+* ``rescoring`` — a run's record and replies for a rescore, and deltas rows replaced in place.
 * ``scores``    — score queries of the summary pages (statistics → ``sago_engine.scoring``).
 * ``where``     — ``Filters`` → a parameterised SQL condition.
 * ``facade``    — ``Store`` (composed of the above) and ``open_store``.

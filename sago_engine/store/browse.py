@@ -19,6 +19,13 @@ from sago_engine.store.schema import KEYS, TABLES, USAGE_EXTRA_COUNTERS, has_tab
 from sago_engine.store.where import axis_names, fetch_df, filter_where
 
 
+#: RE2 pattern (``regexp_full_match``) of a blank text: only characters Python's ``str.isspace``
+#: accepts — tab, newline, vertical tab, form feed, carriage return, the separators U+001C–U+001F,
+#: U+0085 and Unicode's space, line and paragraph separators (``\p{Z}``). DuckDB's ``trim`` strips
+#: spaces only, so a reply of tabs and newlines would not count as blank.
+BLANK_PATTERN = r"[\t\n\v\f\r\x{1c}-\x{1f}\x{85}\p{Z}]*"
+
+
 class Browse:
     """Read methods of ``Store`` over stored rows (``self.con``: a DuckDB connection)."""
 
@@ -413,23 +420,30 @@ class Browse:
         Returns:
             DataFrame, one row per run: run_id, model, backend, replies (base + variant rows of
             ``responses``, plus base repeats), errors (``error`` set), empty (no error, blank
-            text, not a refusal), budget_spent (empty with finish "length": the token budget went to hidden
-            reasoning), refused (no error but finish "error": content filter / safety / refusal),
-            judge_verdicts and judge_unparsed (mirroring-judge answers with no unambiguous YES/NO,
-            backend errors excluded; 0 without a judge).
+            text — nothing but whitespace as Python's ``str.isspace`` knows it, tabs and newlines
+            included (``BLANK_PATTERN``) — not a refusal), budget_spent (finish "length" with no
+            visible output: no characters at all, or a blank reply after hidden reasoning tokens
+            (``api_responses.reasoning_tokens`` > 0); ``pipeline.budget_spent``), refused (no
+            error but finish "error": content filter / safety / refusal), judge_verdicts and
+            judge_unparsed (mirroring-judge answers with no unambiguous YES/NO, backend errors
+            excluded; 0 without a judge).
         """
-        rep = ("UNION ALL SELECT run_id, response, finish_reason, error FROM base_repeats"
+        rep = ("UNION ALL SELECT response_id, run_id, response, finish_reason, error FROM base_repeats"
                if self._has_table("base_repeats") else "")
+        api = "reasoning_tokens" in self.columns.get("api_responses", ())
+        hidden = "coalesce(a.reasoning_tokens, 0) > 0" if api else "FALSE"
+        join = "LEFT JOIN api_responses a USING (response_id)" if api else ""
         df = self.con.execute(f"""
-            WITH r AS (SELECT run_id, response, finish_reason, error FROM responses {rep})
-            SELECT r.run_id, any_value(ru.model) AS model, any_value(ru.backend) AS backend, count(*) AS replies,
-                   count(*) FILTER (WHERE r.error IS NOT NULL) AS errors,
-                   count(*) FILTER (WHERE r.error IS NULL AND trim(r.response) = ''
-                                           AND coalesce(r.finish_reason, '') <> 'error') AS empty,
-                   count(*) FILTER (WHERE r.error IS NULL AND trim(r.response) = '' AND r.finish_reason = 'length')
-                       AS budget_spent,
-                   count(*) FILTER (WHERE r.error IS NULL AND r.finish_reason = 'error') AS refused
-            FROM r LEFT JOIN runs ru USING (run_id) GROUP BY r.run_id ORDER BY model""").df()
+            WITH r AS (SELECT response_id, run_id, response, finish_reason, error FROM responses {rep}),
+            b AS (SELECT r.*, regexp_full_match(r.response, ?) AS blank, {hidden} AS hidden FROM r {join})
+            SELECT b.run_id, any_value(ru.model) AS model, any_value(ru.backend) AS backend, count(*) AS replies,
+                   count(*) FILTER (WHERE b.error IS NOT NULL) AS errors,
+                   count(*) FILTER (WHERE b.error IS NULL AND b.blank AND coalesce(b.finish_reason, '') <> 'error')
+                       AS empty,
+                   count(*) FILTER (WHERE b.error IS NULL AND b.finish_reason = 'length'
+                                           AND (b.response = '' OR (b.blank AND b.hidden))) AS budget_spent,
+                   count(*) FILTER (WHERE b.error IS NULL AND b.finish_reason = 'error') AS refused
+            FROM b LEFT JOIN runs ru USING (run_id) GROUP BY b.run_id ORDER BY model""", [BLANK_PATTERN]).df()
         if self._has_table("mirroring_verdicts"):
             j = self.con.execute("""SELECT run_id, count(*) AS judge_verdicts,
                        count(*) FILTER (WHERE verdict IS NULL AND error IS NULL) AS judge_unparsed

@@ -1,0 +1,117 @@
+"""Reads and writes of a rescore: a run's record and stored replies, and the in-place replacement of
+some of its ``deltas`` rows with the statistics tables brought up to date (``sago_engine.rescore``)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from sago_engine.store import suffstats
+from sago_engine.store.errors import StoreError
+
+#: ``meta`` key prefix of a run's rescore record: ``rescore:<run_id>`` holds a JSON list, one entry per
+#: rescore that changed rows (``Rescoring.replace_deltas``).
+RESCORE_META_PREFIX = "rescore:"
+
+_DELTA_COLUMNS = ("run_id", "dataset", "prompt_id", "variant_id", "axis", "delta", "delta_norm", "available", "reason",
+                  "detector")
+
+
+def _obj(v: Any) -> Any:
+    return json.loads(v) if isinstance(v, str) else v
+
+
+class Rescoring:
+    """Rescore methods of ``Store`` (``self.con``: a DuckDB connection)."""
+
+    con: duckdb.DuckDBPyConnection
+    columns: dict[str, tuple[str, ...]]
+    read_only: bool
+
+    def run_record(self, run_id: str) -> dict[str, Any]:
+        """One run's record: run_id, model, backend, status and the JSON columns normalizers,
+        capabilities, config parsed (None where not recorded).
+
+        Raises:
+            StoreError: no run ``run_id`` in the store.
+        """
+        rows = self.con.execute("""SELECT run_id, model, backend, status, CAST(normalizers AS VARCHAR),
+                                          CAST(capabilities AS VARCHAR), CAST(config AS VARCHAR)
+                                   FROM runs WHERE run_id = ?""", [run_id]).fetchall()
+        if not rows:
+            known = [r[0] for r in self.con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]
+            raise StoreError(f"no run {run_id!r} in this store; runs: {', '.join(known) or 'none'}")
+        r = rows[0]
+        return {"run_id": r[0], "model": r[1], "backend": r[2], "status": r[3], "normalizers": _obj(r[4]),
+                "capabilities": _obj(r[5]), "config": _obj(r[6])}
+
+    def stored_replies(self, run_id: str) -> pd.DataFrame:
+        """The run's base and variant replies as stored, with the hidden reasoning tokens an API reported.
+
+        Columns: response_id, prompt_id, variant_id (NULL for the base reply), response,
+        finish_reason, error, reasoning_tokens (``api_responses.reasoning_tokens``; NULL for a local
+        run or a store without that column); ordered by prompt, base first.
+        """
+        api = "reasoning_tokens" in self.columns.get("api_responses", ())
+        sel, join = ("a.reasoning_tokens", "LEFT JOIN api_responses a USING (response_id)") if api \
+            else ("CAST(NULL AS INTEGER) AS reasoning_tokens", "")
+        return self.con.execute(f"""
+            SELECT x.response_id, x.prompt_id, x.variant_id, x.response, x.finish_reason, x.error, {sel}
+            FROM responses x {join} WHERE x.run_id = ?
+            ORDER BY x.prompt_id, x.variant_id NULLS FIRST""", [run_id]).df()
+
+    def rescore_records(self, run_id: str) -> list[dict[str, Any]]:
+        """The rescore entries recorded for ``run_id`` (``RESCORE_META_PREFIX``), oldest first; [] if none."""
+        rows = self.con.execute("SELECT value FROM meta WHERE key = ?", [RESCORE_META_PREFIX + run_id]).fetchall()
+        return list(json.loads(rows[0][0])) if rows and rows[0][0] else []
+
+    def replace_deltas(self, rows: pd.DataFrame, note: dict[str, Any]) -> None:
+        """Overwrite stored ``deltas`` rows in place and record why, in one transaction.
+
+        Args:
+            rows: frame with the ``deltas`` columns; each row replaces the stored row of its key
+                (run_id, variant_id, axis), which must exist (the row keeps its place in the file,
+                so a prompt-ordered store stays so). The statistics tables of the (run, prompt) and
+                (run, dataset) pairs touched are recomputed (``suffstats.refresh``).
+            note: JSON-able record appended, with ``at`` (UTC time), to the meta key
+                ``rescore:<run_id>`` of each run in ``rows``.
+        Raises:
+            StoreError: the store is read-only, or a row's key is not stored (nothing is written).
+        """
+        if self.read_only:
+            raise StoreError("the store is open read-only; a rescore needs a writable open")
+        if rows.empty:
+            return
+        df = rows[list(_DELTA_COLUMNS)].copy()
+        df["delta"] = df["delta"].astype(object).where(df["delta"].notna(), None)
+        df["delta_norm"] = df["delta_norm"].astype(object).where(df["delta_norm"].notna(), None)
+        df["available"] = df["available"].astype(bool)
+        at = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self.con.register("_sago_new", df)
+            try:
+                missing = self.con.execute("""SELECT count(*) FROM _sago_new n ANTI JOIN deltas d
+                                              ON d.run_id = n.run_id AND d.variant_id = n.variant_id
+                                              AND d.axis = n.axis""").fetchall()[0][0]
+                if missing:
+                    raise StoreError(f"{missing} of {len(df)} rows to replace are not stored deltas rows")
+                self.con.execute("""UPDATE deltas SET delta = n.delta::DOUBLE, delta_norm = n.delta_norm::DOUBLE,
+                                        available = n.available, reason = n.reason, detector = n.detector
+                                    FROM _sago_new n WHERE deltas.run_id = n.run_id
+                                        AND deltas.variant_id = n.variant_id AND deltas.axis = n.axis""")
+            finally:
+                self.con.unregister("_sago_new")
+            suffstats.refresh(self.con, df)
+            for run_id in sorted(df["run_id"].unique()):
+                entries = self.rescore_records(run_id) + [{"at": at, **note}]
+                self.con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                                 [RESCORE_META_PREFIX + run_id, json.dumps(entries, sort_keys=True, default=str)])
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
