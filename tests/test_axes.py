@@ -193,6 +193,9 @@ def test_mr_punctuation_and_spacing():
     assert mirrors("a  b", s) == 1
     assert mirrors("a b", s) == 0
     assert delta_mr(["a  b", "a b"], [s, s], "a b").tolist() == [1.0, 0.0]
+    # a reply of whitespace alone mirrors spacing when it holds the noise (a tab or a run of spaces)
+    assert mirrors("\t \n  \t", s) == 1 and mirrors("  ", s) == 1 and mirrors("\t", s) == 1
+    assert mirrors(" ", s) == 0 and mirrors("\n\n", s) == 0 and mirrors("", s) == 0
 
 
 # ------------------------------------------------------------------ Δ-MR: structural

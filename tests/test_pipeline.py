@@ -309,7 +309,7 @@ def test_a_whitespace_reply_is_a_reply_scored_on_every_text_axis():
     assert w.loc["bleu", "delta"] == -100.0 and w.loc["bleu", "delta_norm"] == -1.0  # sacrebleu: no n-gram matches
     assert w.loc["bert", "delta"] == -1.0  # bert-score: an empty candidate scores F1 = 0
     assert w.loc["bert@rescaled", "delta"] == pytest.approx(-1.0 / (1.0 - b)) and w.loc["bert@rescaled", "delta_norm"] == -1.0
-    assert w.loc["mr", "delta"] == 0.0  # no spacing noise between visible characters, none in the base reply
+    assert w.loc["mr", "delta"] == 1.0  # the reply is the spacing noise itself (a tab, a run of spaces); the base has none
     assert np.isfinite(w.loc[text, "delta"].to_numpy(dtype=float)).all()
     # no characters at all, or hidden reasoning that used the budget: nothing to measure
     e, h = _by_axis(d, "empty"), _by_axis(d, "hidden")

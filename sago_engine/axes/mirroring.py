@@ -70,6 +70,9 @@ def _case_attr(text: str, target: str) -> bool:
 
 _PUNCT_NOISE = re.compile(r"[!?,;:]{2,}|\.{4,}|(?<=\s)[!?,;:.](?=\s)")
 _SPACE_NOISE = re.compile(r"\S(?: {2,}|\t+)\S|\s[,.;:!?](?!\S*\d)")
+#: A reply of whitespace alone that holds the noise itself (a run of spaces or a tab): the model
+#: copied the spacing instead of answering, which mirrors it as much as noise between words does.
+_SPACE_ONLY_NOISE = re.compile(r" {2,}|\t")
 
 
 def _word_count(text: str) -> int:
@@ -109,6 +112,8 @@ def mirrors(response: str, variant: Variant, base_response: str | None = None) -
         if sub == "punctuation":
             return int(bool(_PUNCT_NOISE.search(response)))
         if sub == "spacing":
+            if response and response.isspace():
+                return int(bool(_SPACE_ONLY_NOISE.search(response)))
             return int(bool(_SPACE_NOISE.search(response)))
         return 0
     if fam == "structural":
