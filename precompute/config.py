@@ -54,7 +54,7 @@ class ModelConfig:
     ``YYYY-MM-DD``. None: the template's own fallback date where it has one (Llama-3.x "26 Jul 2024"),
     else 2024-07-26 (``sago_engine.backends.hf_local.template_clock``). Recorded in
     ``runs.decoding.chat_template``; enters the run id when set."""
-    # ---- API backends only (see sago_engine.backends.api_common.ApiBackend) ----
+    # ---- API backends only (see sago_engine.backends.api_backend.ApiBackend) ----
     base_url: str | None = None
     """API root; required for ``openai_compatible`` (e.g. ``http://localhost:8000/v1``)."""
     api_key_env: str | None = None
@@ -80,7 +80,7 @@ class ModelConfig:
     """USD per million cached input tokens (unset → the input price)."""
     omit_params: tuple[str, ...] | None = None
     """Request parameters not sent, for models that reject them: any of ``temperature``,
-    ``seed``, ``logprobs`` (``api_common.OMITTABLE_PARAMS``). A model that rejects one stops the
+    ``seed``, ``logprobs`` (``api_errors.OMITTABLE_PARAMS``). A model that rejects one stops the
     run with a message naming this setting."""
     thinking_budget: int | None = None
     """Hidden-reasoning token budget: gemini ``thinking_budget`` (0 = thinking off), anthropic
@@ -233,7 +233,7 @@ def _check_model(m: dict, base: Path) -> ModelConfig:
     _number(m, "price_out_per_mtok", 0)
     _number(m, "price_cached_in_per_mtok", 0)
     if "omit_params" in m:
-        from sago_engine.backends.api_common import OMITTABLE_PARAMS
+        from sago_engine.backends.api_errors import OMITTABLE_PARAMS
 
         op = m["omit_params"]
         if not isinstance(op, list) or any(p not in OMITTABLE_PARAMS for p in op):
@@ -285,7 +285,7 @@ def missing_api_keys(models, environ=None) -> list[str]:
         e.g. ``["OPENAI_API_KEY (gpt-5.4)", "GEMINI_API_KEY (or GOOGLE_API_KEY) (gemini-2.5-flash)"]``;
         ``[]`` when every key is present (an openai_compatible server at a local base_url needs none).
     """
-    from sago_engine.backends.api_common import missing_key_vars
+    from sago_engine.backends.api_keys import missing_key_vars
 
     need: dict[str, list[str]] = {}
     for m in models:

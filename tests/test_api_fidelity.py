@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sago_engine.backends.api_common import ApiConfigError, ApiFatalError, cost_usd
+from sago_engine.backends.api_errors import ApiConfigError, ApiFatalError
+from sago_engine.pricing import cost_usd
 from tests.fake_api import FakeAPI, reply_text
 from tests.test_api_backends import PROVIDERS, env, make  # noqa: F401 (fixture)
 

@@ -417,7 +417,7 @@ def test_unreachable_server_stops_before_any_work():
     runner's CLI exits 2 before a row is written)."""
     import socket
 
-    from sago_engine.backends.api_common import ApiFatalError
+    from sago_engine.backends.api_errors import ApiFatalError
     from sago_engine.backends.hybrid import HybridBackend
 
     with socket.socket() as s:  # a port nobody listens on

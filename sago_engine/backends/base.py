@@ -7,7 +7,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..registry import Registry
 from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
-from .api_common import ApiBackend
+from .api_backend import ApiBackend
 from .caching import CachingBackend, ReplyCache, default_cache_dir
 
 __all__ = [
@@ -120,7 +120,7 @@ def get_backend(spec: dict[str, Any], reply_cache: ReplyCache | None = None) -> 
             "device": "auto", "batch_size": 8}``; for the API backends (``openai``,
             ``openai_compatible``, ``anthropic``, ``gemini``) e.g. ``{"name": "openai", "model":
             "gpt-4o-mini", "top_logprobs": 20, "max_concurrency": 4}`` (see
-            ``api_common.ApiBackend``; keys come from the environment only). API backends
+            ``api_backend.ApiBackend``; keys come from the environment only). API backends
             come wrapped in ``caching.CachingBackend`` (reply cache) unless the spec has
             ``"cache": False``.
         reply_cache: the ``caching.ReplyCache`` an API backend's replies go to; None = the

@@ -59,7 +59,9 @@ import numpy as np
 import torch
 
 from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
-from .api_common import ApiFatalError, ApiReply, _public_url
+from .api_errors import ApiFatalError
+from .api_keys import public_url
+from .api_reply import ApiReply
 from .hf_local import HFLocalBackend, token_stats
 from .context import check_context, over_context_result
 from .openai_api import OpenAICompatibleBackend
@@ -222,7 +224,7 @@ class HybridBackend:
             dtype, device, batch_size, chat_template_kwargs, template_date: the local copy's settings
                 (``HFLocalBackend``); ``batch_size`` = rows per teacher-forced forward pass.
             api_key_env, max_concurrency, timeout_s, max_retries: the server side
-                (``api_common.ApiBackend``: key from that variable only; none at a local URL).
+                (``api_backend.ApiBackend``: key from that variable only; none at a local URL).
             logprob_tol: tolerance in nats (> 0) on max |server − local| log-prob per reply.
             server_extra_body: extra request fields (None: ``VLLM_EXTRA_BODY``; ``{}``: none).
             prompt_format: ``"token_ids"`` (the rendered prompt's ids) or ``"text"``.
@@ -309,7 +311,7 @@ class HybridBackend:
         srv = self.server
         dec = dict(li.get("decoding") or {})
         dec["hybrid"] = {
-            "server": {"base_url": _public_url(srv.base_url), "model": srv.model_id, "api_key_env": srv.api_key_var,
+            "server": {"base_url": public_url(srv.base_url), "model": srv.model_id, "api_key_env": srv.api_key_var,
                        "endpoint": "completions", "prompt_format": self.prompt_format,
                        "request": {"temperature": 0.0, "top_p": 1.0, "logprobs": 1, "seed": srv.seed,
                                    "extra_body": dict(sorted(srv.extra_body.items()))},
@@ -324,7 +326,7 @@ class HybridBackend:
             "server_limits": srv.server_limits(),
         }
         return {**li, "backend": self.name, "model_id": self.model_id, "capabilities": sorted(self.capabilities),
-                "source": f"hybrid: server {_public_url(srv.base_url)} model {srv.model_id}; local {li.get('source')}",
+                "source": f"hybrid: server {public_url(srv.base_url)} model {srv.model_id}; local {li.get('source')}",
                 "decoding": dec}
 
     def template_record(self) -> dict[str, Any] | str:
@@ -533,7 +535,7 @@ class HybridBackend:
             self.server.take_usage()  # the probe is not the run's usage
         if r.error is not None:  # a server that cannot answer one prompt will not answer the run's
             raise ApiFatalError(
-                f"hybrid {self.model_id}: the server at {_public_url(self.server.base_url)} (model "
+                f"hybrid {self.model_id}: the server at {public_url(self.server.base_url)} (model "
                 f"{self.server.model_id!r}) did not answer the start-up probe: {r.error[:300]}. Check base_url and "
                 f"server_model; a server that rejects vLLM's request fields needs server_extra_body = {{}}")
         diff = r.meta["logprob_max_abs_diff"]
@@ -555,4 +557,4 @@ class HybridBackend:
             self.local.close()
 
     def __repr__(self) -> str:
-        return f"HybridBackend({self.model_id!r}, server={_public_url(self.server.base_url)!r})"
+        return f"HybridBackend({self.model_id!r}, server={public_url(self.server.base_url)!r})"
