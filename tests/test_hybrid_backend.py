@@ -347,7 +347,7 @@ def test_control_token_text_reaches_the_server_as_text(tiny_backend):
 
 
 def test_parse_token_ids():
-    from sago_engine.backends.hybrid import parse_token_ids
+    from sago_engine.backends.hybrid_server import parse_token_ids
 
     assert parse_token_ids(["token_id:2", "token_id:13"]) == [2, 13]
     assert parse_token_ids([]) == []
