@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "sago_engine.runpairs", "sago_engine.judge_audit", "sago_engine.pairwise")),
     ("store, variants, zoo", (
         "sago_engine.store", "sago_engine.variants", "sago_engine.models", "sago_engine.kernels",
-        "sago_engine.kvcache", "sago_engine.bertscore")),
+        "sago_engine.bertscore")),
     ("backends, axes", ("sago_engine.backends", "sago_engine.axes")),
     ("measurement", (
         "sago_engine.pipeline", "sago_engine.measure", "sago_engine.judge", "sago_engine.noise",
@@ -188,6 +188,13 @@ def test_every_module_has_a_layer():
     """A new module is placed in ``LAYERS`` (and docs/ARCHITECTURE.md "Layers") deliberately."""
     missing = sorted(m for m in GRAPH if layer_of(m) is None)
     assert not missing, f"modules without a layer in tests/test_layers.py LAYERS: {missing}"
+
+
+def test_every_layer_prefix_names_a_module():
+    """A prefix of ``LAYERS`` that names no module (one renamed or removed) would place nothing."""
+    stale = [p for _, prefixes in LAYERS for p in prefixes
+             if not any(m == p.rstrip("$") or m.startswith(p.rstrip("$") + ".") for m in GRAPH)]
+    assert not stale, f"LAYERS prefixes that name no module: {stale}"
 
 
 def test_no_import_cycle():
