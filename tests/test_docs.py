@@ -7,6 +7,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from precompute.config import LLM_LOCAL_KEYS, LLM_OWN_KEYS, SECTION_KEYS, SECTIONS
+from precompute.model_config import ModelConfig
+from sago_engine.types import AXES
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("sago_engine", "precompute", "dashboard", "pages")
 
@@ -93,3 +97,52 @@ def test_every_module_is_in_the_architecture_map():
 def test_the_architecture_map_names_only_files_that_exist():
     gone = sorted(p for p in architecture_map() if not (ROOT / p).exists())
     assert not gone, f"docs/ARCHITECTURE.md's module map names files that do not exist: {gone}"
+
+
+# ---------------------------------------------------------------------------- docs/CONFIG.md
+
+
+def config_doc_keys(text: str) -> dict[str, set[str]]:
+    """Section → the keys CONFIG.md's tables document under its heading (``## `[run]```; one
+    heading may name two sections). A key is a backticked name in a row's first cell; a backticked
+    section reference (```[[models]]```) is not a key."""
+    out: dict[str, set[str]] = {}
+    current: list[str] = []
+    for line in text.splitlines():
+        if line.startswith("## "):
+            current = [n.strip("[]") for n in re.findall(r"`(\[\[?\w+\]\]?)`", line)]
+            for n in current:
+                out.setdefault(n, set())
+        elif current and line.startswith("|") and not re.match(r"\|\s*(key|-+)\s*\|", line):
+            first = line.split("|")[1]
+            for name in re.findall(r"`([^`]+)`", first):
+                if not name.startswith("["):
+                    for n in current:
+                        out[n].add(name)
+    return out
+
+
+def config_keys() -> dict[str, set[str]]:
+    """Section → the keys the config classes accept."""
+    keys = {name: set(SECTION_KEYS.get(name, ())) for name in SECTIONS}
+    keys["normalizers"] = set(AXES)
+    keys["models"] = set(ModelConfig.__dataclass_fields__)
+    keys["judge"] = keys["rewriter"] = set(LLM_OWN_KEYS) | set(LLM_LOCAL_KEYS)
+    return keys
+
+
+def test_config_doc_parser():
+    text = ("## `[a]`\n| key | type |\n|---|---|\n| `x` | int |\n| `y`, `z` | str |\n"
+            "## `[b]` and `[[c]]`\n| key | t |\n|---|---|\n| the keys of `[[a]]` | |\n| `w` | |\n## Other\n| `v` | |\n")
+    assert config_doc_keys(text) == {"a": {"x", "y", "z"}, "b": {"w"}, "c": {"w"}}
+
+
+def test_config_md_documents_every_config_key_and_no_other():
+    """Every section and key ``load_config`` accepts is in docs/CONFIG.md, and it documents no other."""
+    doc = config_doc_keys((ROOT / "docs" / "CONFIG.md").read_text(encoding="utf-8"))
+    code = config_keys()
+    assert set(doc) == set(code), f"sections: documented {sorted(doc)}, accepted {sorted(code)}"
+    missing = {s: sorted(code[s] - doc[s]) for s in code if code[s] - doc[s]}
+    extra = {s: sorted(doc[s] - code[s]) for s in code if doc[s] - code[s]}
+    assert not missing, f"config keys missing from docs/CONFIG.md: {missing}"
+    assert not extra, f"docs/CONFIG.md documents keys the config does not accept: {extra}"
