@@ -228,3 +228,13 @@ def test_the_checks_catch_a_cycle_and_an_upward_import():
     assert layer_of("sago_engine.backends.hf_local.generation") == layer_of("sago_engine.backends")
     assert layer_of("sago_engine.store_catalog") == 0 and layer_of("sago_engine.storerows") == 4
     assert layer_of("somewhere.else") is None and layer_of("sago_engine.new_module") is None
+
+
+#: The most lines a module of sago may have (one concept per module).
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_is_over_the_line_limit():
+    long = {m: n for m, (path, _) in _modules().items()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by concept): {long}"
