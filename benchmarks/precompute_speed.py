@@ -71,7 +71,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-from precompute.config import ModelConfig, load_config  # noqa: E402
+from precompute.config import load_config  # noqa: E402
+from precompute.model_config import ModelConfig  # noqa: E402
 from precompute.runner import make_plan, run, run_id_for, write_plan  # noqa: E402
 from sago_engine.axes import delta_bert, delta_bleu, delta_cos, delta_ent, delta_mr, delta_prob, detector_kind  # noqa: E402
 from sago_engine.backends import get_backend  # noqa: E402

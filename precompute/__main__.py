@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-    from sago_engine.backends.api_common import ApiFatalError
+    from sago_engine.backends.api_errors import ApiFatalError
     from sago_engine.datasets import DatasetError
     from sago_engine.models import ModelUnavailableError
     from sago_engine.store import StoreError

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from precompute.config import API_FIELDS, HYBRID_FIELDS, HYBRID_SERVER_FIELDS, LOCAL_FIELDS, ModelConfig, RunConfig
+from precompute.config import RunConfig
+from precompute.model_config import ModelConfig
 from precompute.plan import Plan, rewriter_settings
 from sago_engine.judge import JUDGE_TEMPLATE_ID
 from sago_engine.runrecord import library_versions, local_decoding_record
@@ -122,20 +123,12 @@ def model_run_record(cfg: RunConfig, m: ModelConfig, plan: Plan, run_id: str, ba
 
 
 def backend_spec(cfg: RunConfig, m: ModelConfig) -> dict:
-    """The ``get_backend`` spec of a model: local settings for hf_local; for API backends the
-    model name, the settings given in the config (unset ones keep the backend's defaults) and
-    the run seed. Never a key: API backends read theirs from the environment."""
-    if m.backend == "hybrid":  # the local copy's settings and its server's
-        return {"backend": m.backend, "model": m.key, "seed": cfg.seed,
-                **{k: getattr(m, k) for k in (*LOCAL_FIELDS, *HYBRID_SERVER_FIELDS, *HYBRID_FIELDS)
-                   if getattr(m, k) is not None}}
-    if not m.is_api:
-        spec = {"backend": m.backend, "model": m.key, "dtype": m.dtype, "device": m.device,
-                "batch_size": m.batch_size}
-        if m.chat_template_kwargs is not None:
-            spec["chat_template_kwargs"] = dict(m.chat_template_kwargs)
-        if m.template_date is not None:
-            spec["template_date"] = m.template_date
-        return spec
-    return {"backend": m.backend, "model": m.key, "seed": cfg.seed,
-            **{k: getattr(m, k) for k in API_FIELDS if getattr(m, k) is not None}}
+    """The ``get_backend`` spec of a model: its backend settings that are set (``BackendSettings.spec``:
+    unset ones keep the backend's defaults; hf_local's dtype, device and batch size always) and, for
+    a backend that takes it (API backends, hybrid), the run seed. Never a key: API backends read
+    theirs from the environment."""
+    s = m.settings
+    spec = {"backend": m.backend, "model": m.key, **s.spec()}
+    if s.takes_run_seed:
+        spec["seed"] = cfg.seed
+    return spec

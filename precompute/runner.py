@@ -18,7 +18,8 @@ from typing import Callable
 import pandas as pd
 from tqdm import tqdm
 
-from precompute.config import ModelConfig, RunConfig, check_run_keys, llm_backend_spec
+from precompute.config import RunConfig, check_run_keys, llm_backend_spec
+from precompute.model_config import ModelConfig
 from precompute.plan import Plan, make_plan, plan_chunks, shard_prompts, write_plan
 from precompute.publish import open_work, publish, remove_work, work_path
 from precompute.records import backend_spec, model_run_record, run_id_for

@@ -13,16 +13,11 @@ import numpy as np
 import pytest
 
 from sago_engine.backends import get_backend
-from sago_engine.backends.api_common import (
-    ApiFatalError,
-    classify_error,
-    is_local_url,
-    missing_key_vars,
-    normalise_finish_reason,
-    parse_retry_after,
-    redact,
-    topk_entropy,
-)
+from sago_engine.backends.api_errors import ApiFatalError, classify_error
+from sago_engine.backends.api_keys import is_local_url, missing_key_vars, redact
+from sago_engine.backends.api_reply import normalise_finish_reason
+from sago_engine.backends.logprobs import topk_entropy
+from sago_engine.backends.retry import parse_retry_after
 from tests.fake_api import TOKEN_ENTROPY, FakeAPI, reply_text
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sago_engine.backends.api_common import ApiConfigError, ApiFatalError, cost_usd
+from sago_engine.backends.api_errors import ApiConfigError, ApiFatalError
+from sago_engine.pricing import cost_usd
 from tests.fake_api import FakeAPI, reply_text
 from tests.test_api_backends import PROVIDERS, env, make  # noqa: F401 (fixture)
 
@@ -87,7 +88,7 @@ def test_budget_spent_on_thinking_is_flagged_and_billed(provider, env):
 def test_a_blank_reply_is_no_output_only_with_hidden_reasoning_tokens(env):
     # a reply of tabs and newlines cut by the budget is what the model wrote; the same blank text
     # after billed reasoning tokens, or no text at all, is a budget spent on hidden tokens
-    from sago_engine.backends.api_common import ApiReply
+    from sago_engine.backends.api_reply import ApiReply
     from sago_engine.pipeline import budget_spent
 
     with FakeAPI(default="normal") as fake:

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 
 from sago_engine.axes.confidence import delta_prob
-from sago_engine.backends.api_common import ApiReply, RetryPolicy, classify_error, parse_retry_after
+from sago_engine.backends.api_errors import classify_error
+from sago_engine.backends.api_reply import ApiReply
+from sago_engine.backends.retry import RetryPolicy, parse_retry_after
 from sago_engine.backends.openai_api import OpenAICompatibleBackend
 from sago_engine.pipeline import _unavailable_reason
 from sago_engine.scoring import normalize

@@ -347,7 +347,7 @@ def test_control_token_text_reaches_the_server_as_text(tiny_backend):
 
 
 def test_parse_token_ids():
-    from sago_engine.backends.hybrid import parse_token_ids
+    from sago_engine.backends.hybrid_server import parse_token_ids
 
     assert parse_token_ids(["token_id:2", "token_id:13"]) == [2, 13]
     assert parse_token_ids([]) == []
@@ -417,7 +417,7 @@ def test_unreachable_server_stops_before_any_work():
     runner's CLI exits 2 before a row is written)."""
     import socket
 
-    from sago_engine.backends.api_common import ApiFatalError
+    from sago_engine.backends.api_errors import ApiFatalError
     from sago_engine.backends.hybrid import HybridBackend
 
     with socket.socket() as s:  # a port nobody listens on

@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "sago_engine.runpairs", "sago_engine.judge_audit", "sago_engine.pairwise")),
     ("store, variants, zoo", (
         "sago_engine.store", "sago_engine.variants", "sago_engine.models", "sago_engine.kernels",
-        "sago_engine.kvcache", "sago_engine.bertscore")),
+        "sago_engine.bertscore")),
     ("backends, axes", ("sago_engine.backends", "sago_engine.axes")),
     ("measurement", (
         "sago_engine.pipeline", "sago_engine.measure", "sago_engine.judge", "sago_engine.noise",
@@ -191,6 +191,13 @@ def test_every_module_has_a_layer():
     assert not missing, f"modules without a layer in tests/test_layers.py LAYERS: {missing}"
 
 
+def test_every_layer_prefix_names_a_module():
+    """A prefix of ``LAYERS`` that names no module (one renamed or removed) would place nothing."""
+    stale = [p for _, prefixes in LAYERS for p in prefixes
+             if not any(m == p.rstrip("$") or m.startswith(p.rstrip("$") + ".") for m in GRAPH)]
+    assert not stale, f"LAYERS prefixes that name no module: {stale}"
+
+
 def test_no_import_cycle():
     assert "sago_engine.backends.hf_local.backend" in GRAPH["sago_engine.backends.hf_local.teacher"]  # type only
     assert "sago_engine.backends.hf_local.backend" not in RUNTIME_GRAPH["sago_engine.backends.hf_local.teacher"]
@@ -222,3 +229,13 @@ def test_the_checks_catch_a_cycle_and_an_upward_import():
     assert layer_of("sago_engine.backends.hf_local.generation") == layer_of("sago_engine.backends")
     assert layer_of("sago_engine.store_catalog") == 0 and layer_of("sago_engine.storerows") == 4
     assert layer_of("somewhere.else") is None and layer_of("sago_engine.new_module") is None
+
+
+#: The most lines a module of sago may have (one concept per module).
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_is_over_the_line_limit():
+    long = {m: n for m, (path, _) in _modules().items()
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by concept): {long}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from sago_engine.backends.api_common import (OVER_CONTEXT_400, ApiConfigError, classify_error, config_fix,
+from sago_engine.backends.api_errors import (OVER_CONTEXT_400, ApiConfigError, classify_error, config_fix,
                                              context_limit_reason, logprobs_cap)
 from tests.fake_api import FakeAPI, reply_text
 from tests.test_api_backends import env, make  # noqa: F401 (fixture)

@@ -222,7 +222,7 @@ def test_a_prompt_over_the_context_is_its_error_row_and_the_run_goes_on(vllm_url
     it 400 (``param: "input_tokens"``); openai_compatible stores that prompt (and its variants) as
     error rows with the reason and answers the rest; hybrid never sends it (its token count is
     known) and does the same. Neither stops the run with a configuration error."""
-    from sago_engine.backends.api_common import OVER_CONTEXT_400
+    from sago_engine.backends.api_errors import OVER_CONTEXT_400
 
     data = tmp_path / "data"
     data.mkdir()
@@ -285,7 +285,7 @@ def test_top_logprobs_over_the_servers_cap_is_a_config_error_with_the_right_fix(
     """sago's default top_logprobs (20) against the server's --max-logprobs 5: vLLM's 400 on
     ``param: "logprobs"`` stops the run with the fix that keeps Δ-Prob/Δ-Ent (a lower top_logprobs
     or the server's --max-logprobs), never omit_params."""
-    from sago_engine.backends.api_common import ApiConfigError
+    from sago_engine.backends.api_errors import ApiConfigError
     from sago_engine.backends.openai_api import OpenAICompatibleBackend
 
     be = OpenAICompatibleBackend(SERVED, base_url=vllm_url)  # top_logprobs 20

@@ -1,7 +1,7 @@
 """Anthropic messages backend (``anthropic``): responses only, no log-probs.
 
 Uses the official ``anthropic`` SDK with its own retries off (``max_retries=0``); retries, the
-cache, concurrency and usage come from ``api_common.ApiBackend``.
+cache, concurrency and usage come from ``api_backend.ApiBackend``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from typing import Any
 
 import anthropic
 
-from .api_common import ApiBackend, ApiReply
+from .api_backend import ApiBackend
+from .api_reply import ApiReply
 
 __all__ = ["AnthropicBackend", "LEGACY_API_VERSION"]
 

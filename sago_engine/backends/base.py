@@ -7,14 +7,17 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..registry import Registry
 from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
-from .api_common import ApiBackend
+from .api_backend import ApiBackend
 from .caching import CachingBackend, ReplyCache, default_cache_dir
+from .settings import BackendSettings
 
 __all__ = [
     "Backend",
     "DecodingConfig",
     "BACKENDS",
+    "SETTINGS",
     "register_backend",
+    "settings_for",
     "get_backend",
 ]
 
@@ -89,18 +92,36 @@ BACKENDS.register("anthropic", ".anthropic_api:AnthropicBackend")
 BACKENDS.register("gemini", ".gemini_api:GeminiBackend")
 BACKENDS.register("hybrid", ".hybrid:HybridBackend")  # server replies + local teacher-forced statistics
 
+#: Backend name → the settings dataclass its ``[[models]]`` tables are validated against
+#: (``settings.BackendSettings``; torch- and SDK-free modules), imported on first access.
+SETTINGS: Registry[type] = Registry("backend", package=__package__)
+SETTINGS.register("hf_local", ".hf_local.settings:LocalSettings")
+for _api in ("openai", "openai_compatible", "anthropic", "gemini"):
+    SETTINGS.register(_api, ".api_settings:ApiSettings")
+SETTINGS.register("hybrid", ".hybrid_settings:HybridSettings")
 
-def register_backend(name: str, target: str) -> None:
+
+def register_backend(name: str, target: str, settings: str | type = ".settings:BackendSettings") -> None:
     """Add a backend to the factory.
 
     Args:
         name: backend name (``spec["name"]``).
         target: ``"package.module:Class"`` (or ``".module:Class"`` relative to this package);
             imported only when ``get_backend`` is called with that name.
+        settings: its settings dataclass (a ``settings.BackendSettings`` subclass, or its
+            ``"module:Class"`` path): the keys a ``[[models]]`` table of this backend may hold
+            (default: none beyond the ones every entry has).
     Raises:
         ValueError: the name is already registered (duplicates are refused, never overwritten).
     """
     BACKENDS.register(name, target)
+    SETTINGS.register(name, settings)
+
+
+def settings_for(name: str) -> type[BackendSettings]:
+    """The settings dataclass of backend ``name``: its ``SETTINGS`` entry, or ``BackendSettings``
+    (no keys of its own) for a backend registered in ``BACKENDS`` without one."""
+    return SETTINGS[name] if name in SETTINGS else BackendSettings
 
 
 def _default_reply_cache() -> ReplyCache:
@@ -120,7 +141,7 @@ def get_backend(spec: dict[str, Any], reply_cache: ReplyCache | None = None) -> 
             "device": "auto", "batch_size": 8}``; for the API backends (``openai``,
             ``openai_compatible``, ``anthropic``, ``gemini``) e.g. ``{"name": "openai", "model":
             "gpt-4o-mini", "top_logprobs": 20, "max_concurrency": 4}`` (see
-            ``api_common.ApiBackend``; keys come from the environment only). API backends
+            ``api_backend.ApiBackend``; keys come from the environment only). API backends
             come wrapped in ``caching.CachingBackend`` (reply cache) unless the spec has
             ``"cache": False``.
         reply_cache: the ``caching.ReplyCache`` an API backend's replies go to; None = the

@@ -1,7 +1,7 @@
 """Google Gemini backend (``gemini``) through the official ``google-genai`` SDK.
 
 ``client.models.generate_content`` on the Gemini Developer API (``v1beta``); the SDK retries
-nothing unless asked (no ``retry_options``), so ``api_common.ApiBackend``'s retries are the only
+nothing unless asked (no ``retry_options``), so ``api_backend.ApiBackend``'s retries are the only
 ones.
 """
 
@@ -12,7 +12,8 @@ from typing import Any
 from google import genai
 from google.genai import types
 
-from .api_common import ApiBackend, ApiReply
+from .api_backend import ApiBackend
+from .api_reply import ApiReply
 
 __all__ = ["GeminiBackend"]
 

@@ -1,5 +1,8 @@
 """Hybrid backend: replies from an OpenAI-compatible server (vLLM), white-box statistics from a local copy.
 
+Its parts: ``hybrid_server`` (the completions request), ``hybrid_scoring`` (the local
+teacher-forced pass), ``hybrid_check`` (server-vs-local log-prob agreement); this module joins them.
+
 Generation at scale runs on a server (vLLM: tensor parallel on one node, Ray across nodes); the
 white-box axes need the model's activations and full predictive distribution, which no server
 returns. ``HybridBackend`` splits the work:
@@ -47,135 +50,29 @@ loopback fake server: token ids and texts identical, deltas within float noise).
 
 from __future__ import annotations
 
-import inspect
 import logging
-import re
-import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
-import torch
 
 from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
-from .api_common import ApiFatalError, ApiReply, _public_url
-from .hf_local import HFLocalBackend, token_stats
+from .api_errors import ApiFatalError
+from .api_keys import public_url
 from .context import check_context, over_context_result
-from .openai_api import OpenAICompatibleBackend
+from .hf_local import HFLocalBackend
+from .hybrid_check import DEFAULT_LOGPROB_TOL, LogprobCheck, max_abs_diff
+from .hybrid_scoring import TeacherForcedScorer
+from .hybrid_server import VLLM_EXTRA_BODY, CompletionServer
 from .server_limits import server_over_context
 
-__all__ = ["HybridBackend", "DEFAULT_LOGPROB_TOL", "VLLM_EXTRA_BODY", "PROBE_PROMPT", "parse_token_ids"]
+__all__ = ["HybridBackend", "PROBE_PROMPT"]
 
 log = logging.getLogger("sago.hybrid")
-
-#: Default tolerance (nats) on max |server log-prob − local log-prob| per reply: float32 locally
-#: against a bfloat16 server differ by ~1e-2 on typical tokens; a different checkpoint by far more.
-DEFAULT_LOGPROB_TOL = 0.05
-
-#: Extra request fields sent to a vLLM server (``extra_body``): token ids instead of token strings,
-#: and every sampling knob vLLM would otherwise take from the model folder's
-#: ``generation_config.json`` at its neutral value (as ``hf_local.NEUTRAL_DECODING``). Servers
-#: that reject unknown fields: set ``server_extra_body = {}`` (ids are then re-tokenized).
-VLLM_EXTRA_BODY: dict[str, Any] = {"return_tokens_as_token_ids": True, "repetition_penalty": 1.0, "top_k": -1,
-                                   "min_p": 0.0}
 
 #: The start-up probe's prompt (one reply, ``PROBE_TOKENS`` tokens at most).
 PROBE_PROMPT = "Name the capital of France in one word."
 PROBE_TOKENS = 8
-
-_TOKEN_ID = re.compile(r"token_id:(\d+)")
-
-
-def parse_token_ids(tokens: Sequence[str] | None) -> list[int] | None:
-    """Token ids from vLLM's ``return_tokens_as_token_ids`` strings (``"token_id:123"``).
-
-    Returns:
-        The ids, or None when ``tokens`` is None or any entry is not of that form (a server that
-        returned token strings: the caller re-tokenizes). ``[]`` for an empty list.
-    """
-    if tokens is None:
-        return None
-    out = []
-    for t in tokens:
-        m = _TOKEN_ID.fullmatch(str(t))
-        if m is None:
-            return None
-        out.append(int(m.group(1)))
-    return out
-
-
-@dataclass
-class _CompletionReply(ApiReply):
-    """An ``ApiReply`` plus the generated token ids the server returned (None: none given)."""
-
-    token_ids: list[int] | None = None
-
-
-class _CompletionServer(OpenAICompatibleBackend):
-    """The server side: ``client.completions.create`` over the locally rendered prompt.
-
-    Keeps ``openai_compatible``'s name, key rules (the key only from ``api_key_env``; none at a
-    local URL), retries, concurrency and redaction. ``prompts`` passed to ``generate`` are keys of
-    ``self.rendered`` (set by ``HybridBackend`` before each call): raw prompt → token ids / text.
-    """
-
-    def __init__(self, model: str, *, prompt_format: str, extra_body: dict[str, Any], **kw: Any) -> None:
-        super().__init__(model, top_logprobs=0, **kw)
-        self.prompt_format = prompt_format
-        self.extra_body = dict(extra_body)
-        self.rendered: dict[str, tuple[list[int], str]] = {}
-
-    def request_params(self, max_new_tokens: int) -> dict[str, Any]:
-        d = super().request_params(max_new_tokens)
-        d.update(endpoint="completions", prompt_format=self.prompt_format, logprobs=1, top_p=1.0,
-                 extra_body=dict(sorted(self.extra_body.items())))
-        return d
-
-    def _request_kw(self, prompt: str, max_new_tokens: int) -> dict[str, Any]:
-        """The ``completions.create`` arguments of one request (``prompt`` a key of ``rendered``)."""
-        ids, text = self.rendered.get(prompt, ([], ""))
-        kw: dict[str, Any] = {"model": self.model_id, "prompt": list(ids) if self.prompt_format == "token_ids" else text,
-                              "max_tokens": max_new_tokens, "temperature": 0.0, "top_p": 1.0, "seed": self.seed,
-                              "logprobs": 1}
-        if self.extra_body:
-            kw["extra_body"] = dict(self.extra_body)
-        return kw
-
-    def config_fix(self, param: str, message: str) -> str:
-        """What fixes a refused field of the hybrid's fixed request (no config key sets them)."""
-        if param == "logprobs":
-            return ("the hybrid backend asks for the chosen token's log-prob only (logprobs = 1) for its check: start "
-                    "the server with log-probs allowed (vLLM: --max-logprobs 1 or more; its default is 20)")
-        if param in self.extra_body:
-            return (f"set server_extra_body in the model's [[models]] table without {param!r} (server_extra_body = {{}} "
-                    f"sends no vLLM field; token ids are then re-tokenized)")
-        return super().config_fix(param, message)
-
-    def _request(self, prompt: str, max_new_tokens: int) -> ApiReply:
-        if prompt not in self.rendered:
-            raise KeyError(f"prompt not rendered: {prompt[:80]!r}")
-        r = self._client.completions.create(**self._request_kw(prompt, max_new_tokens))
-        if not r.choices:
-            raise ValueError("the server returned no choices")
-        ch = r.choices[0]
-        lp = ch.logprobs
-        tokens = list(lp.tokens) if lp is not None and lp.tokens is not None else None
-        lps = None
-        if lp is not None and lp.token_logprobs is not None:
-            lps = [float("nan") if x is None else float(x) for x in lp.token_logprobs]
-        u = r.usage
-        return _CompletionReply(text=ch.text or "", finish_raw=ch.finish_reason, model=r.model,
-                                prompt_tokens=getattr(u, "prompt_tokens", None),
-                                completion_tokens=getattr(u, "completion_tokens", None),
-                                token_logprobs=lps, token_ids=parse_token_ids(tokens))
-
-    def _result(self, reply: ApiReply, latency: float, cached: bool, attempts: int) -> GenerationResult:
-        res = super()._result(reply, latency, cached, attempts)
-        if reply.token_logprobs is not None and res.token_logprobs is None:  # kept even for an empty text
-            res.token_logprobs = np.asarray(reply.token_logprobs, dtype=np.float64)
-        res.token_ids = getattr(reply, "token_ids", None)
-        return res
 
 
 class HybridBackend:
@@ -222,7 +119,7 @@ class HybridBackend:
             dtype, device, batch_size, chat_template_kwargs, template_date: the local copy's settings
                 (``HFLocalBackend``); ``batch_size`` = rows per teacher-forced forward pass.
             api_key_env, max_concurrency, timeout_s, max_retries: the server side
-                (``api_common.ApiBackend``: key from that variable only; none at a local URL).
+                (``api_backend.ApiBackend``: key from that variable only; none at a local URL).
             logprob_tol: tolerance in nats (> 0) on max |server − local| log-prob per reply.
             server_extra_body: extra request fields (None: ``VLLM_EXTRA_BODY``; ``{}``: none).
             prompt_format: ``"token_ids"`` (the rendered prompt's ids) or ``"text"``.
@@ -241,7 +138,7 @@ class HybridBackend:
             raise ValueError(f"prompt_format must be 'token_ids' or 'text', got {prompt_format!r}")
         if not (isinstance(logprob_tol, (int, float)) and not isinstance(logprob_tol, bool) and logprob_tol > 0):
             raise ValueError(f"logprob_tol must be a number > 0 (nats), got {logprob_tol!r}")
-        self.server = _CompletionServer(server_model or model, base_url=base_url, api_key_env=api_key_env,
+        self.server = CompletionServer(server_model or model, base_url=base_url, api_key_env=api_key_env,
                                         max_concurrency=max_concurrency, timeout_s=timeout_s,
                                         max_retries=max_retries, seed=seed, sleep=sleep,
                                         prompt_format=prompt_format,
@@ -257,12 +154,8 @@ class HybridBackend:
         self.prompt_format = prompt_format
         self.template = self.local.template
         self.tokenizer = self.local.tokenizer
-        self._eos = set(self.local.eos_ids)
-        fwd = inspect.signature(self.local.model.forward).parameters
-        self._keep_arg = "logits_to_keep" if "logits_to_keep" in fwd else (
-            "num_logits_to_keep" if "num_logits_to_keep" in fwd else None)
-        self._lock = threading.Lock()
-        self._check = self._zero_check()
+        self.scorer = TeacherForcedScorer(self.local)
+        self._agreement = LogprobCheck(self.logprob_tol)
         self._closed = False
         self.server_check: dict[str, Any] | None = None
         self.server.server_limits()
@@ -275,10 +168,6 @@ class HybridBackend:
 
     # ------------------------------------------------------------------ record
 
-    def _zero_check(self) -> dict[str, Any]:
-        return {"replies": 0, "checked": 0, "beyond_tol": 0, "max_abs_diff": None, "re_tokenized": 0,
-                "tol": self.logprob_tol}
-
     def logprob_check(self) -> dict[str, Any]:
         """Server-vs-local log-prob agreement over every reply since the backend was built.
 
@@ -289,8 +178,7 @@ class HybridBackend:
             "re_tokenized": replies whose ids were re-derived from the text, "tol": nats}``.
             The start-up probe is not counted.
         """
-        with self._lock:
-            return dict(self._check)
+        return self._agreement.counts()
 
     def info(self) -> dict[str, Any]:
         """Run-record facts of both endpoints.
@@ -309,7 +197,7 @@ class HybridBackend:
         srv = self.server
         dec = dict(li.get("decoding") or {})
         dec["hybrid"] = {
-            "server": {"base_url": _public_url(srv.base_url), "model": srv.model_id, "api_key_env": srv.api_key_var,
+            "server": {"base_url": public_url(srv.base_url), "model": srv.model_id, "api_key_env": srv.api_key_var,
                        "endpoint": "completions", "prompt_format": self.prompt_format,
                        "request": {"temperature": 0.0, "top_p": 1.0, "logprobs": 1, "seed": srv.seed,
                                    "extra_body": dict(sorted(srv.extra_body.items()))},
@@ -324,7 +212,7 @@ class HybridBackend:
             "server_limits": srv.server_limits(),
         }
         return {**li, "backend": self.name, "model_id": self.model_id, "capabilities": sorted(self.capabilities),
-                "source": f"hybrid: server {_public_url(srv.base_url)} model {srv.model_id}; local {li.get('source')}",
+                "source": f"hybrid: server {public_url(srv.base_url)} model {srv.model_id}; local {li.get('source')}",
                 "decoding": dec}
 
     def template_record(self) -> dict[str, Any] | str:
@@ -414,13 +302,13 @@ class HybridBackend:
             if r.error is not None:
                 out[i] = r
                 continue
-            ids, source, appended = self._scored_ids(r)
+            ids, source, appended = self.scorer.scored_ids(r)
             todo.append((i, ids, r, (source, appended)))
         n_beyond = 0
         for batch in self.local._batches([len(rendered[prompts[i]][0]) + len(ids) for i, ids, _, _ in todo]):
             rows = [todo[b] for b in batch]
             t0 = time.perf_counter()
-            scored = self._score([(rendered[prompts[i]][0], ids) for i, ids, _, _ in rows],
+            scored = self.scorer.score([(rendered[prompts[i]][0], ids) for i, ids, _, _ in rows],
                                  [spans[prompts[i]] for i, _, _, _ in rows])
             per = (time.perf_counter() - t0) / len(rows)
             for (i, ids, r, how), (lp, ent, hid, user) in zip(rows, scored):
@@ -432,45 +320,14 @@ class HybridBackend:
                         self.model_id, n_beyond, len(todo), self.logprob_tol, self.logprob_check()["max_abs_diff"])
         return out  # type: ignore[return-value]
 
-    def _scored_ids(self, r: GenerationResult) -> tuple[list[int], str, bool]:
-        """The ids to score, their source and whether EOS was appended: the server's ids, else the
-        text re-tokenized; the EOS token appended when the server stopped (finish "stop") without
-        returning one (vLLM returns it; a server may not), as hf_local counts it; cut after the
-        first EOS, as hf_local keeps them."""
-        if r.token_ids is not None:
-            ids, source = [int(t) for t in r.token_ids], "server"
-        else:
-            ids, source = list(self.local.tokenizer(r.text, add_special_tokens=False)["input_ids"]), "re-tokenized"
-        appended = r.finish_reason == "stop" and not any(t in self._eos for t in ids)
-        if appended:
-            eos = self.local.tokenizer.eos_token_id
-            ids.append(eos if eos in self._eos else self.local.eos_ids[0])
-        for t, tok in enumerate(ids):
-            if tok in self._eos:
-                return ids[: t + 1], source, appended
-        return ids, source, appended
-
     def _result(self, ids: list[int], r: GenerationResult, how: tuple[str, bool], lp: np.ndarray, ent: np.ndarray,
                 hid: np.ndarray, local_s: float,
                 user: tuple[np.ndarray | None, np.ndarray | None] = (None, None)) -> GenerationResult:
         source, appended = how
-        diff = None
         srv = r.token_logprobs
-        # the server's log-probs cover the scored tokens, or all but an EOS appended here
-        if srv is not None and len(srv) and len(srv) in (len(ids), len(ids) - appended):
-            d = np.abs(np.asarray(srv, dtype=np.float64) - lp[: len(srv)])
-            d = d[np.isfinite(d)]
-            diff = float(d.max()) if len(d) else None
-        mismatch = diff is not None and diff > self.logprob_tol
-        with self._lock:
-            c = self._check
-            c["replies"] += 1
-            c["re_tokenized"] += source != "server"
-            if diff is not None:
-                c["checked"] += 1
-                c["beyond_tol"] += mismatch
-                c["max_abs_diff"] = diff if c["max_abs_diff"] is None else max(c["max_abs_diff"], diff)
-        finish = "stop" if (ids and ids[-1] in self._eos) else r.finish_reason  # else the server's: length / stop
+        diff = max_abs_diff(srv, lp, len(ids), appended)
+        mismatch = self._agreement.record(diff, re_tokenized=source != "server")
+        finish = "stop" if (ids and ids[-1] in self.scorer.eos) else r.finish_reason  # else the server's: length / stop
         meta = {**(r.meta or {}), "token_ids_source": source, "eos_appended": appended,
                 "server_n_tokens": None if srv is None else len(srv),
                 "logprob_max_abs_diff": diff, "logprob_mismatch": mismatch}
@@ -480,60 +337,17 @@ class HybridBackend:
                                 finish_reason=finish, latency_s=float(r.latency_s) + local_s,
                                 token_ids=list(ids), meta=meta)
 
-    @torch.inference_mode()
-    def _score(self, pairs: list[tuple[list[int], list[int]]],
-               spans: Sequence[tuple[int, int] | None] | None = None) -> list[tuple]:
-        """One teacher-forced forward pass over ``prompt + response`` rows (left padded).
-
-        ``spans``: per row the token span [a, b) of the user's text among the prompt tokens
-        (``HFLocalBackend.prompt_layout``), or None.
-        Returns per row ``(logprobs, entropies, hidden_last, (hidden_user_last, hidden_user_mean))``:
-        float64 (T,), float64 (T,) (``hf_local.token_stats``: float32 log_softmax over the
-        vocabulary), float32 (L+1, H), the hidden state of the last prompt token at the
-        embedding output and after every layer, and the states at the user's text
-        (``HFLocalBackend.user_states``; (None, None) without a span) — the Δ-Cos options.
-        Only the last max(T)+1 positions' logits are computed where the model allows it.
-        """
-        local = self.local
-        ids, mask = local._pad_left([p + r for p, r in pairs])
-        pos = (mask.cumsum(-1) - 1).clamp_min(0)
-        t_max = max(len(r) for _, r in pairs)
-        kw: dict[str, Any] = {}
-        if self._keep_arg:
-            kw[self._keep_arg] = t_max + 1
-        out = local.model(input_ids=ids, attention_mask=mask, position_ids=pos, output_hidden_states=True, **kw)
-        logits = out.logits  # (B, K, V), K = t_max + 1 (or S without logits_to_keep)
-        S, K = ids.shape[1], logits.shape[1]
-        res = []
-        spans = list(spans) if spans is not None else [None] * len(pairs)
-        for b, (p, r) in enumerate(pairs):
-            n = len(r)
-            last_prompt = S - n - 1  # left padding: every row ends at S - 1
-            hid = torch.stack([h[b, last_prompt] for h in out.hidden_states]).float().cpu().numpy()
-            # the prompt's token j sits at column S - n - len(p) + j, as in a prompt-only pass of
-            # length len(p) over the first S - n columns
-            user = HFLocalBackend.user_states([h[:, : S - n] for h in out.hidden_states], None, b, len(p), spans[b])
-            if n == 0:
-                res.append((np.zeros(0), np.zeros(0), hid, user))
-                continue
-            # the token at position S-n+k is predicted by the logits at position S-n+k-1
-            lg = logits[b, K - n - 1 : K - 1]
-            lp, ent = token_stats(lg, ids[b, S - n : S])
-            res.append((lp.double().cpu().numpy(), ent.double().cpu().numpy(), hid, user))
-        return res
-
     def _probe(self) -> dict[str, Any]:
         """Ask the server ``PROBE_PROMPT`` once and compare its log-probs with the local copy's."""
         before = self.logprob_check()
         try:
             r = self.generate([PROBE_PROMPT], PROBE_TOKENS)[0]
         finally:
-            with self._lock:
-                self._check = before
+            self._agreement.restore(before)
             self.server.take_usage()  # the probe is not the run's usage
         if r.error is not None:  # a server that cannot answer one prompt will not answer the run's
             raise ApiFatalError(
-                f"hybrid {self.model_id}: the server at {_public_url(self.server.base_url)} (model "
+                f"hybrid {self.model_id}: the server at {public_url(self.server.base_url)} (model "
                 f"{self.server.model_id!r}) did not answer the start-up probe: {r.error[:300]}. Check base_url and "
                 f"server_model; a server that rejects vLLM's request fields needs server_extra_body = {{}}")
         diff = r.meta["logprob_max_abs_diff"]
@@ -555,4 +369,4 @@ class HybridBackend:
             self.local.close()
 
     def __repr__(self) -> str:
-        return f"HybridBackend({self.model_id!r}, server={_public_url(self.server.base_url)!r})"
+        return f"HybridBackend({self.model_id!r}, server={public_url(self.server.base_url)!r})"

@@ -1,7 +1,7 @@
 """OpenAI chat completions backend (``openai``) and any OpenAI-compatible server (``openai_compatible``).
 
 Uses the official ``openai`` SDK with its own retries off (``max_retries=0``); retries, the
-cache, concurrency and usage come from ``api_common.ApiBackend``.
+cache, concurrency and usage come from ``api_backend.ApiBackend``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from typing import Any
 
 import openai
 
-from .api_common import ApiBackend, ApiReply, normalise_param
+from .api_backend import ApiBackend
+from .api_errors import normalise_param
+from .api_reply import ApiReply
 from .server_limits import ServerLimitsMixin
 
 __all__ = ["OpenAIBackend", "OpenAICompatibleBackend"]
@@ -21,7 +23,7 @@ class OpenAIBackend(ApiBackend):
     ``logprobs=True`` and ``top_logprobs=k`` (k ≤ 20; default 20).
 
     Measures: Δ-Prob (sum of the returned per-token log-probs) and Δ-Ent (top-k lower bound,
-    see ``api_common.topk_entropy``). Never Δ-Cos (no activations). The completion cap is sent
+    see ``logprobs.topk_entropy``). Never Δ-Cos (no activations). The completion cap is sent
     as ``max_completion_tokens`` (reasoning models spend it on hidden reasoning too; set
     ``reasoning_effort``). ``omit_params`` leaves out temperature / seed / log-probs for models
     that reject them. Usage records reasoning tokens (inside ``completion_tokens``) and cached

@@ -5,7 +5,7 @@ not list its log-prob cap (``--max-logprobs``), which a server may expose as ``m
 Near its context limit vLLM shortens a reply without an error (finish "length" before the
 cap), and over it answers 400 (``param: "input_tokens"``). ``ServerLimitsMixin`` turns both into
 that prompt's error row (``context.check_context`` against ``max_model_len``, as for a local
-model's context; a cut reply; ``api_common.classify_error`` for the 400), so a cut reply is never
+model's context; a cut reply; ``api_errors.classify_error`` for the 400), so a cut reply is never
 stored as a normal one and one long prompt never stops the run.
 """
 
@@ -16,7 +16,8 @@ import threading
 from typing import Any
 
 from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
-from .api_common import ApiConfigError, _public_url
+from .api_errors import ApiConfigError
+from .api_keys import public_url
 from .context import check_context, over_context_result
 
 __all__ = ["ServerLimitsMixin", "limits_from_models", "server_over_context"]
@@ -112,7 +113,7 @@ class ServerLimitsMixin:
             msg = f"max allowed: {lim['max_logprobs']}"
             raise ApiConfigError(
                 f"{self.name} model {self.model_id!r}: top_logprobs = {k} is more than the server at "
-                f"{_public_url(self.base_url)} allows ({lim['max_logprobs']}, from GET /models). "
+                f"{public_url(self.base_url)} allows ({lim['max_logprobs']}, from GET /models). "
                 f"Fix: {self.config_fix('logprobs', msg)}", "logprobs")
         return super().generate(prompts, max_new_tokens, repeats)
 

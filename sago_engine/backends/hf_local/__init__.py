@@ -9,6 +9,7 @@
 ``prompt_render``    a prompt → the model's input ids (chat template, the user's text as text, its span)
 ``template_clock``   the pinned date every chat template render sees
 ``prompt_side``      tokenizer, template and context of a local model without its weights
+``settings``         its ``[[models]]`` keys (``LocalSettings``), torch-free
 
 The CPU threads and linear kernels are ``sago_engine.kernels`` (the zoo's loader uses them too).
 """

@@ -1,8 +1,10 @@
-"""Shared machinery of the API backends: keys, retries, concurrency, usage (retry timing: ``retry``;
-server log-probs and the top-k entropy: ``logprobs``; reply cache: ``caching``; usage cost: ``sago_engine.pricing``).
+"""``ApiBackend``: the base class of the API backends (keys: ``api_keys``; errors and their handling:
+``api_errors``; replies and usage counters: ``api_reply``; retry timing: ``retry``; server log-probs
+and the top-k entropy: ``logprobs``; reply cache: ``caching``; usage cost: ``sago_engine.pricing``).
 
 The provider modules (``openai_api``, ``anthropic_api``, ``gemini_api``) only build their SDK
-client, send one request and parse one reply; everything else lives here so that it exists once.
+client, send one request and parse one reply; this class adds what every provider shares, so that
+it exists once: a bounded thread pool, retries with backoff, usage counters, the run record.
 Nothing in this module imports a provider SDK.
 
 SAGO (arXiv 2610.01428) §Axes: closed API models expose no activations (Δ-Cos is never
@@ -12,449 +14,26 @@ available) and, at most, per-token log-probs of the produced text with the top-k
 
 from __future__ import annotations
 
-import ipaddress
-import json
+import importlib.metadata as md
 import logging
-import os
 import random
-import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Collection, Iterable, Mapping, Sequence
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any, Callable, Sequence
 
 from ..pricing import cost_usd
 from ..seeds import stable_hash
 from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
-from .logprobs import check_server_logprobs, topk_entropy  # noqa: F401 (topk_entropy re-exported)
-from .retry import RetryPolicy, parse_retry_after, retry_hint  # noqa: F401 (parse_retry_after re-exported)
+from .api_errors import OMITTABLE_PARAMS, ApiConfigError, ApiFatalError, classify_error, config_fix
+from .api_keys import missing_key_vars, public_url, redact, resolve_api_key
+from .api_reply import ApiReply, Usage, normalise_finish_reason
+from .logprobs import check_server_logprobs
+from .retry import RetryPolicy
 
-__all__ = [
-    "API_BACKENDS",
-    "KEY_ENV_VARS",
-    "ApiBackend",
-    "ApiConfigError",
-    "ApiFatalError",
-    "ApiReply",
-    "ErrorClass",
-    "RetryPolicy",
-    "OMITTABLE_PARAMS",
-    "Usage",
-    "CONTENT_PARAMS",
-    "OVER_CONTEXT_400",
-    "config_fix",
-    "context_limit_reason",
-    "cost_usd",
-    "classify_error",
-    "is_local_url",
-    "logprobs_cap",
-    "missing_key_vars",
-    "normalise_param",
-    "normalise_finish_reason",
-    "parse_retry_after",
-    "redact",
-    "resolve_api_key",
-    "topk_entropy",
-]
+__all__ = ["ApiBackend"]
 
 log = logging.getLogger("sago.api")
-
-#: Registered API backend names (no SDK import needed to know them).
-API_BACKENDS: tuple[str, ...] = ("openai", "openai_compatible", "anthropic", "gemini")
-
-#: Environment variables a backend reads its key from, in order of preference (the first one set
-#: wins). A config's ``api_key_env`` replaces this list with the one name it gives.
-KEY_ENV_VARS: dict[str, tuple[str, ...]] = {
-    "openai": ("OPENAI_API_KEY",),
-    "openai_compatible": (),  # only the variable named by ``api_key_env``: never OPENAI_API_KEY (a third-party server)
-    "anthropic": ("ANTHROPIC_API_KEY",),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-}
-
-REDACTED = "[REDACTED]"
-
-#: Key-like strings scrubbed even when their value is not known (defence in depth).
-_KEY_PATTERNS = (
-    re.compile(r"sk-[A-Za-z0-9_\-]{6,}"),  # OpenAI / Anthropic style
-    re.compile(r"AIza[0-9A-Za-z_\-]{20,}"),  # Google API keys
-    re.compile(r"(?i)((?:api[_-]?key|key|token|authorization)\s*[=:]\s*)(?:Bearer\s+)?[^\s&'\"]{6,}"),
-)
-
-
-class ApiFatalError(RuntimeError):
-    """An API answer that would be the same for every prompt (bad key, no access, unknown model):
-    the run stops instead of storing one error row per prompt. The message is redacted."""
-
-
-class ApiConfigError(ApiFatalError):
-    """A 400 that names a request parameter the model does not accept (e.g. OpenAI reasoning
-    models and ``temperature``, a Gemini model without log-probs): a configuration error found
-    at request time. The run stops before any row is written; the message names the parameter
-    and the config change that fixes it (``config_fix``)."""
-
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.param = param
-
-
-#: Request parameters a model's config can leave out (``omit_params``): ``temperature`` and
-#: ``seed`` are then not sent (the provider's default applies, recorded in the run's decoding);
-#: ``logprobs`` requests no log-probs (Δ-Prob/Δ-Ent unavailable).
-OMITTABLE_PARAMS: tuple[str, ...] = ("temperature", "seed", "logprobs")
-
-#: Parameter names recognised in a 400's message when the body has no ``param`` field
-#: (normalised name → words that name it in provider messages).
-_PARAM_WORDS: dict[str, tuple[str, ...]] = {
-    "temperature": ("temperature",),
-    "seed": ("seed",),
-    "logprobs": ("logprobs", "top_logprobs", "response_logprobs", "responselogprobs", "log probs", "log-probs"),
-    "reasoning_effort": ("reasoning_effort", "reasoning effort"),
-    "thinking": ("thinking_budget", "thinking_config", "thinkingbudget", "thinking.budget_tokens", "thinking"),
-    "max_tokens": ("max_tokens", "max_completion_tokens", "max_output_tokens", "maxoutputtokens"),
-    "top_p": ("top_p",),
-    "top_k": ("top_k",),
-}
-_PARAM_NORMAL = {w: k for k, ws in _PARAM_WORDS.items() for w in ws}
-
-
-#: A refusal of how many log-probs were asked for, with the most the server allows (vLLM: "Requested
-#: sample logprobs of 21, which is greater than max allowed: 20"; OpenAI: "top_logprobs … at most 20").
-_MAX_LOGPROBS = re.compile(r"max(?:imum)? allowed:?\s*(\d+)|at most\s*(\d+)|less than or equal to\s*(\d+)|"
-                           r"<=\s*(\d+)|maximum (?:value )?(?:is|of)\s*(\d+)", re.IGNORECASE)
-
-
-def logprobs_cap(message: str) -> int | None:
-    """The most log-probs per token a refusal message allows (``"… greater than max allowed: 5"`` → 5),
-    or None when the message names no number."""
-    m = _MAX_LOGPROBS.search(message or "")
-    return None if m is None else int(next(g for g in m.groups() if g is not None))
-
-
-def config_fix(param: str, message: str = "") -> str:
-    """The config change that stops a model's 400 on ``param`` (text for the error message).
-
-    ``message``: the provider's error text. A refusal of the *number* of log-probs (vLLM's
-    ``--max-logprobs`` cap, OpenAI's 20) is fixed by asking for fewer (or by raising the server's
-    cap), which keeps Δ-Prob and Δ-Ent; leaving log-probs out is advised only for a model that
-    returns none at all (e.g. "Logprobs is not enabled for models/…").
-    """
-    if param in ("temperature", "seed"):
-        return f'add omit_params = ["{param}"] to the model\'s [[models]] table (the provider default is then used)'
-    if param == "logprobs":
-        cap = logprobs_cap(message)
-        if cap is not None or re.search(r"greater than|too (?:many|large)|exceed", message or "", re.IGNORECASE):
-            lower = f"to {cap} (the most the server allows)" if cap is not None else "to what the server allows"
-            return (f"lower top_logprobs in the model's [[models]] table {lower}, or start the server with a higher "
-                    f"cap (vLLM: --max-logprobs K, K >= the top_logprobs you ask for); Δ-Prob and Δ-Ent stay available")
-        return ('add omit_params = ["logprobs"] to the model\'s [[models]] table (or remove top_logprobs): '
-                'Δ-Prob and Δ-Ent are then unavailable for it')
-    if param == "reasoning_effort":
-        return "remove reasoning_effort from the model's [[models]] table (this model does not reason)"
-    if param == "thinking":
-        return "remove thinking_budget from the model's [[models]] table (or use a value the model accepts)"
-    if param == "max_tokens":
-        return "lower [run] max_new_tokens (or raise it past the model's minimum)"
-    return f"remove {param} from the request (see the model's [[models]] table)"
-
-
-#: How the error row of a prompt a server refused as over its context begins.
-OVER_CONTEXT_400 = "the server refused the prompt as longer than its context"
-
-#: Request fields that carry the prompt itself (vLLM names ``input_tokens`` when a prompt is over
-#: its context, OpenAI ``messages``): a 400 naming one is about that prompt, not about a setting.
-CONTENT_PARAMS: frozenset[str] = frozenset({"input_tokens", "prompt", "prompt_tokens", "messages", "input",
-                                            "contents", "content", "system"})
-
-
-def context_limit_reason(message: str) -> bool:
-    """Whether a server's error message says the request does not fit the model's context.
-
-    Recognises vLLM's ("This model's maximum context length is 2048 tokens. However, your
-    prompt contains 2130 input tokens…"), OpenAI's (``context_length_exceeded``, "maximum
-    context length"), Anthropic's ("prompt is too long") and Gemini's ("exceeds the maximum
-    number of tokens") wording; case-insensitive.
-    """
-    return bool(re.search(r"maximum context length|context[ _]length[ _]exceeded|context window|max_model_len|"
-                          r"prompt is too long|input is too long|too many (input )?tokens|"
-                          r"exceeds the maximum number of tokens|input tokens exceed", message, re.IGNORECASE))
-
-
-def normalise_param(name: str) -> str:
-    """A request field's name as ``ErrorClass.param`` spells it (``top_logprobs`` → ``logprobs``,
-    ``max_completion_tokens`` → ``max_tokens``; a dotted path's last part; other names as given)."""
-    c = name.lower()
-    if c not in _PARAM_NORMAL:
-        c = c.rsplit(".", 1)[-1]
-    return _PARAM_NORMAL.get(c, c)
-
-
-def _param_of(exc: BaseException, status: int) -> str | None:
-    """The request parameter a 400/422 names: the body's ``param`` (OpenAI), else a known
-    parameter word in the message (Anthropic, Gemini: "Logprobs is not enabled for models/…")."""
-    if status not in (400, 422):
-        return None
-    cands: list[str] = []
-    p = getattr(exc, "param", None)
-    if isinstance(p, str) and p:
-        cands.append(p)
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        inner = body.get("error") if isinstance(body.get("error"), dict) else body
-        if isinstance(inner.get("param"), str) and inner.get("param"):
-            cands.append(inner["param"])
-    for c in cands:
-        return normalise_param(c)
-    text = str(getattr(exc, "message", "") or exc).lower()
-    # only messages about a parameter being refused, not any 400 that happens to say "seed"
-    if not re.search(r"unsupported|not supported|not enabled|does not support|isn't supported|not allowed|"
-                     r"deprecated|only the default|invalid value|is not available", text):
-        return None
-    for w in sorted(_PARAM_NORMAL, key=len, reverse=True):
-        if re.search(r"(?<![a-z_])" + re.escape(w) + r"(?![a-z_])", text):
-            return _PARAM_NORMAL[w]
-    return None
-
-
-# ---------------------------------------------------------------------------- keys and secrets
-
-
-def is_local_url(url: str | None) -> bool:
-    """True when ``url``'s host is loopback, private (RFC 1918 / ULA) or ``localhost``.
-
-    Used to let an ``openai_compatible`` server on the local machine or network run without a key.
-    """
-    if not url:
-        return False
-    host = (urlsplit(url).hostname or "").lower()
-    if host in ("localhost", "host.docker.internal") or host.endswith(".localhost") or host.endswith(".local"):
-        return True
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return ip.is_loopback or ip.is_private or ip.is_link_local
-
-
-def _key_vars(backend: str, api_key_env: str | None) -> tuple[str, ...]:
-    return (api_key_env,) if api_key_env else KEY_ENV_VARS.get(backend, ())
-
-
-def resolve_api_key(backend: str, api_key_env: str | None = None,
-                    environ: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
-    """The key value and the name of the variable it came from (``(None, None)`` if none is set).
-
-    Keys are read only from environment variables, never from a config file.
-    """
-    env = os.environ if environ is None else environ
-    for var in _key_vars(backend, api_key_env):
-        val = env.get(var, "").strip()
-        if val:
-            return val, var
-    return None, None
-
-
-def missing_key_vars(backend: str, api_key_env: str | None = None, base_url: str | None = None,
-                     environ: Mapping[str, str] | None = None) -> list[str]:
-    """What must be set before this backend can run: ``[]`` when a key is present or not needed.
-
-    Returns one entry per missing requirement, e.g. ``["GEMINI_API_KEY (or GOOGLE_API_KEY)"]``.
-    An ``openai_compatible`` server reads its key only from the variable ``api_key_env`` names
-    (never OPENAI_API_KEY); at a local ``base_url`` it needs none.
-    """
-    if backend not in KEY_ENV_VARS:
-        return []
-    if backend == "openai_compatible" and not api_key_env:
-        # a server on this machine/network runs without a key; a remote one must name its key's
-        # variable (OPENAI_API_KEY is never sent to a server other than OpenAI's)
-        return [] if is_local_url(base_url) else [
-            "api_key_env = \"NAME\" is needed in the model's config: the name of the environment variable "
-            "holding the remote openai_compatible server's key (OPENAI_API_KEY is never sent to it)"]
-    key, _ = resolve_api_key(backend, api_key_env, environ)
-    if key:
-        return []
-    names = _key_vars(backend, api_key_env)
-    return [names[0] + (f" (or {', '.join(names[1:])})" if len(names) > 1 else "")]
-
-
-def redact(text: object, secrets: Iterable[str | None] = ()) -> str:
-    """``str(text)`` with every given secret value and every key-looking token replaced by
-    ``[REDACTED]``. Apply to any error text before it is logged, stored or raised."""
-    s = str(text)
-    for sec in sorted({x for x in secrets if x and len(x) >= 4}, key=len, reverse=True):
-        s = s.replace(sec, REDACTED)
-    for pat in _KEY_PATTERNS:
-        s = pat.sub(lambda m: (m.group(1) if m.re.groups else "") + REDACTED, s)
-    return s
-
-
-def _public_url(url: str | None) -> str | None:
-    """``url`` without user:password and query string (which may carry credentials)."""
-    if not url:
-        return url
-    p = urlsplit(url)
-    host = p.hostname or ""
-    if p.port:
-        host = f"{host}:{p.port}"
-    return urlunsplit((p.scheme, host, p.path, "", ""))
-
-
-# ---------------------------------------------------------------------------- errors and retries
-
-
-@dataclass(frozen=True)
-class ErrorClass:
-    """How one failed request is handled."""
-
-    retryable: bool
-    """429, 408, 409, 5xx, timeouts and connection errors: worth another attempt."""
-    fatal: bool
-    """401, 403, 404: the same for every prompt, so the run stops (``ApiFatalError``)."""
-    status: int | None
-    """HTTP status, when there was a response."""
-    retry_after: float | None
-    """Seconds the server asked us to wait (``retry.retry_hint``: each provider's form), if usable."""
-    message: str
-    """``ExceptionType: message`` (not yet redacted)."""
-    param: str | None = None
-    """A 400 that names a request parameter the model refuses (``fatal`` is then True): the
-    normalised name (temperature, seed, logprobs, reasoning_effort, thinking, max_tokens…)."""
-    context: bool = False
-    """The server says this prompt (with the reply cap) does not fit the model's context: that
-    prompt's error row (``fatal`` False, not retried)."""
-
-
-_RETRY_NAMES = {"APITimeoutError", "APIConnectionError", "TimeoutException", "TransportError", "NetworkError",
-                "ConnectError", "RemoteProtocolError", "ConnectionError", "TimeoutError", "timeout"}
-
-
-def classify_error(exc: BaseException, sent: Collection[str] | None = None) -> ErrorClass:
-    """Sort an SDK or transport exception into retryable / fatal / permanent (item error).
-
-    Works on the exception's attributes, not on SDK classes: ``status_code`` (openai, anthropic)
-    or an integer ``code`` (google-genai), ``retry.retry_hint`` for the server's wait; timeouts and
-    connection errors are recognised by class name in the MRO (``APITimeoutError``,
-    ``APIConnectionError``, httpx ``TimeoutException``/``TransportError``, ``ConnectionError``).
-
-    A 400/413/422 about the prompt itself — its message says it does not fit the context
-    (``context_limit_reason``), or it names a field that carries the prompt (``CONTENT_PARAMS``:
-    vLLM's ``input_tokens``) — is that prompt's error (``context`` set when the message is about
-    the context; the message then starts with ``OVER_CONTEXT_400``). A 400/422 that
-    names a request parameter (OpenAI's ``param`` field, or a parameter named as unsupported / not
-    enabled in the message) is fatal with ``param`` set — a configuration error, the same for
-    every prompt — when sago sent that parameter: ``sent`` holds the normalised names of the
-    fields the request carried (``normalise_param``; None = unknown, every named parameter counts
-    as sent); a parameter sago did not send is that prompt's error. Malformed JSON, schema
-    mismatches and every other 4xx are permanent (one error row per prompt).
-    """
-    status = getattr(exc, "status_code", None)
-    if not isinstance(status, int):
-        code = getattr(exc, "code", None)
-        status = code if isinstance(code, int) and 100 <= code <= 599 else None
-    msg = f"{type(exc).__name__}: {exc}"
-    if status is not None:
-        retryable = status in (408, 409, 429) or status >= 500
-        fatal = status in (401, 403, 404)
-        if status in (400, 413, 422) and context_limit_reason(msg):
-            return ErrorClass(False, False, status, None, f"{OVER_CONTEXT_400}: {msg}", None, context=True)
-        param = _param_of(exc, status)
-        if param is not None and (param in CONTENT_PARAMS or (sent is not None and param not in sent)):
-            param = None  # about this prompt's content, or a field sago never set: not a setting to fix
-        return ErrorClass(retryable, fatal or param is not None, status,
-                          retry_hint(exc) if retryable else None, msg, param)
-    names = {c.__name__ for c in type(exc).__mro__}
-    if isinstance(exc, json.JSONDecodeError):
-        return ErrorClass(False, False, None, None, msg)
-    return ErrorClass(bool(names & _RETRY_NAMES), False, None, None, msg)
-
-
-# ---------------------------------------------------------------------------- log-probs
-# ``topk_entropy`` and the checks on a server's log-probs live in ``logprobs`` (re-exported here).
-
-
-_FINISH = {
-    "stop": "stop", "end_turn": "stop", "stop_sequence": "stop", "eos": "stop", "eos_token": "stop",
-    "finish_reason_unspecified": "stop",
-    "length": "length", "max_tokens": "length", "model_length": "length", "model_context_window_exceeded": "length",
-}
-
-
-def normalise_finish_reason(raw: object) -> str:
-    """Map a provider's stop reason to ``"stop"`` / ``"length"`` / ``"error"``.
-
-    stop, end_turn, stop_sequence, STOP → "stop"; length, max_tokens, MAX_TOKENS → "length";
-    anything else (content filter, safety, refusal, tool call, unknown, None) → "error" — the
-    raw value is kept in ``GenerationResult.meta["finish_raw"]``.
-    """
-    if raw is None:
-        return "error"
-    s = str(getattr(raw, "value", raw)).lower()
-    if "." in s:  # "FinishReason.STOP"
-        s = s.rsplit(".", 1)[1]
-    return _FINISH.get(s, "error")
-
-
-# ---------------------------------------------------------------------------- replies and usage
-
-
-@dataclass
-class ApiReply:
-    """One successful API answer, provider-neutral (this is what the cache stores)."""
-
-    text: str
-    finish_raw: str | None
-    """The provider's own stop reason."""
-    model: str | None
-    """The model string the API says answered (e.g. a dated snapshot)."""
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    token_logprobs: list[float] | None = None
-    """Natural-log probability of each produced token (T,), or None when not returned."""
-    top_logprobs: list[list[float]] | None = None
-    """Per produced token, the log-probs of the top-k alternatives (T × ≤k), or None."""
-    textless: list[int] | None = None
-    """Positions of entries whose token has neither text nor bytes (end-of-text entries, e.g.
-    vLLM's for a token it cannot detokenize); ``[]`` when the provider's token strings show
-    none, None when it gave no token strings (``logprobs.check_server_logprobs``)."""
-    reasoning_tokens: int | None = None
-    """Hidden reasoning/thinking tokens, billed as output and included in ``completion_tokens``
-    (OpenAI ``completion_tokens_details.reasoning_tokens``, Gemini ``thoughts_token_count``);
-    None where the provider does not report them apart (Anthropic counts thinking inside
-    ``output_tokens``)."""
-    cached_tokens: int | None = None
-    """Input tokens read from the provider's prompt cache, included in ``prompt_tokens``
-    (OpenAI ``prompt_tokens_details.cached_tokens``, Anthropic ``cache_read_input_tokens``,
-    Gemini ``cached_content_token_count``)."""
-    cache_write_tokens: int | None = None
-    """Input tokens written to the prompt cache, included in ``prompt_tokens`` (Anthropic
-    ``cache_creation_input_tokens``)."""
-
-
-@dataclass
-class Usage:
-    """Counters of one backend since the last ``take_usage`` (requests include retries)."""
-
-    requests: int = 0
-    cache_hits: int = 0
-    retries: int = 0
-    errors: int = 0
-    prompt_tokens: int = 0
-    """All billed input tokens (cached and cache-write included)."""
-    completion_tokens: int = 0
-    """All billed output tokens (reasoning included)."""
-    reasoning_tokens: int = 0
-    cached_tokens: int = 0
-    cache_write_tokens: int = 0
-    models: set[str] = field(default_factory=set)
-
-    def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["models"] = sorted(self.models)
-        return d
-
-
-# ---------------------------------------------------------------------------- the base class
 
 
 class ApiBackend:
@@ -649,8 +228,6 @@ class ApiBackend:
         return redact(text, self._secrets)
 
     def sdk_version(self) -> str:
-        import importlib.metadata as md
-
         try:
             return md.version(self.sdk) if self.sdk else ""
         except md.PackageNotFoundError:
@@ -668,10 +245,10 @@ class ApiBackend:
         return {
             "backend": self.name,
             "model_id": self.model_id,
-            "source": f"{self.name}:{_public_url(self.base_url) or 'default'}",
+            "source": f"{self.name}:{public_url(self.base_url) or 'default'}",
             "sdk": self.sdk,
             "sdk_version": self.sdk_version(),
-            "base_url": _public_url(self.base_url),
+            "base_url": public_url(self.base_url),
             "api_key_env": self.api_key_var,
             "capabilities": sorted(self.capabilities),
             "top_logprobs": self.top_logprobs,
@@ -883,4 +460,4 @@ class ApiBackend:
                 pass
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.model_id!r}, base_url={_public_url(self.base_url)!r})"
+        return f"{type(self).__name__}({self.model_id!r}, base_url={public_url(self.base_url)!r})"
