@@ -353,8 +353,9 @@ class RunConfig:
     """Variant families."""
     per_family: dict[str, int] | None
     """Sampled grid: specs per family per prompt; None = the full grid."""
-    filter: dict[str, Any]
-    """Semantic filter settings (threshold, scale, level)."""
+    filter: dict[str, Any] | None
+    """Semantic filter settings (threshold, scale, level); None = no filter
+    (``[semantic_filter] enabled = false``: every variant kept, as the SAGO authors' code)."""
     normalizers: dict[str, float]
     """R_X per axis."""
     models: tuple[ModelConfig, ...]
@@ -555,8 +556,11 @@ def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool
                 raise ConfigError(f"per_family.{f} must be a positive integer, got {k!r}")
     filt = {"threshold": 0.85, "scale": "roberta-large", "level": "prompt", **raw.get("semantic_filter", {})}
     for k in filt:
-        if k not in ("threshold", "scale", "level"):
-            raise _unknown("semantic_filter key", k, ["threshold", "scale", "level"])
+        if k not in ("threshold", "scale", "level", "enabled"):
+            raise _unknown("semantic_filter key", k, ["threshold", "scale", "level", "enabled"])
+    enabled = filt.pop("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ConfigError(f"semantic_filter.enabled must be true or false, got {enabled!r}")
     try:
         normalizers = resolve_normalizers(raw.get("normalizers"))
     except ValueError as e:
@@ -610,7 +614,7 @@ def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool
         families=fams,
         per_family=dict(per_family) if per_family else None,
         grid_filter=grid_filter,
-        filter=filt,
+        filter=filt if enabled else None,
         normalizers=normalizers,
         models=tuple(models),
         chunk_prompts=int(run.get("chunk_prompts", 4)),
