@@ -10,6 +10,7 @@ form 1.
 from __future__ import annotations
 
 import collections
+import json
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,8 @@ def test_run_with_the_authors_options_on_tiny_random(tmp_path):
     for ax in ("cos@last_layer", *BASE_REPLY_AXES):
         assert d.loc[d["axis"] == ax, "available"].all(), ax
     assert d.loc[d["axis"] == "prob@base_reply", "delta"].abs().max() > 1e-3  # a real shift, not 0
+    with open_store(cfg.store) as st:
+        rec = json.loads(st.runs().loc[0, "config"])["axis_options"]
+    assert rec["axes"] == list(names) and "teacher-forced" in rec["base_reply"] and set(rec["mr"]) == {
+        "pairwise", "length_fail", "paper_code"}
+    assert summary["status"] == "complete"
