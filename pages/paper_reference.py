@@ -7,6 +7,7 @@ import streamlit as st
 
 from dashboard import choices, controls, data, exports, frame, safe
 from sago_engine import method_choices as mc, paper
+from sago_engine.external import audit
 from sago_engine.filters import Filters
 from sago_engine.types import AXES, AXIS_LABELS
 
@@ -44,6 +45,23 @@ st.markdown(
     "- bigger models are not more stable; axes dissociate;\n"
     "- Llama-3.1-8B's Δ-Cos varies 3.7× across datasets (max/min), Δ-MR more than 2× — enough to reverse rankings."
 )
+
+st.subheader("Audit: the published numbers, the authors' released rows and sago, side by side")
+_audit = data.with_store(audit.audit_view)
+if _audit.empty:
+    st.info("This store holds neither the authors' released rows nor a sago run of one of the paper's models. "
+            "Import their rows with `python -m precompute import-authors <clone> --store OUT.duckdb` (docs/STORES.md, "
+            "\"The SAGO authors' released rows\") and run `precompute/configs/paper_code.toml` into the same store.")
+else:
+    st.caption(
+        "Computed from this store, except *published*. Per model and axis, each column changes one thing: "
+        "*published* (Figure 2a / Table 1) → *authors_way* (their released rows, their aggregation: every variant "
+        "of a prompt pooled, Δ/R_X not clipped, TruthfulQA cut to 16 common prompts; *gap* = authors_way − "
+        "published, the reproduction gap) → *sago_released* (sago's Δ-BLEU / Δ-BERT / Δ-MR of the same replies, "
+        "same aggregation; *definition_step* = the change) → *sago_cleaned* (the leaked prompt tails cut; "
+        "*leak_effect*) → *sago_run* / *sago_code* (a sago run of the model, under sago's definitions / under "
+        "the authors' definitions as option axes, unclipped; *sago_gap* = sago_code − published).")
+    exports.table(_audit, "paper_audit", "paper_audit.csv", missing=audit.AUDIT_MISSING)
 
 st.subheader("This store against the paper's scale")
 st.caption(f"Computed from the store picked in the sidebar ({safe.md(Path(data.store_path()).name)}, all models and "

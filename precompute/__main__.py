@@ -228,8 +228,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.ray and (args.shards or args.ray_worker_dir):
         print("error: --shards and --ray-worker-dir apply to --ray only", file=sys.stderr)
         return 2
-    try:  # with --ray the models run on the cluster's machines, which check their devices
-        cfg = load_config(args.config, check_keys=False, check_devices=not args.ray)
+    try:  # with --ray the models run on the cluster's machines, which check their devices; --plan runs no
+        # model (a float16 preset can be planned on a machine without a GPU; the run checks the device)
+        cfg = load_config(args.config, check_keys=False, check_devices=not (args.ray or args.plan))
     except (ConfigError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -90,8 +90,9 @@ class RunConfig:
     """Variant families."""
     per_family: dict[str, int] | None
     """Sampled grid: specs per family per prompt; None = the full grid."""
-    filter: dict[str, Any]
-    """Semantic filter settings (threshold, scale, level)."""
+    filter: dict[str, Any] | None
+    """Semantic filter settings (threshold, scale, level); None = no filter
+    (``[semantic_filter] enabled = false``: every variant kept, as the SAGO authors' code)."""
     normalizers: dict[str, float]
     """R_X per axis."""
     models: tuple[ModelConfig, ...]
@@ -107,8 +108,9 @@ class RunConfig:
     """``[rewriter]``: LLM rewriter for structural variants (``llm_section`` shape), None = the
     offline rules. Its generator id enters the variant ids (hence the run id)."""
     axis_options: tuple[str, ...] = ()
-    """``run.axis_options``: option axes stored besides the six (``types.OPTION_AXES`` names;
-    docs/METHOD.md "Axis options"). ``load_config`` defaults to all of them; ``[]`` = none.
+    """``run.axis_options``: option axes stored besides the six (``types.ALL_OPTION_AXES`` names;
+    docs/METHOD.md "Axis options"). ``load_config`` defaults to ``types.OPTION_AXES`` (the
+    base-reply and authors' Δ-MR options are opt-in); ``[]`` = none.
     The ``cos@…`` ones need activations, so API-only runs store none of them. Not part of the
     run id (the six axes' numbers do not depend on it); recorded in the run's ``config``."""
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
@@ -128,7 +130,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "run": ("store", "seed", "max_new_tokens", "chunk_prompts", "axis_options"),
     "data": ("dir", "datasets", "n_prompts"),
     "variants": ("families", "per_family", "subtypes", "strengths", "positions"),
-    "semantic_filter": ("threshold", "scale", "level"),
+    "semantic_filter": ("threshold", "scale", "level", "enabled"),
 }
 
 #: Keys of ``[judge]`` / ``[rewriter]`` that are not passed to the backend's constructor.
@@ -294,6 +296,9 @@ def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool
     for k in filt:
         if k not in SECTION_KEYS["semantic_filter"]:
             raise unknown("semantic_filter key", k, list(SECTION_KEYS["semantic_filter"]))
+    enabled = filt.pop("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ConfigError(f"semantic_filter.enabled must be true or false, got {enabled!r}")
     try:
         normalizers = resolve_normalizers(raw.get("normalizers"))
     except ValueError as e:
@@ -320,14 +325,14 @@ def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool
     n_prompts = int(data.get("n_prompts", 16))
     if n_prompts < 1:
         raise ConfigError("data.n_prompts must be ≥ 1")
-    from sago_engine.types import OPTION_AXES
+    from sago_engine.types import ALL_OPTION_AXES, OPTION_AXES
 
     opts = run.get("axis_options", list(OPTION_AXES))
     if not (isinstance(opts, list) and all(isinstance(o, str) for o in opts)):
         raise ConfigError(f"run.axis_options must be a list of option axis names, got {opts!r}")
     for o in opts:
-        if o not in OPTION_AXES:
-            raise unknown("axis option", o, list(OPTION_AXES))
+        if o not in ALL_OPTION_AXES:
+            raise unknown("axis option", o, list(ALL_OPTION_AXES))
     store = run.get("store")
     if not store:
         raise ConfigError("run.store is required (path of the DuckDB file to write)")
@@ -341,13 +346,13 @@ def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool
         families=fams,
         per_family=dict(per_family) if per_family else None,
         grid_filter=grid_filter,
-        filter=filt,
+        filter=filt if enabled else None,
         normalizers=normalizers,
         models=tuple(models),
         chunk_prompts=int(run.get("chunk_prompts", 4)),
         judge=judge,
         rewriter=rewriter,
-        axis_options=tuple(o for o in OPTION_AXES if o in opts),
+        axis_options=tuple(o for o in ALL_OPTION_AXES if o in opts),
         raw=raw,
     )
     if check_keys:

@@ -153,7 +153,8 @@ def make_plan(cfg: RunConfig, store: Store | None = None, backend_factory: Calla
         rec = store.variant_records(ids) if store is not None else None
         return {} if rec is None else dict(zip(rec["variant_id"], rec["kept"].astype(bool)))
 
-    sc = screen(all_v, base_texts, FilterConfig(**cfg.filter), stored=stored, stored_kept=stored_kept)
+    sc = screen(all_v, base_texts, None if cfg.filter is None else FilterConfig(**cfg.filter), stored=stored,
+                stored_kept=stored_kept)
     return Plan(prompts, variants, sc.variant_rows(json_meta=False), sc.info, sc.skip, templates, dict(sc.noops))
 
 

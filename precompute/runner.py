@@ -26,7 +26,7 @@ from precompute.records import backend_spec, model_run_record, run_id_for
 from precompute.summary import Health, final_status
 from sago_engine.backends import get_backend
 from sago_engine.judge import Judge
-from sago_engine.measure import Pending, Rows, Scoring, api_rows, generate, prepare, score
+from sago_engine.measure import Pending, Rows, Scoring, api_rows, force_base_replies, generate, prepare, score
 from sago_engine.noop import count_by_cell
 from sago_engine.pipeline import option_axes_for
 from sago_engine.store import Store, open_store
@@ -139,7 +139,8 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
         bar = tqdm(total=total, desc=f"{m.name}", unit="gen", disable=not progress, dynamic_ncols=True)
         for chunk in chunks:
             work = [items[p.prompt_id] for p in chunk]
-            rows = score(generate(backend, work, cap, repeats=m.repeats, keyed_repeats=m.is_api), scoring)
+            answered = generate(backend, work, cap, repeats=m.repeats, keyed_repeats=m.is_api)
+            rows = score(force_base_replies(backend, answered) if scoring.forces_base else answered, scoring)
             _commit(store, rows, run_id, m, backend, health)
             summary["retry_pending"] += len(rows.retry)
             summary["generated"] += sum(m.repeats + len(it.variants) for it in work)

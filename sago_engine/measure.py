@@ -29,11 +29,11 @@ from sago_engine.noise import FLOOR_COLUMNS, REPEAT_COLUMNS, RepeatUnit, floor_r
 from sago_engine.noop import DELTA_COLUMNS, model_input_noops, noop_delta_rows, text_noops
 from sago_engine.pipeline import VERDICT_COLUMNS, Unit, compute_rows, judge_rows, option_axes_for, response_id
 from sago_engine.storerows import variant_rows
-from sago_engine.types import AXES, GenerationResult, Variant
+from sago_engine.types import AXES, BASE_REPLY_AXES, GenerationResult, Variant
 from sago_engine.variants.semantic_filter import FilterConfig, FilterVerdict, apply_filter, effective_threshold
 
-__all__ = ["Screening", "screen", "Pending", "prepare", "Answered", "generate", "Scoring", "Rows", "score",
-           "set_aside_rows", "api_rows"]
+__all__ = ["Screening", "screen", "Pending", "prepare", "Answered", "generate", "force_base_replies", "Scoring",
+           "Rows", "score", "set_aside_rows", "api_rows"]
 
 
 # ---------------------------------------------------------------- 1. before any model runs
@@ -144,6 +144,11 @@ class Answered:
     results: Sequence[GenerationResult]
     repeats: Sequence[GenerationResult] = ()
     """Replies to the base prompt asked again (repeat r = index + 1; the noise floor)."""
+    forced: Sequence[tuple | None] | None = None
+    """Per variant: (log-probs, entropies) of the base reply's token ids teacher-forced after the
+    variant prompt (``force_base_replies``); None = not forced."""
+    forced_base: tuple | None = None
+    """The same after the base prompt."""
 
 
 def generate(backend: Any, items: Sequence[Pending], max_new_tokens: int, repeats: int = 1,
@@ -177,6 +182,34 @@ def generate(backend: Any, items: Sequence[Pending], max_new_tokens: int, repeat
     return answered
 
 
+def force_base_replies(backend: Any, answered: Sequence[Answered]) -> list[Answered]:
+    """``answered`` with each base reply's token ids teacher-forced after its base prompt and after
+    every variant prompt (``prob@base_reply`` / ``ent@base_reply``; the SAGO authors' code scores
+    how a rephrasing moves the probability of one fixed reply).
+
+    One ``backend.teacher_force`` call for all: per prompt 1 + (variants) rows of prompt + the base
+    reply's stored token ids (EOS included when the model emitted it; never a re-tokenisation of
+    the text). A backend without ``teacher_force`` (API backends), a base reply that errored or
+    has no token ids leave ``forced`` None (the rows say why).
+    """
+    tf = getattr(backend, "teacher_force", None)
+    todo = [k for k, a in enumerate(answered) if tf is not None and not a.base.error and a.base.token_ids]
+    if not todo:
+        return list(answered)
+    prompts, replies = [], []
+    for k in todo:
+        a = answered[k]
+        prompts += [a.item.text] + [v.text for v in a.item.variants]
+        replies += [list(a.base.token_ids)] * (1 + len(a.item.variants))
+    stats = tf(prompts, replies)
+    out, s = list(answered), 0
+    for k in todo:
+        n = len(answered[k].item.variants)
+        out[k] = replace(answered[k], forced_base=stats[s], forced=list(stats[s + 1: s + 1 + n]))
+        s += 1 + n
+    return out
+
+
 # ---------------------------------------------------------------- 4. rows
 @dataclass(frozen=True)
 class Scoring:
@@ -198,6 +231,12 @@ class Scoring:
     def axes(self) -> tuple[str, ...]:
         """The axes of each variant's ``deltas`` rows: the six, then the stored option axes."""
         return (*AXES, *option_axes_for(self.options, self.capabilities))
+
+    @property
+    def forces_base(self) -> bool:
+        """Whether the base replies are teacher-forced after every variant prompt
+        (``force_base_replies``): ``prob@base_reply`` or ``ent@base_reply`` is stored."""
+        return any(a in BASE_REPLY_AXES for a in self.axes)
 
 
 @dataclass
@@ -278,8 +317,8 @@ def score(answered: Sequence[Answered], scoring: Scoring) -> Rows:
     retry = [a.item.prompt_id for a in answered if _retryable(a)]
     ok = [a for a in answered if a.item.prompt_id not in set(retry)]
     run_id = scoring.run_id
-    units = [Unit(a.item.prompt_id, a.item.dataset, a.base, a.item.variants, a.results, base_row=a.item.base is None)
-             for a in ok]
+    units = [Unit(a.item.prompt_id, a.item.dataset, a.base, a.item.variants, a.results, base_row=a.item.base is None,
+                  prompt_text=a.item.text, forced=a.forced, forced_base=a.forced_base) for a in ok]
     overrides, verdicts = ({}, pd.DataFrame(columns=VERDICT_COLUMNS)) if scoring.judge is None else judge_rows(
         run_id, units, {a.item.prompt_id: a.item.text for a in ok}, scoring.judge)
     responses, deltas = compute_rows(run_id, units, scoring.normalizers, scoring.capabilities,

@@ -9,6 +9,8 @@ and shows how much the results move between options:
   ``<base>@<option>`` (``cos@user_last``, ``bert@rescaled``, …). Option ``default`` is the plain
   axis; option ``o`` is the same six axes with ``<base>`` replaced by ``<base>@o``;
 * **R_X** — the paper's constants vs R_X taken from the data (``stats.data_driven_normalizers``);
+* **clipping** — Δ̃ = clip(Δ/R_X, −1, 1) (the paper's text) vs Δ/R_X unclipped (the SAGO authors'
+  code, ``utils/sgs_core.py``), both under the paper's R_X;
 * **Δ-Prob** — per sequence (the paper) vs per token (``report.per_token_scores``);
 * **reply length cap** — two runs of one model that differ only in ``max_new_tokens``.
 
@@ -29,13 +31,25 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import pandas as pd
 
 from sago_engine import paper, rankcorr, report, runpairs
 from sago_engine.axis_spec import AXIS_SPECS
+from sago_engine.choice_scores import (  # noqa: F401  (re-exported: the page and tests read them here)
+    CLIPPED,
+    DEFAULT_OPTION,
+    SCORE_COLS,
+    UNCLIPPED,
+    _plain,
+    axis_option_scores,
+    clip_option_scores,
+    normalizer_option_scores,
+    option_axes,
+    per_token_option_scores,
+)
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_NORMALIZERS, OPTION_SEP, option_of
 
@@ -43,8 +57,6 @@ if TYPE_CHECKING:
     from sago_engine.filters import Filters
     from sago_engine.store import Store
 
-#: Option name of the plain (stored) axis in an option-axis choice.
-DEFAULT_OPTION = "default"
 #: Fewest models a rank correlation is computed for.
 MIN_MODELS_RANK = 3
 #: SGS below this is treated as this when measuring distance to the paper's scale (log scale: 0 has none).
@@ -86,74 +98,6 @@ class Choice:
         return not self.missing and self.scores["option"].nunique() >= 2
 
 
-# ====================================================================== option axes
-def option_axes(axis_names: Iterable[str]) -> pd.DataFrame:
-    """The option axes among stored axis names: base, option, axis (sorted by base in the paper's order, option)."""
-    rows = []
-    for a in axis_names:
-        opt = option_of(a)
-        if opt is not None:
-            base = str(a).split(OPTION_SEP, 1)[0]
-            rows.append({"base": base, "option": opt, "axis": a})
-    out = pd.DataFrame(rows, columns=["base", "option", "axis"])
-    order = {a: i for i, a in enumerate(AXES)}
-    return out.assign(_o=out["base"].map(lambda b: order.get(b, len(order)))).sort_values(
-        ["_o", "base", "option"]).drop(columns="_o").reset_index(drop=True)
-
-
-_SCORE_COLS = ["option", "model", "dataset", "prompt_id", "axis", "s"]
-
-
-def _plain(scores: pd.DataFrame) -> pd.DataFrame:
-    return scores[~scores["axis"].astype(str).str.contains(OPTION_SEP, regex=False)]
-
-
-def axis_option_scores(scores: pd.DataFrame, base: str, options: Sequence[str]) -> pd.DataFrame:
-    """Per-prompt scores under each option of one axis.
-
-    Args:
-        scores: ``Store.prompt_scores`` over the plain axes and the option axes ``<base>@<o>``.
-        base: the axis the options replace (e.g. ``"cos"``).
-        options: option names (text after ``@``).
-    Returns:
-        option, model, dataset, prompt_id, axis, s: option ``DEFAULT_OPTION`` = the plain rows;
-        option o = the plain rows with ``base`` replaced by the ``<base>@<o>`` rows (renamed
-        ``base``). A model without ``<base>@<o>`` rows has no ``base`` rows under o (n/a, never 0).
-    """
-    plain = _plain(scores)
-    frames = [plain.assign(option=DEFAULT_OPTION)]
-    for o in options:
-        rep = scores[scores["axis"] == f"{base}{OPTION_SEP}{o}"].assign(axis=base)
-        frames.append(pd.concat([plain[plain["axis"] != base], rep]).assign(option=o))
-    return pd.concat(frames, ignore_index=True)[_SCORE_COLS]
-
-
-def normalizer_option_scores(paper_scores: pd.DataFrame, data_scores: pd.DataFrame) -> pd.DataFrame:
-    """Scores under the paper's R_X (option ``paper R_X``) and under data-driven R_X (``data-driven R_X``).
-
-    Args:
-        paper_scores: ``Store.prompt_scores`` (stored Δ̃, the run's R_X); option axes are dropped.
-        data_scores: ``Store.prompt_scores_rescaled`` under ``stats.data_driven_normalizers``.
-    """
-    return pd.concat([_plain(paper_scores).assign(option="paper R_X"),
-                      _plain(data_scores).assign(option="data-driven R_X")], ignore_index=True)[_SCORE_COLS]
-
-
-def per_token_option_scores(scores: pd.DataFrame, per_token: pd.DataFrame, q: float = 0.95) -> tuple[pd.DataFrame, float]:
-    """Scores with Δ-Prob per sequence (the paper) and per token (``report.per_token_scores``).
-
-    Returns (scores with option ``per sequence`` | ``per token``, R of the per-token view). Under
-    ``per token`` the ``prob`` rows are the length-normalized ones; the other axes are unchanged.
-    Only ``per sequence`` is returned when no log-probs are stored.
-    """
-    plain = _plain(scores)
-    r, tok = report.per_token_scores(per_token, q)
-    frames = [plain.assign(option="per sequence")]
-    if len(tok):
-        frames.append(pd.concat([plain[plain["axis"] != "prob"], tok.assign(axis="prob")]).assign(option="per token"))
-    return pd.concat(frames, ignore_index=True)[_SCORE_COLS], r
-
-
 # ====================================================================== reply length cap: pairs of runs
 def cap_pairs(settings: pd.DataFrame) -> pd.DataFrame:
     """Pairs of runs that differ only in the reply length cap ``max_new_tokens`` (and their label).
@@ -190,8 +134,8 @@ def cap_option_scores(scores: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame
         for run, cap in ((p.run_short, p.cap_short), (p.run_long, p.cap_long)):
             frames.append(plain[plain["run_id"] == run].assign(model=p.model, option=cap_option_label(cap)))
     if not frames:
-        return pd.DataFrame(columns=_SCORE_COLS)
-    return pd.concat(frames, ignore_index=True)[_SCORE_COLS]
+        return pd.DataFrame(columns=SCORE_COLS)
+    return pd.concat(frames, ignore_index=True)[SCORE_COLS]
 
 
 # ====================================================================== collect every choice of a store
@@ -207,15 +151,17 @@ def collect_choices(store: "Store", f: "Filters | None" = None, q: float = 0.95,
             no cap pair (None: not mentioned).
     Returns:
         Choices in page order: one per option-axis base (Δ-Cos and Δ-BERT first, always listed,
-        with ``missing`` set when the store has no such option axes), R_X, Δ-Prob, reply length
-        cap. A choice without two options has ``missing`` saying why and how to get them.
+        with ``missing`` set when the store has no such option axes), R_X, clipping, Δ-Prob,
+        reply length cap. A choice without two options has ``missing`` saying why and how to get them.
     """
     # an axis whose base is not one of the six (a foreign or damaged store) has no choice to compare
     names = [a for a in store.axis_names() if str(a).split(OPTION_SEP, 1)[0] in AXES]
     plain_axes = tuple(a for a in names if option_of(a) is None)
     opts = option_axes(names)
     out: list[Choice] = []
-    titles = {"cos": "token position and layers", "bert": "encoder and scale"}
+    titles = {"cos": "token position and layers", "bert": "encoder and scale",
+              "prob": "the model's own reply vs the base reply", "ent": "the model's own reply vs the base reply",
+              "mr": "the paper's rules vs the authors' code"}
     how = ("This store has no {label} option axes ({base}@<option> rows of the deltas table). A white-box run "
            "(hf_local or hybrid) writes them by default ([run] axis_options, default: every option in "
            "sago_engine.types.OPTION_AXES); API runs cannot (no hidden states). The rows sit beside the "
@@ -245,6 +191,18 @@ def collect_choices(store: "Store", f: "Filters | None" = None, q: float = 0.95,
         ch.notes = {"paper R_X": "R_X = " + ", ".join(f"{AXIS_LABELS.get(a, a)} {DEFAULT_NORMALIZERS[a]:g}" for a in AXES),
                     "data-driven R_X": f"R_X = the {q:.0%} quantile of |Δ| per axis: " + ", ".join(
                         f"{AXIS_LABELS.get(a, a)} {v:.4g}" for a, v in zip(rx["axis"], rx["r_data"]))}
+    else:
+        ch.missing = "No deltas for the current filter."
+    out.append(ch)
+
+    ch = Choice(key="clip", title="Δ̃: clipped to [−1, 1] vs unclipped",
+                axes=tuple(a for a in AXES if a in plain_axes), reference=CLIPPED, options=(CLIPPED, UNCLIPPED))
+    paper_rx = tuple((a, DEFAULT_NORMALIZERS[a]) for a in AXES if a in plain_axes)
+    if len(scores):
+        ch.scores = clip_option_scores(store.prompt_scores_rescaled(f, normalizers=paper_rx),
+                                       store.prompt_scores_rescaled(f, normalizers=paper_rx, clip=False))
+        ch.notes = {CLIPPED: "Δ̃ = clip(Δ / R_X, −1, 1), the paper's R_X (the paper's text)",
+                    UNCLIPPED: "Δ̃ = Δ / R_X, not clipped, the paper's R_X (the authors' code)"}
     else:
         ch.missing = "No deltas for the current filter."
     out.append(ch)

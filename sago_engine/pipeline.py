@@ -28,10 +28,27 @@ from sago_engine.axes import (
     delta_prob,
     detector_kind,
 )
+from sago_engine.axes.confidence import base_reply_deltas
+from sago_engine.axes.mirroring_code import code_delta_mr, measured_strength
+from sago_engine.axes.mirroring_code import unavailable_reason as code_mr_reason
 from sago_engine.axis_spec import AXIS_SPECS, NEEDS
 from sago_engine.scoring import normalize
 from sago_engine.seeds import stable_hash
-from sago_engine.types import AXES, OPTION_AXES, GenerationResult, Variant, base_axis, normalizer_for, option_of
+from sago_engine.types import (
+    ALL_OPTION_AXES,
+    AXES,
+    BASE_REPLY_AXES,
+    MR_CODE_AXES,
+    GenerationResult,
+    Variant,
+    base_axis,
+    logprob_problem,
+    normalizer_for,
+    option_of,
+)
+
+#: (log-probs, entropies) of a reply's tokens under teacher forcing, each (T,) float64.
+Forced = tuple[np.ndarray, np.ndarray]
 
 
 @dataclass
@@ -46,6 +63,14 @@ class Unit:
     base_row: bool = True
     """Whether ``compute_rows`` builds the base reply's ``responses`` row (False: a later batch
     of a prompt whose base row was built with an earlier one)."""
+    prompt_text: str | None = None
+    """The base prompt x (the ``mr@pairwise`` rules measure a surface-noise variant's strength
+    from x and x^v); None = not known (those values are unavailable)."""
+    forced: Sequence[Forced | None] | None = None
+    """Per variant: the base reply's tokens teacher-forced after the variant prompt
+    (``measure.force_base_replies``; ``prob@base_reply`` / ``ent@base_reply``); None = not forced."""
+    forced_base: Forced | None = None
+    """The base reply's tokens teacher-forced after the base prompt (the other side of those Δ)."""
 
 
 def _or_nan(x: float | None) -> float:
@@ -86,11 +111,18 @@ def budget_spent(r: GenerationResult) -> str | None:
     return "token budget spent with no visible text" if (r.text or "") == "" else None
 
 
+def _error_reason(base: GenerationResult, res: GenerationResult) -> str | None:
+    """The generation error of either reply, or None."""
+    if res.error or base.error:
+        return f"generation error: {(res.error or base.error)[:200]}"
+    return None
+
+
 def _unavailable_reason(axis: str, capabilities: frozenset[str], base: GenerationResult, res: GenerationResult) -> str | None:
     """Why ``axis`` cannot be measured for this (base, variant) pair, or None if it can: what the
     backend lacks or the replies miss, as the axis's ``AxisSpec.needs`` / ``result_field`` say."""
     if res.error or base.error:
-        return f"generation error: {(res.error or base.error)[:200]}"
+        return _error_reason(base, res)
     spec = AXIS_SPECS[axis]
     need = NEEDS[spec.needs]
     if not spec.white_box:
@@ -122,16 +154,52 @@ _COS_FIELDS = {"last": "hidden_last", "user_last": "hidden_user_last", "user_mea
 
 
 def option_axes_for(options: Sequence[str], capabilities: frozenset[str]) -> tuple[str, ...]:
-    """The option axes a run stores, in ``OPTION_AXES`` order: ``options`` without the ``cos@…``
+    """The option axes a run stores, in ``ALL_OPTION_AXES`` order: ``options`` without the ``cos@…``
     ones when the backend has no activations (API-only runs store no Δ-Cos option at all).
 
     Raises:
-        ValueError: a name that is not in ``OPTION_AXES``.
+        ValueError: a name that is not in ``ALL_OPTION_AXES``.
     """
-    bad = [o for o in options if o not in OPTION_AXES]
+    bad = [o for o in options if o not in ALL_OPTION_AXES]
     if bad:
-        raise ValueError(f"unknown axis option(s) {bad}; valid: {', '.join(OPTION_AXES)}")
-    return tuple(o for o in OPTION_AXES if o in set(options) and (base_axis(o) != "cos" or "cos" in capabilities))
+        raise ValueError(f"unknown axis option(s) {bad}; valid: {', '.join(ALL_OPTION_AXES)}")
+    return tuple(o for o in ALL_OPTION_AXES if o in set(options) and (base_axis(o) != "cos" or "cos" in capabilities))
+
+
+def _base_reply_values(u: Unit) -> tuple[list[float], list[float], list[str | None]]:
+    """``prob@base_reply`` and ``ent@base_reply`` of each variant of ``u`` and why one is missing."""
+    n, nan = len(u.variants), float("nan")
+    if not u.base.token_ids:
+        return [nan] * n, [nan] * n, ["base reply has no token ids to teacher-force"] * n
+    if u.forced is None or u.forced_base is None:
+        return [nan] * n, [nan] * n, ["base reply not teacher-forced after the prompts (the backend cannot "
+                                      "teacher-force a given reply)"] * n
+    prob, ent, why = [], [], []
+    for f in u.forced:
+        bad = None if f is None else (logprob_problem(f[0]) or logprob_problem(u.forced_base[0]))
+        if f is None or bad:
+            prob.append(nan)
+            ent.append(nan)
+            why.append("base reply not teacher-forced after this variant prompt" if f is None
+                       else f"invalid teacher-forced log-probs: {bad}"[:300])
+            continue
+        p, e = base_reply_deltas(f, u.forced_base)
+        prob.append(p)
+        ent.append(e)
+        why.append(None)
+    return prob, ent, why
+
+
+def _code_mr_label(axis: str, v: Variant, plain: str, prompt_text: str | None) -> str:
+    """``deltas.detector`` of an ``mr@…`` option value: which of the authors' rules gave it."""
+    opt, fam, sub = option_of(axis), v.spec.family, v.spec.subtype
+    if opt != "length_fail" and fam == "surface_noise" and prompt_text is not None:
+        return f"authors' pairwise rule, measured strength {measured_strength(sub, prompt_text, v.text):g}"
+    if opt != "length_fail" and fam == "social_register":
+        return f"{plain}, pairwise: max(ΔMR, 0)"
+    if opt != "pairwise" and fam == "structural" and sub == "length":
+        return "rules, length sign: m(y^v) − 1"
+    return plain
 
 
 def _option_reason(axis: str, base: GenerationResult, res: GenerationResult) -> str | None:
@@ -166,11 +234,13 @@ def compute_rows(
         mr_overrides: variant_id -> (ΔMR, detector label) decided elsewhere (the LLM judge,
             ``sago_engine.judge.judged_delta_mr``); replaces the offline detector's ΔMR and its
             ``detector`` label for those variants. None (default) = offline detectors only.
-        options: option axes to store besides the six (names of ``types.OPTION_AXES``, e.g.
+        options: option axes to store besides the six (names of ``types.ALL_OPTION_AXES``, e.g.
             ``"cos@user_mean"``, ``"bert@rescaled"``; docs/METHOD.md "Axis options"); the
             ``cos@…`` ones are left out when ``capabilities`` lacks "cos" (``option_axes_for``).
-            Each is computed from the same hidden states / F1s as its base axis and normalised
-            with its base axis's R_X. Default: none.
+            Each is computed from the same hidden states / F1s / replies as its base axis and
+            normalised with its base axis's R_X; ``prob@base_reply`` / ``ent@base_reply`` from
+            ``Unit.forced`` (unavailable where a unit has none), ``mr@…`` from the replies, the
+            paper text's ΔMR and ``Unit.prompt_text`` (``axes.mirroring_code``). Default: none.
         bert_baseline: b of ``bert@rescaled`` (the encoder's unrelated-text baseline); required
             when that option is asked for.
     Returns:
@@ -216,8 +286,14 @@ def compute_rows(
             "ent": delta_ent(_values(u.results, "mean_entropy"), _or_nan(base.mean_entropy)),
             "mr": delta_mr([r.text for r in u.results], list(u.variants), base.text),
         }
+        why: dict[str, list[str | None]] = {}
+        if any(a in BASE_REPLY_AXES for a in opt_axes):
+            raw["prob@base_reply"], raw["ent@base_reply"], w = _base_reply_values(u)
+            why["prob@base_reply"] = why["ent@base_reply"] = w
         for ax in opt_axes:
             opt = option_of(ax)
+            if ax in BASE_REPLY_AXES or ax in MR_CODE_AXES:
+                continue
             if ax == "bert@rescaled":
                 raw[ax] = delta_bert_rescaled(raw["bert"], float(bert_baseline))  # type: ignore[arg-type]
                 continue
@@ -236,10 +312,16 @@ def compute_rows(
         for j, v in enumerate(u.variants):
             if v.variant_id in overrides:
                 raw["mr"][j] = overrides[v.variant_id][0]
+        for ax in (a for a in opt_axes if a in MR_CODE_AXES):  # read the judge's ΔMR where a judge ran
+            raw[ax] = code_delta_mr(option_of(ax), texts, list(u.variants), base.text, raw["mr"], u.prompt_text)
+            why[ax] = [code_mr_reason(option_of(ax), v, u.prompt_text) for v in u.variants]
+            labels[ax] = [_code_mr_label(ax, v, _detector(v, overrides), u.prompt_text) for v in u.variants]
         for j, (v, r) in enumerate(zip(u.variants, u.results)):
             resp_rows.append(_response_row(run_id, u.prompt_id, v.variant_id, r, cos_layers[j]))
             for axis in (*AXES, *opt_axes):
-                reason = _unavailable_reason(base_axis(axis), capabilities, base, r) or _option_reason(axis, base, r)
+                reason = ((_error_reason(base, r) if axis in BASE_REPLY_AXES
+                           else _unavailable_reason(base_axis(axis), capabilities, base, r))
+                          or _option_reason(axis, base, r) or why.get(axis, [None] * n)[j])
                 d = float(raw[axis][j])
                 if reason is None and np.isfinite(d):
                     delta_rows.append((run_id, u.dataset, u.prompt_id, v.variant_id, axis, d,

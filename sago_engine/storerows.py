@@ -69,15 +69,24 @@ def axis_options_record(axes: Sequence[str], bert_baseline: float | None) -> dic
     """The run record's ``config["axis_options"]``: the option axes a run computed and how.
 
     Returns ``{"axes": [...], "r_x": "each option axis uses its base axis's R_X", "cos": {option:
-    [position, layer set]}, "bert_rescaled_baseline": b or None}`` (docs/METHOD.md "Axis options").
+    [position, layer set]}, "bert_rescaled_baseline": b or None}``, plus ``"base_reply"`` (how the
+    base reply was forced) and ``"mr"`` (option → rule) when those options are stored
+    (docs/METHOD.md "Axis options").
     """
     from sago_engine.axes import COS_OPTION_SPECS
     from sago_engine.types import option_of
 
     axes = list(axes)
-    return {"axes": axes, "r_x": "each option axis uses its base axis's R_X (runs.normalizers)",
-            "cos": {option_of(a): list(COS_OPTION_SPECS[option_of(a)]) for a in axes if a.startswith("cos@")},
-            "bert_rescaled_baseline": bert_baseline if "bert@rescaled" in axes else None}
+    rec = {"axes": axes, "r_x": "each option axis uses its base axis's R_X (runs.normalizers)",
+           "cos": {option_of(a): list(COS_OPTION_SPECS[option_of(a)]) for a in axes if a.startswith("cos@")},
+           "bert_rescaled_baseline": bert_baseline if "bert@rescaled" in axes else None}
+    if any(option_of(a) == "base_reply" for a in axes):
+        rec["base_reply"] = ("the base reply's token ids teacher-forced after every variant prompt and after the "
+                             "base prompt (one extra pass per prompt)")
+    mr = [option_of(a) for a in axes if a.startswith("mr@")]
+    if mr:
+        rec["mr"] = {o: "the SAGO authors' rules (sago_engine.axes.mirroring_code)" for o in mr}
+    return rec
 
 
 def prompt_rows(prompts: Iterable[Any]) -> pd.DataFrame:

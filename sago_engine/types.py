@@ -39,13 +39,26 @@ WHITE_BOX_AXES: frozenset[str] = frozenset(a for a in AXES if AXIS_SPECS[a].whit
 #: Δ-Cos options: position ``last`` (the plain axis: last input token) / ``user_last`` (last
 #: token of the user's text) / ``user_mean`` (mean over the user's text tokens), crossed with the
 #: layer set: all hidden-state outputs incl. the embedding layer (no suffix, as the plain axis)
-#: or transformer blocks only (suffix ``_blocks``). ``cos`` itself is (last, all layers).
-COS_OPTIONS: tuple[str, ...] = ("user_last", "user_mean", "last_blocks", "user_last_blocks", "user_mean_blocks")
+#: or transformer blocks only (suffix ``_blocks``); ``last_layer``: the last input token, the
+#: last hidden-state output only (the SAGO authors' code). ``cos`` itself is (last, all layers).
+COS_OPTIONS: tuple[str, ...] = ("user_last", "user_mean", "last_blocks", "user_last_blocks", "user_mean_blocks",
+                                "last_layer")
 #: Δ-BERT options: ``rescaled`` = the same MiniLM F1s on bert-score's baseline-rescaled scale.
 BERT_OPTIONS: tuple[str, ...] = ("rescaled",)
-#: Every option axis sago can compute, in display order.
+#: The option axes a run stores unless its config says otherwise, in display order.
 OPTION_AXES: tuple[str, ...] = (tuple(f"cos{OPTION_SEP}{o}" for o in COS_OPTIONS)
                                 + tuple(f"bert{OPTION_SEP}{o}" for o in BERT_OPTIONS))
+#: Δ-Prob / Δ-Ent of the BASE reply's tokens teacher-forced after the variant prompt vs after the
+#: base prompt (the SAGO authors' code): one extra teacher-forced pass per variant, so stored only
+#: when a config lists them (``precompute/configs/paper_code.toml`` does).
+BASE_REPLY_AXES: tuple[str, ...] = (f"prob{OPTION_SEP}base_reply", f"ent{OPTION_SEP}base_reply")
+#: Δ-MR under the SAGO authors' rules (``sago_engine.axes.mirroring_code``): ``pairwise`` (surface
+#: noise and register judged on the pair (y, y^v)), ``length_fail`` (a length reply that does not
+#: scale scores −1), ``paper_code`` (both, and no Δ-MR for form, as their code). Opt-in, like
+#: ``BASE_REPLY_AXES``.
+MR_CODE_AXES: tuple[str, ...] = tuple(f"mr{OPTION_SEP}{o}" for o in ("pairwise", "length_fail", "paper_code"))
+#: Every option axis sago can compute, in display order: ``OPTION_AXES``, then the opt-in ones.
+ALL_OPTION_AXES: tuple[str, ...] = (*OPTION_AXES, *BASE_REPLY_AXES, *MR_CODE_AXES)
 
 _OPTION_LABELS: dict[str, str] = {
     "user_last": "last user token",
@@ -53,7 +66,12 @@ _OPTION_LABELS: dict[str, str] = {
     "last_blocks": "last token, blocks only",
     "user_last_blocks": "last user token, blocks only",
     "user_mean_blocks": "mean over user tokens, blocks only",
+    "last_layer": "last token, last layer only",
     "rescaled": "rescaled MiniLM",
+    "base_reply": "the base reply teacher-forced",
+    "pairwise": "pairwise rules (authors' code)",
+    "length_fail": "length reply not scaling = −1",
+    "paper_code": "the authors' code's rules",
     "authors": "authors' released values",
     "leaked": "on the released replies (leaked prompt tails kept)",
 }
@@ -105,11 +123,11 @@ def spec_of(name: str) -> AxisSpec:
 
 
 def axis_sort_key(name: str) -> tuple[int, int, str]:
-    """Sort key: paper's axis order, the plain axis before its options, options in ``OPTION_AXES`` order."""
+    """Sort key: paper's axis order, the plain axis before its options, options in ``ALL_OPTION_AXES`` order."""
     base = base_axis(name)
     if not is_option_axis(name):
         return (AXES.index(base), -1, name)
-    return (AXES.index(base), OPTION_AXES.index(name) if name in OPTION_AXES else len(OPTION_AXES), name)
+    return (AXES.index(base), ALL_OPTION_AXES.index(name) if name in ALL_OPTION_AXES else len(ALL_OPTION_AXES), name)
 
 
 def axes_shown(names: Any) -> list[str]:

@@ -1,12 +1,19 @@
 """Small results files in the exact column formats of the SAGO authors' released CSVs (written here,
 not copied from them): a combined file of the newer format, one of the older format (with the
 length-mirroring columns), a per-model file, a closed-model file, an older run that a later one
-replaces, and a ``trash`` folder that must be skipped."""
+replaces, and a ``trash`` folder that must be skipped; and a small sago run of one of the paper's models
+(``add_sago_run``) for the audit view."""
 
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
+
+import pandas as pd
+
+from sago_engine.store import open_store
+from sago_engine.types import DEFAULT_NORMALIZERS
 
 NEW = ["model", "prompt_id", "place", "strength", "category", "prompt_orig", "prompt_pert", "bertscore_prompt",
        "response_orig", "response_pert", "bleu", "bertscore_response", "activation_similarity", "delta_log_prob",
@@ -136,3 +143,34 @@ def make_clone(root: Path) -> Path:
               NEW, GPT_ROWS)
     write_csv(res / "trash/run_multi_alpaca_20250101_000000/full_results_all_models.csv", NEW, GEMMA_ROWS)
     return root
+
+
+def add_sago_run(path):
+    """A sago run of Gemma-2B-IT (the paper_code label) with hand-set deltas: 2 prompts; plain axes
+    and the authors' option axes, one Δ-Prob beyond R (−500 nats: Δ/R = −2 unclipped)."""
+    run = "run-sago-g2b"
+    cfg = json.dumps({"run_model": {"key": "google/gemma-2b-it"}})
+    rows = {  # (prompt, variant) → axis → Δ
+        ("sago:0", "sago:0/v0"): {"bleu": -50.0, "prob": -100.0, "cos": -0.2, "prob@base_reply": -500.0,
+                                  "cos@last_layer": -0.5},
+        ("sago:0", "sago:0/v1"): {"bleu": -30.0},
+        ("sago:1", "sago:1/v0"): {"bleu": -20.0, "prob": -50.0, "cos": -0.1, "prob@base_reply": -125.0,
+                                  "cos@last_layer": -0.3},
+    }
+    deltas = []
+    for (pid, vid), vals in rows.items():
+        for ax, d in vals.items():
+            r = DEFAULT_NORMALIZERS[ax.split("@")[0]]
+            deltas.append((run, "alpaca", pid, vid, ax, d, max(-1.0, min(1.0, d / r)), True, None, None))
+    with open_store(path, read_only=False) as st:
+        st.insert_df("runs", pd.DataFrame([{"run_id": run, "model": "Gemma-2B-IT · paper code", "backend": "hf_local",
+                                            "seed": 1, "normalizers": json.dumps(DEFAULT_NORMALIZERS),
+                                            "status": "complete", "fingerprint": "sago|g2b", "config": cfg}]))
+        st.insert_df("prompts", pd.DataFrame([{"prompt_id": p, "dataset": "alpaca", "source_id": p[-1], "text": p}
+                                              for p in ("sago:0", "sago:1")]))
+        st.insert_df("variants", pd.DataFrame([{"variant_id": v, "prompt_id": p, "family": "surface_noise",
+                                                "subtype": "spacing", "strength": 1.0, "position": "GLOBAL",
+                                                "text": v, "seed": 0, "kept": True} for p, v in rows]))
+        st.insert_df("deltas", pd.DataFrame(deltas, columns=["run_id", "dataset", "prompt_id", "variant_id", "axis",
+                                                             "delta", "delta_norm", "available", "reason", "detector"]))
+

@@ -5,11 +5,13 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+import math
 
 import duckdb
+import pandas as pd
 import pytest
 
-from authors_files import GEMMA_ROWS, L_TAIL, LLAMA_LENGTH_ROWS, P0, P1, SALAD, make_clone
+from authors_files import GEMMA_ROWS, L_TAIL, LLAMA_LENGTH_ROWS, P0, P1, SALAD, add_sago_run, make_clone
 from sago_engine.external import salad
 from sago_engine.external.authors_format import AuthorsFormatError, discover, read_rows, row_role, select_latest
 from sago_engine.external.leak import TEMPLATES, find_leak, templates_for
@@ -241,3 +243,43 @@ def test_audit_aggregates_the_authors_way(tmp_path):
     assert keep["a"] == keep["b"] and len(keep["a"]) == 16
     assert keep["a"] == set(int(x) for x in __import__("numpy").random.default_rng(42).choice(list(range(128)), 16,
                                                                                                  replace=False))
+
+
+def test_audit_view_published_authors_leak_and_sago(tmp_path):
+    """The Paper reference page's audit table on the importer's store plus a sago run, by hand."""
+    from sago_engine.axes import bleu
+    from sago_engine.external.audit import AUDIT_MISSING, audit_view, own_runs, paper_model
+    from sago_engine.external.importer import import_authors
+
+    assert paper_model("Gemma-2B-IT · paper code") == paper_model("x", "google/gemma-2b-it") == "Gemma-2B-IT"
+    assert paper_model("my-model", "org/other") is None
+    root = make_clone(tmp_path)
+    out = tmp_path / "out.duckdb"
+    import_authors(root, out, models=["G-2B"])
+    add_sago_run(out)
+    with open_store(out) as st:
+        t = audit_view(st).set_index(["model", "axis"])
+        assert own_runs(st)["model"].unique().tolist() == ["Gemma-2B-IT"]
+    g = t.loc["Gemma-2B-IT"]
+    assert set(AUDIT_MISSING) <= set(t.columns)
+    # published and the authors' rows their way (as test_audit_aggregates_the_authors_way)
+    assert g.loc["bleu", "published"] == 0.64 and g.loc["bleu", "authors_way"] == pytest.approx(0.4375)
+    assert g.loc["bleu", "gap"] == pytest.approx(0.4375 - 0.64)
+    # sago's Δ-BLEU of the released replies: prompt 0's variant against its base, prompt 1 identical (0)
+    released = abs(bleu(GEMMA_ROWS[1]["response_pert"], GEMMA_ROWS[1]["response_orig"]) - 100) / 100 / 2
+    cleaned = abs(bleu("Dracula   was   written by Bram Stoker.", "Bram Stoker wrote Dracula in 1897.") - 100) / 100 / 2
+    assert g.loc["bleu", "sago_released"] == pytest.approx(released, abs=1e-9)
+    assert g.loc["bleu", "definition_step"] == pytest.approx(released - 0.4375, abs=1e-9)
+    assert g.loc["bleu", "sago_cleaned"] == pytest.approx(cleaned, abs=1e-9)
+    assert g.loc["bleu", "leak_effect"] == pytest.approx(cleaned - released, abs=1e-9)
+    # the sago run: prompt 0 has Δ-BLEU −50, −30 (s = sqrt((0.25 + 0.09)/2)), prompt 1 −20 (0.2)
+    assert g.loc["bleu", "sago_run"] == pytest.approx((math.sqrt(0.17) + 0.2) / 2)
+    assert g.loc["bleu", "sago_code"] == pytest.approx((math.sqrt(0.17) + 0.2) / 2)
+    # Δ-Prob: sago's own reply 0.4, 0.2; the base reply (authors' definition) 2.0 unclipped, 0.5
+    assert g.loc["prob", "sago_run"] == pytest.approx(0.3)
+    assert g.loc["prob", "sago_code"] == pytest.approx(1.25)
+    assert g.loc["prob", "sago_gap"] == pytest.approx(1.25 - 0.06)
+    assert g.loc["cos", "sago_code"] == pytest.approx((0.25 + 0.15) / 2)  # cos@last_layer / R = 2
+    assert g.loc["cos", "sago_run"] == pytest.approx((0.1 + 0.05) / 2)
+    assert pd.isna(g.loc["cos", "sago_released"])  # not recomputable from text
+    assert pd.isna(g.loc["mr", "sago_code"])  # mr@paper_code not stored for this run

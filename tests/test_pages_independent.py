@@ -30,6 +30,7 @@ from tests.test_pages_detail import _arr
 
 ROOT = Path(__file__).resolve().parent.parent
 AXES = ["cos", "bleu", "bert", "prob", "ent", "mr"]  # the paper's order
+PAPER_R = {"cos": 2.0, "bleu": 100.0, "bert": 1.0, "prob": 250.0, "ent": 10.0, "mr": 1.0}  # the paper's R_X table
 LABEL = {"cos": "Δ-Cos", "bleu": "Δ-BLEU", "bert": "Δ-BERT", "prob": "Δ-Prob", "ent": "Δ-Ent", "mr": "Δ-MR"}
 TOL = 1e-9  # both sides are float64 sums of the same values in another order
 
@@ -370,6 +371,9 @@ def _option_scores(raw: pd.DataFrame) -> dict[tuple[str, str, str], np.ndarray]:
         out[("rx", "paper R_X", a)] = _rms_per_prompt(rows)
         out[("rx", "data-driven R_X", a)] = _rms_per_prompt(
             rows.assign(rescaled=np.clip(rows["delta"].to_numpy(dtype=float) / r_data, -1.0, 1.0)), "rescaled")
+        x = rows["delta"].to_numpy(dtype=float) / PAPER_R[a]  # the clipping choice: the paper's R_X
+        out[("clip", "clipped Δ̃", a)] = _rms_per_prompt(rows.assign(x=np.clip(x, -1.0, 1.0)), "x")
+        out[("clip", "unclipped Δ̃", a)] = _rms_per_prompt(rows.assign(x=x), "x")
     return out
 
 
@@ -404,7 +408,8 @@ def test_method_choices_sgs_and_rank_agreement_equal_the_recomputation(choices_s
     models = ["model-a", "model-b", "model-c", "model-d"]
     sections = [("cos", ("default", "user_last", "user_mean"), ("cos",)),
                 ("bert", ("default", "rescaled"), ("bert",)),
-                ("rx", ("paper R_X", "data-driven R_X"), tuple(AXES))]
+                ("rx", ("paper R_X", "data-driven R_X"), tuple(AXES)),
+                ("clip", ("clipped Δ̃", "unclipped Δ̃"), tuple(AXES))]
     tables = [d.value for d in at.dataframe]
     charts = [pa.ipc.open_stream(ds.data.data).read_pandas() for el in at.get("vega_lite_chart")
               for ds in el.proto.datasets]
@@ -445,6 +450,6 @@ def test_method_choices_sgs_and_rank_agreement_equal_the_recomputation(choices_s
                 flips = sum((x[j] - x[k]) * (y[j] - y[k]) < 0 for j in range(4) for k in range(j + 1, 4))
                 assert row["n_discordant"] == flips, (choice, o, a)
                 n_taus += 1
-    assert n_cells == 4 * (3 + 2 + 2 * 6) and n_taus == 2 + 1 + 6
+    assert n_cells == 4 * (3 + 2 + 2 * 6 + 2 * 6) and n_taus == 2 + 1 + 6 + 6
     # the rescaled user_last option reorders the models: a τ other than 1 is checked, not only τ = 1
     assert tables[1].set_index("option").loc["user_last", "tau"] < 1.0

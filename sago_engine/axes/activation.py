@@ -6,7 +6,9 @@ user's text) or ``user_mean`` (mean hidden state over the user's text tokens) in
 last input token, and the layer set "blocks" (transformer blocks only: layers 1..L, without the
 embedding output, layer 0) instead of all L+1 hidden-state outputs. Naming: ``cos@user_last``,
 ``cos@user_mean`` (all layers), ``cos@last_blocks``, ``cos@user_last_blocks``,
-``cos@user_mean_blocks``. R_X of every option = R_cos.
+``cos@user_mean_blocks``; and ``cos@last_layer``: the last input token, the last hidden-state
+output only (the layer set "last": index L of the L+1 outputs, after the final norm in Hugging
+Face models), as the SAGO authors' code reads Δ-Cos. R_X of every option = R_cos.
 """
 
 from __future__ import annotations
@@ -70,30 +72,33 @@ def delta_cos_from_layers(cos_layers: np.ndarray) -> np.ndarray:
 
 #: Δ-Cos option → (position, layer set): position "last" | "user_last" | "user_mean" (the
 #: ``GenerationResult`` field ``hidden_last`` | ``hidden_user_last`` | ``hidden_user_mean``),
-#: layers "all" (embedding output + every layer, as the paper) | "blocks" (layers 1..L only).
+#: layers "all" (embedding output + every layer, as the paper) | "blocks" (layers 1..L only) |
+#: "last" (layer L only).
 COS_OPTION_SPECS: dict[str, tuple[str, str]] = {
     "user_last": ("user_last", "all"),
     "user_mean": ("user_mean", "all"),
     "last_blocks": ("last", "blocks"),
     "user_last_blocks": ("user_last", "blocks"),
     "user_mean_blocks": ("user_mean", "blocks"),
+    "last_layer": ("last", "last"),
 }
 
 
 def delta_cos_layers(cos_layers: np.ndarray, layers: str = "all") -> np.ndarray:
     """ΔCos from per-layer cosines (…, L+1) over a layer set: ``"all"`` = ``delta_cos_from_layers``;
     ``"blocks"`` = mean of (cos − 1) over layers 1..L (the transformer blocks; the embedding
-    output, index 0, left out). Returns (…) float64 in [−2, 0], |Δ| below ``NOISE_TOL["cos"]``
-    exactly 0. Raises ValueError for another layer set or "blocks" with no block (L+1 < 2).
+    output, index 0, left out); ``"last"`` = cos − 1 of layer L alone (the last entry).
+    Returns (…) float64 in [−2, 0], |Δ| below ``NOISE_TOL["cos"]`` exactly 0. Raises ValueError
+    for another layer set, or "blocks" / "last" with no block (L+1 < 2).
     """
     c = np.asarray(cos_layers, dtype=np.float64)
     if layers == "all":
         return delta_cos_from_layers(c)
-    if layers != "blocks":
-        raise ValueError(f"layer set must be 'all' or 'blocks', got {layers!r}")
+    if layers not in ("blocks", "last"):
+        raise ValueError(f"layer set must be 'all', 'blocks' or 'last', got {layers!r}")
     if c.shape[-1] < 2:
-        raise ValueError("'blocks' needs at least one layer after the embedding output")
-    return delta_cos_from_layers(c[..., 1:])
+        raise ValueError(f"{layers!r} needs at least one layer after the embedding output")
+    return delta_cos_from_layers(c[..., 1:] if layers == "blocks" else c[..., -1:])
 
 
 def delta_cos_option(option: str, h_variant: np.ndarray, h_base: np.ndarray) -> float:

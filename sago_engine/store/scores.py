@@ -261,21 +261,23 @@ class ScoreQueries:
         return self.con.execute(sql, [float(q), float(q), *params]).df()
 
     def prompt_scores_rescaled(self, f: "Filters | None" = None, *, normalizers: tuple = (),
-                               axes: tuple[str, ...] | None = None) -> pd.DataFrame:
+                               axes: tuple[str, ...] | None = None, clip: bool = True) -> pd.DataFrame:
         """``prompt_scores`` recomputed from raw Δ under other R_X: s = ``scoring.rms`` of clip(Δ/R, −1, 1).
 
         ``normalizers``: ((axis, R), …) pairs (a tuple, so it can key a cache); axes not listed
         are left out. Same columns as ``prompt_scores``. SQL sums n and Σ clip(Δ/R)² per prompt.
         ``axes``: None = the six plain axes, else these names (an option axis needs its own pair).
+        ``clip``: False = Δ/R not clipped (the SAGO authors' code), so s may exceed 1.
         """
         pairs = [(str(a), float(r)) for a, r in normalizers if float(r) > 0]
         if not pairs:
             return self.prompt_scores(f, axes=axes).iloc[0:0]
         where, params = filter_where(f, a="d", axes=axes)
+        term = "least(greatest(d.delta / rx.rr, -1.0), 1.0)" if clip else "d.delta / rx.rr"
         sql = f"""
             WITH rx AS (SELECT unnest(?::VARCHAR[]) AS axis, unnest(?::DOUBLE[]) AS rr)
             SELECT d.run_id, r.model, d.dataset, d.prompt_id, d.axis, count(*)::BIGINT AS n,
-                   sum(pow(least(greatest(d.delta / rx.rr, -1.0), 1.0), 2)) AS sum_sq
+                   sum(pow({term}, 2)) AS sum_sq
             FROM deltas d JOIN rx USING (axis) JOIN variants v USING (variant_id) JOIN runs r USING (run_id)
             WHERE {suffstats.USABLE_DELTA} AND v.kept AND {where}
             GROUP BY d.run_id, r.model, d.dataset, d.prompt_id, d.axis
