@@ -138,3 +138,46 @@ def test_cancelled_probe_says_what_its_radar_rests_on_saves_as_partial_and_a_rer
     path, run_id = live_save.save_probe(res, tmp_path / "full.duckdb", at.session_state["live_result"][2])
     with open_store(path) as st:
         assert st.runs()["status"].tolist() == ["complete"]
+
+
+# ---------------------------------------------------------------- real browser, real model
+@pytest.mark.browser
+def test_status_line_right_after_the_click_and_base_reply_before_the_full_table():
+    """/live with smollm2-135m-instruct (8 variants, 24 new tokens): within 2 s of the click the status
+    line says Running with its seconds; the base reply is on screen while variants are still pending."""
+    from sago_engine.models import ModelUnavailableError, resolve_model
+    from sago_engine.store_catalog import DEMO_STORE
+    from tests.browser import browser_page, dashboard, require_chromium
+
+    require_chromium()
+    try:
+        resolve_model(live.DEFAULT_MODEL)
+    except ModelUnavailableError as e:
+        pytest.skip(str(e))
+    with dashboard(DEMO_STORE) as url, browser_page(1440, 1800) as page:
+        page.goto(f"{url}/live", wait_until="domcontentloaded")
+        box = page.locator("[data-testid='stTextArea'] textarea").first
+        box.wait_for(timeout=60_000)
+        for label, value in (("Max variants", "8"), ("New tokens", "24")):
+            field = page.get_by_role("spinbutton", name=label)
+            field.fill(value)
+            field.press("Enter")
+            page.wait_for_timeout(400)
+        box.fill(PROMPT)
+        box.press("Control+Enter")
+        page.get_by_text("Variants (8)").wait_for(timeout=30_000)
+        page.get_by_role("button", name="Run probe").click()
+        clicked = time.monotonic()
+        status = page.locator("[data-testid='stMarkdown']", has_text="Running")
+        status.first.wait_for(timeout=10_000)
+        assert time.monotonic() - clicked < 2.5, "no status line right after the click"
+        assert " s" in status.first.text_content()  # elapsed seconds shown
+        page.get_by_text("Base response (").wait_for(timeout=300_000)
+        # at the moment the base reply shows, the probe is still running and variants are pending
+        seen = page.evaluate("""() => {
+            const md = [...document.querySelectorAll('[data-testid="stMarkdown"]')].map(e => e.textContent);
+            return md.some(t => t.includes('Running'));
+        }""")
+        assert seen, "the base reply appeared only with the full table"
+        page.get_by_text("8/8 variants scored in").wait_for(timeout=300_000)
+        assert page.locator("[data-testid='stException']").count() == 0
