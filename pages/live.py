@@ -197,7 +197,7 @@ if job_entry is not None and (job_entry[0] == key or job_entry[1].running):
         _show(stt["result"])
     if stt["error"]:
         kind, msg = stt["error"]
-        st.error(f"Cannot load the model {safe.md(repr(job.model))}: {safe.md(msg)}" if kind == "load" else safe.md(msg))
+        st.error(f"Cannot load the model {safe.md(repr(job.model))}: {safe.md(msg)}" if kind == "load" else msg)
         st.stop()
     res = stt["result"]
     if res is not None and job_entry[0] == key:
