@@ -41,7 +41,7 @@ def main() -> None:
     ap.add_argument("--prompt", default="What is the capital of Australia?")
     ap.add_argument("--variants", type=int, default=24)
     ap.add_argument("--max-new", type=int, default=DEFAULT_MAX_NEW_TOKENS)
-    ap.add_argument("--first", type=int, default=3, help="variants in the first batch (with the base prompt)")
+    ap.add_argument("--first", type=int, default=1, help="variants in the first batch (with the base prompt; later batches double up to --batch)")
     ap.add_argument("--batch", type=int, default=8, help="variants per later batch")
     ap.add_argument("--cold-prompt", default="Which planet in our solar system has the most moons?")
     ap.add_argument("--no-cold", action="store_true", help="skip the cold (fresh-process) measurement")
