@@ -22,6 +22,7 @@ last line ``hf_local_rps: A vllm_rps: B ratio: R`` (R = A / B).
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import time
@@ -31,6 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+#: the caller's OpenMP settings, before sago sets its own: the server runs with vLLM's defaults, not sago's
+_OMP_ENV = ("OMP_WAIT_POLICY", "KMP_BLOCKTIME")
+_CALLER = {k: os.environ.get(k) for k in _OMP_ENV}
 import sago_engine  # noqa: E402,F401 - before torch: OpenMP's wait policy (sago_engine.threads)
 from neighbour import load_line  # noqa: E402
 
@@ -39,7 +43,10 @@ DATASETS = ("truthfulqa", "nq_open", "alpaca", "simpleqa_verified")
 
 
 def server(cmd: str) -> tuple[int, str]:
-    out = subprocess.run(["bash", str(ROOT / "scripts" / "vllm_server.sh"), cmd], cwd=ROOT, capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if k not in _OMP_ENV}
+    env.update({k: v for k, v in _CALLER.items() if v is not None})
+    out = subprocess.run(["bash", str(ROOT / "scripts" / "vllm_server.sh"), cmd], cwd=ROOT, capture_output=True,
+                         text=True, env=env)
     return out.returncode, (out.stdout.strip().splitlines() or [""])[-1] + ("" if out.returncode == 0 else out.stderr[-2000:])
 
 
