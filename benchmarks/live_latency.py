@@ -1,12 +1,16 @@
 """Live-page latency: smollm2-135m-instruct warm, one prompt, 24 variants over the three families, 48 new tokens.
 
-Usage: ``python benchmarks/live_latency.py [--model KEY] [--profile]``. A warm-up probe (another
-prompt) loads the model, the BERTScore encoder and the semantic filter's baseline first, as a
-running server would have. Prints per-stage seconds, optionally the top of a cProfile, and as
-its last line ``first_result_s: X full_profile_s: Y cold_first_result_s: Z`` (first scored batch;
-all variants scored, filtered, s_X computed; cold = a fresh process as a just-started dashboard:
-``live.start_warmup`` begins loading the model and the encoder, and the cold prompt's probe is
-issued at once — Z is the seconds from process start of the warm-up to its first scored batch).
+Usage: ``python benchmarks/live_latency.py [--model KEY] [--profile] [--neighbours 1]``. A warm-up probe
+(another prompt) loads the model, the BERTScore encoder and the semantic filter's baseline first, as a
+running server would have. The measured probe runs twice: quiet, then with ``--neighbours``
+CPU-bound processes beside it (``neighbour.busy_neighbour``: a Python busy loop each, as a
+precompute run beside the dashboard; 0 skips it). Prints the load average before each, per-stage
+seconds, optionally the top of a cProfile, and as its last line ``first_result_s: X
+full_profile_s: Y loaded_first_result_s: A loaded_full_profile_s: B loaded_ratio: R
+cold_first_result_s: Z`` (first scored batch; all variants scored, filtered, s_X computed; R =
+B / Y; cold = a fresh process as a just-started dashboard: ``live.start_warmup`` begins loading
+the model and the encoder, and the cold prompt's probe is issued at once — Z is the seconds from
+process start of the warm-up to its first scored batch).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from neighbour import busy_neighbour, load_line  # noqa: E402
 from sago_engine import live  # noqa: E402
 from sago_engine.types import DEFAULT_MAX_NEW_TOKENS  # noqa: E402
 
@@ -36,11 +41,12 @@ def main() -> None:
     ap.add_argument("--prompt", default="What is the capital of Australia?")
     ap.add_argument("--variants", type=int, default=24)
     ap.add_argument("--max-new", type=int, default=DEFAULT_MAX_NEW_TOKENS)
-    ap.add_argument("--first", type=int, default=3, help="variants in the first batch (with the base prompt)")
+    ap.add_argument("--first", type=int, default=1, help="variants in the first batch (with the base prompt; later batches double up to --batch)")
     ap.add_argument("--batch", type=int, default=8, help="variants per later batch")
     ap.add_argument("--cold-prompt", default="Which planet in our solar system has the most moons?")
     ap.add_argument("--no-cold", action="store_true", help="skip the cold (fresh-process) measurement")
     ap.add_argument("--profile", action="store_true", help="print the top of a cProfile of the measured probe")
+    ap.add_argument("--neighbours", type=int, default=1, help="busy processes beside the loaded run (0: quiet only)")
     a = ap.parse_args()
 
     cold_first = float("nan")
@@ -63,32 +69,46 @@ def main() -> None:
     live.run_probe(backend, warm, a.max_new)
     print(f"model load {load_s:.2f} s; warm-up probe {time.perf_counter() - t:.2f} s")
 
-    t0 = time.perf_counter()
     specs = live.choose_specs(FAMILIES, max_variants=a.variants, prompt_id="bench")
-    probe = live.plan_probe(a.prompt, specs)
-    plan_s = time.perf_counter() - t0
-    marks: list[tuple[int, float]] = []
+
+    def measure(label: str, prof: cProfile.Profile | None = None):
+        print(f"{label}: load average {load_line()} (before)")
+        t0 = time.perf_counter()
+        probe = live.plan_probe(a.prompt, specs)
+        plan_s = time.perf_counter() - t0
+        marks: list[tuple[int, float]] = []
+        if prof:
+            prof.enable()
+        res = live.run_probe(backend, probe, a.max_new, first_batch=a.first, batch_size=a.batch,
+                             on_batch=lambda r: marks.append((r.done, round(time.perf_counter() - t0, 2))))
+        live.prompt_profile(res)
+        full = time.perf_counter() - t0
+        if prof:
+            prof.disable()
+        tm = res.timings
+        print(f"{label}: batches (variants done, s since start): {marks}")
+        print(f"{label}: stages: variant generation {plan_s:.3f} s | generate {tm['generate']:.2f} s | score "
+              f"(compute_rows: BLEU, BERTScore, MR, cos) {tm['score']:.2f} s | semantic filter {tm['filter']:.2f} s")
+        return probe, res, (marks[0][1] if marks else float("nan")), full
+
     prof = cProfile.Profile() if a.profile else None
-    if prof:
-        prof.enable()
-    res = live.run_probe(backend, probe, a.max_new, first_batch=a.first, batch_size=a.batch,
-                         on_batch=lambda r: marks.append((r.done, time.perf_counter() - t0)))
-    live.prompt_profile(res)
-    full = time.perf_counter() - t0
-    if prof:
-        prof.disable()
-    tm = res.timings
+    probe, res, first, full = measure("quiet", prof)
     fams = {f: sum(v.spec.family == f for v in probe.variants) for f in FAMILIES}
-    print(f"variants: {len(probe.variants)} {fams}; threads: {backend.info().get('threads')}")
-    print(f"batches (variants done, s since start): {marks}")
-    print(f"stages: variant generation {plan_s:.3f} s | generate {tm['generate']:.2f} s | "
-          f"score (compute_rows: BLEU, BERTScore, MR, cos) {tm['score']:.2f} s | semantic filter {tm['filter']:.2f} s")
+    print(f"variants: {len(probe.variants)} {fams}; threads: {backend.info().get('thread_choice')}")
     if prof:
         s = io.StringIO()
         pstats.Stats(prof, stream=s).sort_stats("cumulative").print_stats(25)
         print(s.getvalue())
-    first = marks[0][1] if marks else float("nan")
-    print(f"first_result_s: {first:.2f} full_profile_s: {full:.2f} cold_first_result_s: {cold_first:.2f}")
+    lfirst = lfull = float("nan")
+    if a.neighbours > 0:
+        with busy_neighbour(a.neighbours):
+            _, lres, lfirst, lfull = measure(f"loaded ({a.neighbours} busy neighbour{'s' * (a.neighbours > 1)})")
+        same = [lres.rows.responses.set_index("variant_id")["response"].get(v.variant_id)
+                == res.rows.responses.set_index("variant_id")["response"].get(v.variant_id) for v in probe.variants]
+        print(f"loaded replies identical to quiet: {sum(same)}/{len(same)}")
+    print(f"load average after: {load_line()}")
+    print(f"first_result_s: {first:.2f} full_profile_s: {full:.2f} loaded_first_result_s: {lfirst:.2f} "
+          f"loaded_full_profile_s: {lfull:.2f} loaded_ratio: {lfull / full:.2f} cold_first_result_s: {cold_first:.2f}")
 
 
 if __name__ == "__main__":

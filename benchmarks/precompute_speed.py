@@ -67,6 +67,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import sago_engine  # noqa: E402,F401 - first: it sets OpenMP's wait policy before torch starts (sago_engine.threads)
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402

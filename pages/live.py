@@ -1,13 +1,13 @@
 """Live: perturb one typed prompt and watch each variant's deltas arrive, then its s_X radar beside the model's profile."""
 
-import os
+import time
 from pathlib import Path
 
 import streamlit as st
 
 from dashboard import charts, controls, data, diffview, exports, frame, safe
 from sago_engine.store import Store
-from sago_engine import live, live_save
+from sago_engine import live, live_job, live_save
 from sago_engine.datasets import DATASETS
 from sago_engine.filters import Filters
 from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_MAX_NEW_TOKENS, POSITIONS
@@ -16,11 +16,6 @@ frame.require_frame()
 
 ROOT = Path(__file__).resolve().parent.parent
 ss = st.session_state
-
-
-def _backend(model: str):
-    """The loaded model, once per server process (shared read-only by sessions; generate calls are serialised)."""
-    return live.shared_backend(model)
 
 
 def _warm_note() -> None:
@@ -113,80 +108,108 @@ try:
 except live.LiveError as e:
     problem = str(e)
 
+job_entry = ss.get("live_job")  # (key, ProbeJob) of this session's latest probe
 b1, b2, _ = st.columns([1, 1, 4])
 # clicks set a session flag in a callback (not the button's return value), so a click survives the
 # frame's reroute of a page run outside app.py (dashboard.frame.require_frame)
 b1.button("Run probe", key="live_run", type="primary", icon=":material/play_arrow:",
           on_click=lambda: ss.__setitem__("live_run_requested", True))
 run = bool(ss.pop("live_run_requested", False))
-# Cancel is live only while a probe runs (this run renders it before the probe starts)
-b2.button("Cancel", key="live_cancel", on_click=lambda: ss.__setitem__("live_stop", True), icon=":material/stop:",
-          disabled=not run)
+
+
+def _cancel() -> None:
+    if ss.get("live_job"):
+        ss["live_job"][1].cancel()  # the probe stops within one forward pass of the model
+
+
+b2.button("Cancel", key="live_cancel", on_click=_cancel, icon=":material/stop:",
+          disabled=not (run or (job_entry is not None and job_entry[1].running)))
 
 if problem:
     (st.error if run or text.strip() else st.info)(safe.md(problem))
     st.stop()
 
 assert probe is not None
+if "live_cache" not in ss:
+    ss["live_cache"] = {}  # per browser session: results of this session only
+key = (model, int(max_new), probe.prompt_id, tuple(v.variant_id for v in probe.variants))
+if run:
+    if job_entry is not None:
+        job_entry[1].cancel()  # a probe still running gives way to this one at once
+    job_entry = ss["live_job"] = (key, live_job.ProbeJob(model, probe, int(max_new), cache=ss["live_cache"]).start())
+    ss.pop("live_result", None)
+
 st.subheader(f"Variants ({len(probe.variants)})")
 with st.expander("The edit of each variant (red struck = removed, green = added)", expanded=False):
     for v, row in zip(probe.variants, live.variant_table(probe).itertuples()):
         st.caption(safe.md(row.label))
         diffview.show_edit(probe.text, v.text)
-
-if "live_cache" not in ss:
-    ss["live_cache"] = {}  # per browser session: results of this session only
-key = (model, int(max_new), probe.prompt_id, tuple(v.variant_id for v in probe.variants))
-progress = st.empty()
+status_slot = st.empty()  # work visible from the click: what runs, and the seconds since the click
+base_slot = st.empty()
 table_slot = st.empty()
 
 
+def _status_line(stt: dict) -> None:
+    res, n = stt["result"], len(probe.variants)
+    scored = f"{res.done}/{len(res.probe.variants) - len(res.skipped)} variants scored" if res is not None else ""
+    t = f"{stt['elapsed_s']:.1f} s"
+    text = {"starting": f":material/hourglass_top: **Running** · starting · {t}",
+            "loading": f":material/hourglass_top: **Running** · {safe.md(stt['step'])} (once per server process) · {t}",
+            "running": f":material/hourglass_top: **Running** · {safe.md(stt['step'])} · {t}",
+            "done": f":material/check_circle: **Done** · {scored} in {t}",
+            "cancelled": f":material/stop_circle: **Cancelled** after {t} · {scored or f'0/{n} variants scored'}",
+            "failed": f":material/error: **Failed** after {t}"}[stt["state"]]
+    status_slot.markdown(text)
+
+
+def _base(res: "live.ProbeResult") -> None:
+    if res.base is None:
+        return
+    with base_slot.container():
+        st.caption(f"Base response ({safe.md(res.model)}):")
+        st.code(res.base.text, language=None, wrap_lines=True)
+
+
 def _show(res: "live.ProbeResult") -> None:
-    n, k = len(res.probe.variants), len(res.skipped)
-    progress.progress((res.done + k) / n if n else 1.0,
-                      text=f"{res.done}/{n - k} variants scored" + (" (cancelled)" if res.cancelled else "")
-                      + (f", {k} skipped (no-op: nothing changes for the model)" if k else "")
-                      + (f" — {res.cached} from this session's cache" if res.cached else ""))
+    _base(res)
     ss["live_draws"] = ss.get("live_draws", 0) + 1  # a fresh key per redraw of the slot
     table_slot.dataframe(live.result_table(res), key=f"live_results_{ss['live_draws']}", hide_index=True,
                          width="stretch",
                          column_config={AXIS_LABELS[a]: st.column_config.NumberColumn(format="%+.3f") for a in AXES})
 
 
-if run:
-    ss["live_stop"] = False
-    try:
-        with st.spinner(f"Loading {safe.md(model)} (once per server process)…"):
-            backend = _backend(model)
-    except Exception as e:  # noqa: BLE001 - any load failure is shown to the user
-        st.error(f"Cannot load the model {safe.md(repr(model))}: {type(e).__name__}: {safe.md(e)}")
+res = None
+if job_entry is not None and (job_entry[0] == key or job_entry[1].running):
+    job = job_entry[1]
+    drawn = None
+    while True:  # redraw until the job ends; a click (Cancel, Run) reruns the page at once
+        stt = job.status()
+        _status_line(stt)
+        if stt["result"] is not None and stt["result"] is not drawn:
+            drawn = stt["result"]
+            _show(drawn)
+        if not job.running:
+            break
+        time.sleep(0.25)
+    stt = job.status()  # the final state: drawn once more (it may have ended after the last redraw)
+    _status_line(stt)
+    if stt["result"] is not None and stt["result"] is not drawn:
+        _show(stt["result"])
+    if stt["error"]:
+        kind, msg = stt["error"]
+        st.error(f"Cannot load the model {safe.md(repr(job.model))}: {safe.md(msg)}" if kind == "load" else msg)
         st.stop()
-    info = backend.info()
-
-    def _on_batch(partial: "live.ProbeResult") -> None:
-        ss["live_result"] = (key, partial, info)  # kept if a Cancel click interrupts this run
-        _show(partial)
-
-    try:
-        res = live.run_probe(backend, probe, int(max_new), cache=ss["live_cache"], on_batch=_on_batch,
-                             should_stop=lambda: bool(ss.get("live_stop")))
-    except live.LiveError as e:  # e.g. the prompt + reply cap is longer than the model's context
-        st.error(str(e))
-        st.stop()
-    ss["live_result"] = (key, res, info)
+    res = stt["result"]
+    if res is not None and job_entry[0] == key:
+        ss["live_result"] = (key, res, job.info)
 elif ss.get("live_result") and ss["live_result"][0] == key:
     res = ss["live_result"][1]
-    if ss.get("live_stop") and not res.complete:
-        res.cancelled = True
-else:
+    _show(res)
+if res is None:
     table_slot.dataframe(live.variant_table(probe), key="live_variants", hide_index=True, width="stretch")
     st.caption("Press Run probe to answer the base prompt and these variants.")
     st.stop()
 
-if not run:
-    _show(res)
-st.caption(f"Base response ({safe.md(res.model)}):")
-st.code(res.base.text if res.base is not None else "(not generated)", language=None, wrap_lines=True)
 st.caption("Δ̃ ∈ [−1, 1] per axis: 0 = same as the base response; n/a = the backend cannot measure the axis. "
            "Mirroring: whether the reply starts/stops reflecting the variant's surface attribute. "
            "kept: the semantic filter's verdict, decided before the model runs (a variant it rejects is answered "
@@ -194,16 +217,20 @@ st.caption("Δ̃ ∈ [−1, 1] per axis: 0 = same as the base response; n/a = th
 tm = res.timings
 st.caption(f"Timing: first result {tm.get('first_result_s', 0):.2f} s, total {tm.get('total_s', 0):.2f} s "
            f"(semantic filter {tm['filter']:.2f} s, generate {tm['generate']:.2f} s, scoring {tm['score']:.2f} s).")
-if res.cancelled:
-    st.warning(f"Cancelled: {res.done} of {len(res.probe.variants)} variants were scored.")
+prof = live.prompt_profile(res)
+rests_on = int(prof["n_variants"].max()) if len(prof) else 0
+planned = len(res.probe.variants) - len(res.skipped)
+if not res.complete:
+    st.warning(f"{'Cancelled' if res.cancelled else 'Partial'}: {res.done} of {planned} variants were scored, so "
+               f"this prompt's radar rests on {rests_on} of {planned} variants. Saving stores it as a partial run; "
+               "Run probe again to finish it (the variants scored so far are reused).")
 if not res.done:
-    if res.skipped:
+    if res.skipped and res.complete:
         st.info("No variant changes what the model reads (see skip_reason), so this prompt has no s_X: "
                 "a variant that does not vary is skipped, never scored as Δ = 0.")
     st.stop()
 
 # ---------------------------------------------------------------- radar: this prompt vs the model's profile
-prof = live.prompt_profile(res)
 store_prof, store_note = None, "The current store has no run of this model."
 try:
     if res.model in data.query(Store.filter_options).get("models", []):
@@ -214,19 +241,22 @@ except Exception:  # noqa: BLE001 - the radar of the probe stands on its own
     pass
 fig = charts.live_radar(prof, store_prof, res.model, height=controls.chart_height(460))
 exports.chart(fig, key="live_radar", caption="This prompt's per-axis instability s_X = RMS of Δ̃ over its kept "
-             "variants (lower = more stable; axes are never added). " + store_note, data=prof)
+             f"variants (lower = more stable; axes are never added), resting on {rests_on} of {planned} variants"
+             + ("" if res.complete else " (partial probe)") + ". " + store_note, data=prof)
 
 # ---------------------------------------------------------------- save
 target = frame.access().probe_store(live_save.default_user_store())
 if not frame.access().writes:
     st.stop()
-st.button("Save to store", key="live_save", icon=":material/save:",
+st.button("Save to store" if res.complete else "Save as partial run", key="live_save", icon=":material/save:",
           help=f"Adds this probe as a run (dataset 'live') to {safe.md(target)}; never to the shipped demo store.",
           on_click=lambda: ss.__setitem__("live_save_requested", True))
 if ss.pop("live_save_requested", False):
     try:
         path, run_id = live_save.save_probe(res, target, ss["live_result"][2])
-        st.success(f"Saved as run {safe.md(run_id)} in {safe.md(path)}. Open that file in the sidebar's store picker "
+        st.success(f"Saved as run {safe.md(run_id)}"
+                   + ("" if res.complete else f" (status partial: {res.done} of {planned} variants)")
+                   + f" in {safe.md(path)}. Open that file in the sidebar's store picker "
                    "(…or a path to another store) to see it on the other pages.")
     except Exception as e:  # noqa: BLE001
         st.error(f"Could not save: {type(e).__name__}: {safe.md(e)}")

@@ -30,6 +30,7 @@ from sago_engine.measure import Pending, Rows, Scoring, api_rows, force_base_rep
 from sago_engine.noop import count_by_cell
 from sago_engine.pipeline import option_axes_for
 from sago_engine.store import Store, open_store
+from sago_engine.threads import apply_threads
 from sago_engine.storerows import unit_rows, utc_now
 from sago_engine.variants.semantic_filter import bert_rescale_baseline
 
@@ -182,6 +183,7 @@ def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = N
             units committed so far stay, a rerun resumes.
     """
     check_run_keys(cfg, only_models)  # before any work
+    apply_threads()  # the semantic filter's encoder runs before any backend sets the count
     target = Path(cfg.store)
     work, resumed = open_work(target)
     out = []

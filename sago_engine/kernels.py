@@ -1,7 +1,8 @@
 """How a local model computes on CPU: the threads torch uses, and which kernel multiplies its ``nn.Linear`` layers.
 
-Threads: ``SAGO_THREADS`` (if set) fixes torch's intra-op thread count (``set_threads``; recorded with
-every run as ``runs.decoding.threads``); without it torch's default is kept.
+Threads: ``set_threads`` applies ``sago_engine.threads``' choice — ``SAGO_THREADS`` if set, else the
+CPUs this process may use (affinity mask, cgroup CPU quota) — recorded with every run as
+``runs.decoding.threads`` and ``runs.decoding.thread_choice``.
 
 Kernels: oneDNN or torch's default.
 
@@ -77,13 +78,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from .memlimit import cgroup_memory_limit
+from .threads import THREADS_ENV, apply_threads
 
 __all__ = ["THREADS_ENV", "set_threads", "KERNEL_ENV", "KERNELS", "PACK_ENV", "PACK_MEMORY_FRACTION", "OneDNNLinear",
            "mkl_packed_usable", "onednn_linear", "onednn_pack_usable", "onednn_usable", "pack_linear_weights",
            "packing_requested", "requested_kernel", "use_linear_kernel"]
 
-#: Environment variable that fixes torch's CPU thread count.
-THREADS_ENV = "SAGO_THREADS"
 #: Environment variable that chooses the kernel.
 KERNEL_ENV = "SAGO_LINEAR_KERNEL"
 #: Valid values of ``SAGO_LINEAR_KERNEL``.
@@ -99,21 +99,13 @@ PACK_MEMORY_FRACTION = 0.25
 
 
 def set_threads() -> int:
-    """Apply ``SAGO_THREADS`` (if set) to ``torch.set_num_threads``; return the thread count.
-
-    Without the env var torch's default is kept.
+    """Apply ``threads.apply_threads``' choice (``SAGO_THREADS`` if set, else the CPUs this process
+    may use) to ``torch.set_num_threads``; return the thread count (the choice: ``threads.last_choice``).
 
     Raises:
         ValueError: ``SAGO_THREADS`` is not a positive integer.
     """
-    val = os.environ.get(THREADS_ENV)
-    if val:
-        n = int(val)
-        if n < 1:
-            raise ValueError(f"SAGO_THREADS must be >= 1, got {val!r}")
-        if torch.get_num_threads() != n:
-            torch.set_num_threads(n)
-    return torch.get_num_threads()
+    return apply_threads().threads
 
 
 def onednn_linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:

@@ -169,15 +169,17 @@ def plan_probe(text: str, specs: Sequence[VariantSpec] | Selection, seed: int = 
     return LiveProbe(pid, t, vs, int(seed), dict(screen(vs, {pid: t}).noops))
 
 
-def batch_slices(n: int, first: int = 3, size: int = 8) -> list[slice]:
-    """Variant index ranges per batch: a small first batch (it also carries the base prompt), then ``size``."""
-    out, i = [], 0
-    if n and first > 0:
-        out.append(slice(0, min(first, n)))
-        i = min(first, n)
+def batch_slices(n: int, first: int = 1, size: int = 8) -> list[slice]:
+    """Variant index ranges per batch: a small first batch (it also carries the base prompt), then
+    batches doubling in size up to ``size`` — the first variants arrive one or two at a time, the
+    rest in full batches (fewer generate calls).
+
+    Example: ``batch_slices(24, 1, 8)`` → sizes 1, 2, 4, 8, 8, 1.
+    """
+    out, i, k = [], 0, max(1, first) if first > 0 else max(1, size)
     while i < n:
-        out.append(slice(i, min(i + max(1, size), n)))
-        i = out[-1].stop
+        out.append(slice(i, min(i + k, n)))
+        i, k = out[-1].stop, min(max(1, size), k * 2)
     return out
 
 
@@ -258,7 +260,7 @@ def _screen(probe: LiveProbe, cache: MutableMapping, semantic_filter: bool) -> S
 
 def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, normalizers: dict | None = None,
               cache: MutableMapping | None = None, on_batch: Callable[[ProbeResult], None] | None = None,
-              should_stop: Callable[[], bool] | None = None, first_batch: int = 3, batch_size: int = 8,
+              should_stop: Callable[[], bool] | None = None, first_batch: int = 1, batch_size: int = 8,
               semantic_filter: bool = True) -> ProbeResult:
     """Run base + variants in batches; after each batch its rows are scored and ``on_batch`` is called.
 
@@ -267,8 +269,8 @@ def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = DEFAULT_MAX_
     run: its verdicts say which variants count in s_X; rejected variants are answered all the
     same), then no-op variants (``ProbeResult.skipped``: text equal to the prompt, or the same
     token ids as the prompt for this backend) are set aside and never run. The first batch holds
-    the base prompt and ``first_batch`` variants (a fast first result); later batches hold
-    ``batch_size`` variants. Replies and rows are cached in ``cache`` per (model,
+    the base prompt and ``first_batch`` variants (a fast first result); later batches double in
+    size up to ``batch_size`` variants (``batch_slices``). Replies and rows are cached in ``cache`` per (model,
     max_new_tokens, R_X, prompt) — a repeated probe makes no generate call. ``should_stop`` is
     checked between batches; a stopped probe is returned partial with ``cancelled=True``.
 
@@ -347,6 +349,9 @@ def _mirroring_verdict(d: float | None) -> str:
 def result_table(res: ProbeResult) -> pd.DataFrame:
     """The variant table with, per finished variant, its response, Δ̃ per axis and the mirroring verdict.
 
+    Columns: label, the Δ̃ columns (``AXIS_LABELS`` order: what a reader looks at first), status,
+    mirroring, kept, variant, response, family, subtype, strength, position, skip_reason.
+
     Unfinished variants have status "pending" and empty cells; a no-op variant has status
     "skipped" and its ``skip_reason`` (never Δ = 0); a variant whose reply is an error (e.g.
     longer than the model's context) has status "error" and the reason as its response; an
@@ -377,8 +382,8 @@ def result_table(res: ProbeResult) -> pd.DataFrame:
                        mirroring=_mirroring_verdict(mr.get(vid)))
             row.update({AXIS_LABELS[a]: float(norm.at[vid, a]) if a in norm.columns else np.nan for a in AXES})
         rows.append(row)
-    cols = ["status", "label", "family", "subtype", "strength", "position", "variant", "response",
-            *[AXIS_LABELS[a] for a in AXES], "mirroring", "kept", "skip_reason"]
+    cols = ["label", *[AXIS_LABELS[a] for a in AXES], "status", "mirroring", "kept", "variant", "response",
+            "family", "subtype", "strength", "position", "skip_reason"]
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from sago_engine.backends import get_backend
 from sago_engine.bertscore import bertscore_f1
+from sago_engine.threads import apply_threads
 from sago_engine.variants.semantic_filter import FilterConfig, effective_threshold
 
 __all__ = ["DEFAULT_MODEL", "load_backend", "shared_backend", "start_warmup", "warmup_status", "lock_for"]
@@ -33,24 +34,21 @@ _warm_done = threading.Event()
 def load_backend(model: str, dtype: str = "float32", device: str = "cpu", batch_size: int = 8):
     """Load a local model (zoo key, ``"tiny-random"`` or folder) through ``backends.get_backend``.
 
-    Weights are not packed (``HFLocalBackend(pack_weights=False)``). Sets torch's thread count to
-    ``$SAGO_LIVE_THREADS`` when given (else torch's default, one per core) unless ``SAGO_THREADS``
-    is set.
+    Weights are not packed (``HFLocalBackend(pack_weights=False)``). torch's thread count is
+    ``sago_engine.threads``' choice (``SAGO_THREADS``, else the CPUs this process may use), or
+    ``$SAGO_LIVE_THREADS`` when given and ``SAGO_THREADS`` is not; the backend's ``info()`` records it.
 
     Raises:
         whatever the backend raises (ModelUnavailableError, ValueError, OSError …); the page shows it.
     """
-    if not os.environ.get("SAGO_THREADS") and os.environ.get("SAGO_LIVE_THREADS"):
-        import torch  # lazy: importing sago_engine.live (the dashboard's start) never imports torch
-
-        # On the 2-core box, quiet: 2 threads give the full 24-variant profile in 9.1 s vs 15.3 s
-        # with 1; under heavy load from other processes 1 thread was ~10x faster (OpenMP threads
-        # spin against them). So torch's default unless SAGO_LIVE_THREADS says otherwise.
-        torch.set_num_threads(max(1, int(os.environ["SAGO_LIVE_THREADS"])))
     # not packed (kernels.pack_linear_weights): a live model stays loaded for the server's life,
     # and its few rows per call gain little from the extra copies of its weights
-    return get_backend({"name": "hf_local", "model": model, "dtype": dtype, "device": device,
-                        "batch_size": batch_size, "pack_weights": False})
+    be = get_backend({"name": "hf_local", "model": model, "dtype": dtype, "device": device,
+                      "batch_size": batch_size, "pack_weights": False})
+    if os.environ.get("SAGO_LIVE_THREADS") and hasattr(be, "thread_choice"):
+        choice = apply_threads(os.environ["SAGO_LIVE_THREADS"], "SAGO_LIVE_THREADS")
+        be.threads, be.thread_choice = choice.threads, choice.record()
+    return be
 
 
 def shared_backend(model: str) -> Any:

@@ -22,13 +22,13 @@ import posixpath
 import re
 from typing import Callable
 
-__all__ = ["UNLIMITED_FROM", "cgroup_memory_limit", "read_text"]
+__all__ = ["UNLIMITED_FROM", "cgroup_folders", "cgroup_memory_limit", "read_text"]
 
 #: Limits at or above this many bytes mean "no limit" (v1: 2^63 − page size).
 UNLIMITED_FROM = 1 << 62
 
-_V2 = ("v2", "memory.max", "/sys/fs/cgroup")
-_V1 = ("v1", "memory.limit_in_bytes", "/sys/fs/cgroup/memory")
+#: Default mount points: the v2 unified hierarchy, and a v1 controller's folder under it.
+_V2_POINT = "/sys/fs/cgroup"
 
 
 def read_text(path: str) -> str | None:
@@ -45,9 +45,9 @@ def _unescape(field: str) -> str:
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
-def _mounts(text: str | None) -> dict[str, tuple[str, str]]:
+def _mounts(text: str | None, controller: str = "memory") -> dict[str, tuple[str, str]]:
     """``{"v2": (root, mount point), "v1": (root, mount point)}`` of the first cgroup2 mount and the
-    first cgroup v1 mount holding the memory controller in a ``/proc/self/mountinfo`` text."""
+    first cgroup v1 mount holding ``controller`` in a ``/proc/self/mountinfo`` text."""
     out: dict[str, tuple[str, str]] = {}
     for line in (text or "").splitlines():
         left, sep, right = line.partition(" - ")
@@ -57,7 +57,7 @@ def _mounts(text: str | None) -> dict[str, tuple[str, str]]:
         root, point = _unescape(f[3]), _unescape(f[4])
         if r[0] == "cgroup2":
             out.setdefault("v2", (root, point))
-        elif r[0] == "cgroup" and len(r) >= 3 and "memory" in r[2].split(","):
+        elif r[0] == "cgroup" and len(r) >= 3 and controller in r[2].split(","):
             out.setdefault("v1", (root, point))
     return out
 
@@ -87,6 +87,40 @@ def _limit(text: str | None) -> int | None:
     return None if n >= UNLIMITED_FROM else n
 
 
+def cgroup_folders(read: Callable[[str], str | None] = read_text,
+                   controller: str = "memory") -> list[tuple[str, str]]:
+    """The cgroup folders on this process's path that can hold a limit of ``controller``.
+
+    Args:
+        read: ``path -> text or None`` (default ``read_text``: the real file system).
+        controller: the cgroup v1 controller whose hierarchy is read (``"memory"``, ``"cpu"``);
+            the v2 hierarchy holds every controller.
+    Returns:
+        ``[(version, folder), ...]``: ``"v2"`` / ``"v1"`` and each folder from the process's cgroup up
+        to the hierarchy's mount point, deepest first per hierarchy. Without a readable
+        ``/proc/self/cgroup`` only the default mount roots (``/sys/fs/cgroup`` and
+        ``/sys/fs/cgroup/<controller>``).
+    """
+    mounts = _mounts(read("/proc/self/mountinfo"), controller)
+    defaults = {"v2": _V2_POINT, "v1": posixpath.join(_V2_POINT, controller)}
+    cg = read("/proc/self/cgroup")
+    paths: list[tuple[str, str]] = [("v2", "/"), ("v1", "/")] if cg is None else []
+    for line in (cg or "").splitlines():
+        hid, _, rest = line.partition(":")
+        ctrls, sep, path = rest.partition(":")
+        if not sep:
+            continue
+        if hid == "0" and ctrls == "":
+            paths.append(("v2", path))
+        elif controller in ctrls.split(","):
+            paths.append(("v1", path))
+    out: list[tuple[str, str]] = []
+    for version, path in paths:
+        root, point = mounts.get(version, ("/", defaults[version]))
+        out += [(version, folder) for folder in _levels(path.strip(), root, point)]
+    return out
+
+
 def cgroup_memory_limit(read: Callable[[str], str | None] = read_text) -> tuple[int | None, str | None]:
     """The smallest memory limit on this process's cgroup path, and where it is set.
 
@@ -97,26 +131,10 @@ def cgroup_memory_limit(read: Callable[[str], str | None] = read_text) -> tuple[
         file that holds it; ``(None, None)`` when no level sets one. Without a readable
         ``/proc/self/cgroup`` only the default mount roots are read.
     """
-    mounts = _mounts(read("/proc/self/mountinfo"))
-    cg = read("/proc/self/cgroup")
-    paths: list[tuple[tuple[str, str, str], str]] = []
-    if cg is None:
-        paths = [(_V2, "/"), (_V1, "/")]
-    for line in (cg or "").splitlines():
-        hid, _, rest = line.partition(":")
-        ctrls, sep, path = rest.partition(":")
-        if not sep:
-            continue
-        if hid == "0" and ctrls == "":
-            paths.append((_V2, path))
-        elif "memory" in ctrls.split(","):
-            paths.append((_V1, path))
     best: tuple[int | None, str | None] = (None, None)
-    for (version, name, default_point), path in paths:
-        root, point = mounts.get(version, ("/", default_point))
-        for folder in _levels(path.strip(), root, point):
-            f = posixpath.join(folder, name)
-            n = _limit(read(f))
-            if n is not None and (best[0] is None or n < best[0]):
-                best = (n, f)
+    for version, folder in cgroup_folders(read, "memory"):
+        f = posixpath.join(folder, "memory.max" if version == "v2" else "memory.limit_in_bytes")
+        n = _limit(read(f))
+        if n is not None and (best[0] is None or n < best[0]):
+            best = (n, f)
     return best

@@ -48,7 +48,8 @@ def local_decoding_record(info: dict, max_new_tokens: int, batch_size: int | Non
         own defaults, not applied), "chat_template" (``PromptRenderer.template_record()``: template
         sha256, every render variable, the pinned date, how the user's text is encoded; a base model:
         ``{"template": None, ...}``), "linear_kernel" (``"onednn"`` | ``"torch"``, ``sago_engine.kernels``),
-        "threads" (torch's CPU threads), "drop_finished_fraction" (when finished rows leave a
+        "threads" (torch's CPU threads), "thread_choice" (what that count rests on: source, CPU affinity,
+        cgroup quota, OMP_WAIT_POLICY; ``sago_engine.threads``; not watched on a resume), "drop_finished_fraction" (when finished rows leave a
         decoding batch, ``HFLocalBackend.DROP_FINISHED_FRACTION``), "kv_cache" (``"preallocated"``:
         ``hf_local.kvcache``; a stored ``"dynamic"`` is transformers' ``DynamicCache``), "prefill_buckets"
         (``{"max_pad_fraction", "min_rows"}``; a stored None: one padded prefill per batch), "packed_weights" (``{"rows", "mkl",
@@ -61,7 +62,7 @@ def local_decoding_record(info: dict, max_new_tokens: int, batch_size: int | Non
     out = {"greedy": True, "max_new_tokens": max_new_tokens, "batch_size": batch_size, **dec}
     if info.get("chat_template") is not None:
         out["chat_template"] = info["chat_template"]
-    for key in ENGINE_DECODING_KEYS:
+    for key in (*ENGINE_DECODING_KEYS, "thread_choice"):
         if info.get(key) is not None:
             out[key] = info[key]
     if info.get("context_length") is not None:

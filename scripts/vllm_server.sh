@@ -8,6 +8,7 @@
 #                                         start under way is waited for
 #   bash scripts/vllm_server.sh stop      stop the server by its PID (its whole process group)
 #   bash scripts/vllm_server.sh status    "running URL pid PID" (exit 0) or "not running" (exit 3)
+#   bash scripts/vllm_server.sh installed "installed VENV" (exit 0) or "not installed" (exit 3); installs nothing
 #
 # The virtualenv (2.5 GB) is kept per machine, not per clone, under the sago cache, named by the
 # requirements' hash: ${SAGO_CACHE_DIR:-~/.cache/sago}/vllm/venv-<sha256[:16]> (another hash's is
@@ -161,10 +162,20 @@ status() {
   fi
 }
 
+installed() {
+  if [ "$(cat "$VENV/.sago-installed" 2>/dev/null)" = "$LOCK" ]; then
+    echo "installed $VENV"
+  else
+    echo "not installed"
+    return 3
+  fi
+}
+
 case "${1:-}" in
   install) install ;;
+  installed) installed ;;
   start) start ;;
   stop) stop ;;
   status) status ;;
-  *) echo "usage: bash scripts/vllm_server.sh install|start|stop|status" >&2; exit 2 ;;
+  *) echo "usage: bash scripts/vllm_server.sh install|installed|start|stop|status" >&2; exit 2 ;;
 esac

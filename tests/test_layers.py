@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "sago_engine$", "sago_engine.registry", "sago_engine.seeds", "sago_engine.axis_spec", "sago_engine.types",
         "sago_engine.pricing", "sago_engine.filters", "sago_engine.noop", "sago_engine.paper",
         "sago_engine.palette", "sago_engine.textdiff", "sago_engine.datasets", "sago_engine.runrecord",
-        "sago_engine.memlimit", "sago_engine.store_catalog")),
+        "sago_engine.memlimit", "sago_engine.threads", "sago_engine.store_catalog")),
     ("math", (
         "sago_engine.scoring", "sago_engine.stats", "sago_engine.ablations", "sago_engine.rankcorr",
         "sago_engine.runpairs", "sago_engine.judge_audit", "sago_engine.pairwise")),
@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "sago_engine.storerows", "sago_engine.external")),
     ("views, live, verifier", (
         "sago_engine.report", "sago_engine.detail", "sago_engine.method_choices", "sago_engine.choice_scores",
-        "sago_engine.live", "sago_engine.live_save", "sago_engine.live_models", "sago_engine.replay",
+        "sago_engine.live", "sago_engine.live_save", "sago_engine.live_models", "sago_engine.live_job", "sago_engine.replay",
         "sago_engine.rescore", "sago_engine.tables", "sago_engine.worst")),
     ("front ends", ("precompute", "dashboard")),
     ("pages", ("pages", "app")),

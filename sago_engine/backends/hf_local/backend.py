@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from ...kernels import pack_linear_weights, set_threads
+from ...threads import last_choice
 from ...models import TINY_RANDOM_KEY, load_model, tiny_random_model
 from ...types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
 from ..base import DecodingConfig
@@ -103,6 +104,8 @@ class HFLocalBackend:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.threads = set_threads()
+        #: what the thread count was chosen from (``sago_engine.threads.ThreadChoice.record``)
+        self.thread_choice = last_choice().record()
         key = model_key_or_path or model
         if not key:
             raise ValueError("HFLocalBackend needs a model key or path")
@@ -151,7 +154,8 @@ class HFLocalBackend:
             passed to ``generate`` — ``neutral_generation_config``'s ``to_diff_dict()`` — and
             ``model_generation_config_ignored``: the model folder's own, not applied),
             ``eos_token_ids``, ``chat_template`` (``template_record()``), ``threads``,
-            ``shared_prefix_cache`` (True), ``drop_finished_fraction``, ``kv_cache``
+            ``thread_choice`` (``threads.ThreadChoice.record()``: the count, its source, the CPU
+            affinity and cgroup quota it rests on, OMP_WAIT_POLICY), ``shared_prefix_cache`` (True), ``drop_finished_fraction``, ``kv_cache``
             (``"preallocated"``: ``kvcache.preallocated_cache``), ``packed_weights``
             (``kernels.pack_linear_weights``' record or None), ``prefill_buckets``
             (``{"max_pad_fraction", "min_rows"}``), ``attention_window``, ``context_length``
@@ -174,6 +178,7 @@ class HFLocalBackend:
             "eos_token_ids": list(self.eos_ids),
             "chat_template": self.template_record(),
             "threads": self.threads,
+            "thread_choice": self.thread_choice,
             "shared_prefix_cache": True,
             "drop_finished_fraction": self.DROP_FINISHED_FRACTION,
             "kv_cache": "preallocated",
