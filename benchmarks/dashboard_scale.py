@@ -22,15 +22,15 @@ import resource
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from sago_engine.store import STATS_TABLES, open_store  # noqa: E402
+from sago_engine.store import open_store  # noqa: E402
 from sago_engine.types import AXES, DEFAULT_NORMALIZERS, WHITE_BOX_AXES  # noqa: E402
 from sago_engine.variants import full_grid  # noqa: E402
 
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in ON_CLICK if args.on_click else ():
             if hasattr(st, name):
                 fn = getattr(st, name)
-                extra.append((name, _median_ms(lambda: fn(Filters()), 1)))
+                extra.append((name, _median_ms(lambda fn=fn: fn(Filters()), 1)))
     baseline = _baseline(path, args.repeat, Filters) if args.baseline else None
     w = max(len(r[0]) for r in rows)
     load = os.getloadavg()[0]

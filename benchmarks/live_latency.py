@@ -29,6 +29,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from neighbour import busy_neighbour, load_line  # noqa: E402
+
 from sago_engine import live  # noqa: E402
 from sago_engine.types import DEFAULT_MAX_NEW_TOKENS  # noqa: E402
 

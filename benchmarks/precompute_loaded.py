@@ -18,13 +18,12 @@ import argparse
 import dataclasses
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from neighbour import busy_neighbour, load_line  # noqa: E402
 from precompute_speed import DATASETS, MODEL, ROOT, sago_run  # noqa: E402  (imports sago_engine before torch)
 
-from neighbour import busy_neighbour, load_line  # noqa: E402
 from precompute.config import ModelConfig, load_config  # noqa: E402
 from sago_engine.backends.hf_local import HFLocalBackend  # noqa: E402
 from sago_engine.store import open_store  # noqa: E402

@@ -35,8 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 #: the caller's OpenMP settings, before sago sets its own: the server runs with vLLM's defaults, not sago's
 _OMP_ENV = ("OMP_WAIT_POLICY", "KMP_BLOCKTIME")
 _CALLER = {k: os.environ.get(k) for k in _OMP_ENV}
-import sago_engine  # noqa: E402,F401 - before torch: OpenMP's wait policy (sago_engine.threads)
 from neighbour import load_line  # noqa: E402
+
+import sago_engine  # noqa: E402,F401 - before torch: OpenMP's wait policy (sago_engine.threads)
 
 MODEL = "smollm2-135m-instruct"
 DATASETS = ("truthfulqa", "nq_open", "alpaca", "simpleqa_verified")

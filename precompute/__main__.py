@@ -106,10 +106,9 @@ def print_plan(cfg, runner, shard, only_models=None) -> None:
     model's tokenizer: the run finds and counts them."""
     from pathlib import Path
 
-    from sago_engine.store import open_store
-
     from precompute.config import missing_api_keys, run_key_holders
     from precompute.context_plan import over_context_lines
+    from sago_engine.store import open_store
 
     store = open_store(cfg.store, read_only=True) if Path(cfg.store).exists() else None
     plan = runner.make_plan(cfg, None, request_rewrites=False)  # --plan sends no request
@@ -219,8 +218,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from dataclasses import replace
 
-    from precompute.config import ConfigError, check_run_keys, load_config
     from precompute import runner
+    from precompute.config import ConfigError, check_run_keys, load_config
 
     if args.ray and args.shard:
         print("error: --ray runs every shard itself; give --shards N, not --shard K/N", file=sys.stderr)

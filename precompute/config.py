@@ -43,14 +43,14 @@ def llm_key_holders(*sections: tuple[str, dict | None]) -> list:
             for name, sec in sections if sec is not None]
 
 
-def run_key_holders(cfg: "RunConfig", only_models=None) -> list:
+def run_key_holders(cfg: RunConfig, only_models=None) -> list:
     """What a run of ``cfg`` needs keys for: its models (or those in ``only_models``) and an
     API ``[judge]`` / ``[rewriter]`` (``llm_key_holders``)."""
     return ([m for m in cfg.models if not only_models or m.key in only_models or m.name in only_models]
             + llm_key_holders(("judge", cfg.judge), ("rewriter", cfg.rewriter)))
 
 
-def check_run_keys(cfg: "RunConfig", only_models=None, environ=None) -> None:
+def check_run_keys(cfg: RunConfig, only_models=None, environ=None) -> None:
     """``check_api_keys`` over ``run_key_holders(cfg, only_models)``: call before any work."""
     check_api_keys(run_key_holders(cfg, only_models), environ)
 
@@ -262,7 +262,7 @@ def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool
                 raise unknown("key", k, sorted(allowed))
     base = Path(base_dir) if base_dir else Path.cwd()
     datasets = tuple(data.get("datasets", DATASETS))
-    data_dir = str((base / data.get("dir", "data/datasets")))
+    data_dir = str(base / data.get("dir", "data/datasets"))
     for d in datasets:
         if not (Path(data_dir) / f"{d}.jsonl").exists():
             raise unknown("dataset", d, [p.stem for p in sorted(Path(data_dir).glob("*.jsonl"))] or DATASETS)

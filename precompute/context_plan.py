@@ -7,7 +7,7 @@ config are loaded (``backends.hf_local.prompt_side``), never its weights.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from sago_engine.backends.context import check_context
 

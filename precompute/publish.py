@@ -79,7 +79,7 @@ def publish(store: Store, target: str | Path, *, clustered: bool = False, **meta
     refuse to open the new file under it.
     """
     target = Path(target)
-    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None).isoformat(timespec="seconds")
     store.set_meta(published_at=now, **meta)
     store.checkpoint()
     tmp = target.with_name(f".{target.name}.publish-{os.getpid()}")

@@ -42,9 +42,10 @@ import socket
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from precompute.config import RunConfig
 from sago_engine.seeds import stable_hash

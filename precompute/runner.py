@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pandas as pd
 from tqdm import tqdm
@@ -30,8 +30,8 @@ from sago_engine.measure import Pending, Rows, Scoring, api_rows, force_base_rep
 from sago_engine.noop import count_by_cell
 from sago_engine.pipeline import option_axes_for
 from sago_engine.store import Store, open_store
-from sago_engine.threads import apply_threads
 from sago_engine.storerows import unit_rows, utc_now
+from sago_engine.threads import apply_threads
 from sago_engine.variants.semantic_filter import bert_rescale_baseline
 
 __all__ = ["run", "run_model", "Plan", "make_plan", "write_plan", "shard_prompts", "run_id_for", "backend_spec",

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from sago_engine.backends.context import OVER_CONTEXT_META
 from sago_engine.pipeline import budget_spent

@@ -26,9 +26,9 @@ import hashlib
 import importlib.util
 import threading
 from collections import defaultdict
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -134,7 +134,7 @@ def _embed(texts_ids: dict[str, tuple[int, ...]], batch_size: int) -> dict[str, 
     by_len: dict[int, list[int]] = defaultdict(list)
     for k, (_, _, ids) in enumerate(windows):
         by_len[len(ids)].append(k)
-    out_w: dict[int, "torch.Tensor"] = {}
+    out_w: dict[int, torch.Tensor] = {}
     for length in sorted(by_len):
         ks = by_len[length]
         for s in range(0, len(ks), batch_size):

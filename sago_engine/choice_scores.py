@@ -7,7 +7,7 @@ functions; SQL stays in ``sago_engine.store``.
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import pandas as pd
 

@@ -6,8 +6,9 @@ parameterised SQL WHERE clause (all SQL stays in ``sago_engine.store``).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
-from typing import Any, Iterable
+from typing import Any
 
 
 def _norm(values: Iterable[Any] | None) -> tuple | None:

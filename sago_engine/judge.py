@@ -10,8 +10,8 @@ verdict, so a judged Δ-MR can always be audited and recomputed.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from sago_engine.axes.mirroring import detector_kind, mirrors
 from sago_engine.seeds import template_id

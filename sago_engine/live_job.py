@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterator, MutableMapping
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, Callable, Iterator, MutableMapping
+from typing import Any
 
 from sago_engine.live_models import shared_backend
 
@@ -84,7 +85,7 @@ class ProbeJob:
         self.finished_s: float | None = None
         self._thread = threading.Thread(target=self._run, name="sago-live-probe", daemon=True)
 
-    def start(self) -> "ProbeJob":
+    def start(self) -> ProbeJob:
         """Start the thread (once); returns self."""
         self._thread.start()
         return self

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["UNLIMITED_FROM", "cgroup_folders", "cgroup_memory_limit", "read_text"]
 

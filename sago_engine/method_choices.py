@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -139,7 +140,7 @@ def cap_option_scores(scores: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame
 
 
 # ====================================================================== collect every choice of a store
-def collect_choices(store: "Store", f: "Filters | None" = None, q: float = 0.95,
+def collect_choices(store: Store, f: Filters | None = None, q: float = 0.95,
                     cap_store: str | os.PathLike | None = None) -> list[Choice]:
     """Every open choice this store can show, each with its options' per-prompt scores.
 

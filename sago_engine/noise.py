@@ -16,8 +16,8 @@ prompt gives: a one-sided paired t-test over prompts of H0: E[s_X(i) − f_X(i)]
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd

@@ -7,8 +7,8 @@ SAGO (arXiv 2610.01428) §Axes, §Notation.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd

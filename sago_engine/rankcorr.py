@@ -13,8 +13,9 @@ numerator S = Σ_{i<j} sign(xᵢ − xⱼ)·sign(yᵢ − yⱼ) (no float compar
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 from scipy import stats

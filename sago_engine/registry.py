@@ -12,7 +12,8 @@ from __future__ import annotations
 import difflib
 import importlib
 import threading
-from typing import Any, Callable, Generic, Iterable, Iterator, Mapping, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Generic, TypeVar
 
 __all__ = ["Registry", "UnknownNameError", "suggest"]
 

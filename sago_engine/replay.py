@@ -14,8 +14,9 @@ model has now is the one the run recorded (same sha256), rendered with the recor
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd

@@ -7,9 +7,14 @@ import pandas as pd
 
 from sago_engine import stats as stats_mod
 from sago_engine.scoring import MAIN_EPSILON, format_cell, significance
-from sago_engine.stats import CELL
 from sago_engine.stats import (  # noqa: F401  (re-exported: pages reach them through report)
-    REVERSAL_THRESHOLD, data_driven_normalizers, n_for_halfwidth, sample_size_std, sample_size_summary)
+    CELL,
+    REVERSAL_THRESHOLD,
+    data_driven_normalizers,
+    n_for_halfwidth,
+    sample_size_std,
+    sample_size_summary,
+)
 from sago_engine.types import AXES, axes_shown, axis_label, axis_sort_key
 
 

@@ -6,7 +6,7 @@ keeps raw signed Δ, so every number can be recomputed under other R_X or ε.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import warnings
 import zlib
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd

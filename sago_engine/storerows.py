@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
@@ -25,7 +26,7 @@ UNIT_COLUMNS = ["run_id", "prompt_id", "n_variants", "finished_at"]
 
 def utc_now() -> dt.datetime:
     """The current UTC time without tzinfo (how the store keeps timestamps)."""
-    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 def run_record(*, run_id: str, model: str, backend: str, info: Mapping[str, Any], dtype: str | None,

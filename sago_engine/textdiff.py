@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Sequence
 
 #: Tokens: runs of whitespace, runs of word characters, or one other character each.
 _TOKEN = re.compile(r"\s+|\w+|[^\w\s]", re.UNICODE)

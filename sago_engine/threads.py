@@ -31,8 +31,9 @@ import math
 import os
 import posixpath
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from .memlimit import cgroup_folders, read_text
 

@@ -37,7 +37,7 @@ COLUMNS = ["rank", "model", "run_id", "dataset", "prompt_id", "variant_id", "lab
            "base_error", "variant_error", "base_request", "variant_request"]
 
 
-def worst_cases(store: "Store", f: "Filters | None" = None, *, axis: str, by: str = "prompt", model: str | None = None,
+def worst_cases(store: Store, f: Filters | None = None, *, axis: str, by: str = "prompt", model: str | None = None,
                 order: str = "abs", replies: str = "all", search: str | None = None, limit: int = 25) -> pd.DataFrame:
     """The ranked rows of the Worst cases view.
 

@@ -54,7 +54,7 @@ def dashboard(store: Path | None, timeout: float = 60.0, env: dict | None = None
                 break
             except OSError:
                 if proc.poll() is not None:
-                    raise RuntimeError(proc.stdout.read().decode(errors="replace"))
+                    raise RuntimeError(proc.stdout.read().decode(errors="replace")) from None
                 time.sleep(0.3)
         else:
             raise TimeoutError("dashboard did not start")
@@ -118,7 +118,7 @@ def launcher(args: list[str], env: dict | None = None, timeout: float = 90.0, lo
             except OSError:
                 if proc.poll() is not None:
                     text = Path(log).read_bytes() if log is not None else proc.stdout.read()
-                    raise RuntimeError(text.decode(errors="replace"))
+                    raise RuntimeError(text.decode(errors="replace")) from None
                 time.sleep(0.3)
         else:
             raise TimeoutError("dashboard did not start")

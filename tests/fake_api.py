@@ -156,7 +156,7 @@ class FakeAPI:
         self._srv.shutdown()
         self._srv.server_close()
 
-    def __enter__(self) -> "FakeAPI":
+    def __enter__(self) -> FakeAPI:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -361,7 +361,7 @@ class PixelLogger:
         self.port = self.server.server_address[1]
         self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
-    def __enter__(self) -> "PixelLogger":
+    def __enter__(self) -> PixelLogger:
         self._thread.start()
         return self
 

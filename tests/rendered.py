@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Iterator
+from collections.abc import Iterator
 
 from markdown_it import MarkdownIt
 

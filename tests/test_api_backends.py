@@ -88,7 +88,7 @@ def test_parse_retry_after_seconds_ms_and_http_date():
     assert parse_retry_after({"retry-after": "7"}) == 7.0
     assert parse_retry_after({"Retry-After": "0.5"}) == 0.5
     assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
-    now = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
     date = email.utils.format_datetime(now + dt.timedelta(seconds=30), usegmt=True)
     assert parse_retry_after({"retry-after": date}, now=now) == pytest.approx(30.0)
     assert parse_retry_after({"retry-after": email.utils.format_datetime(now, usegmt=True)},

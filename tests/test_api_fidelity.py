@@ -342,12 +342,10 @@ def test_fidelity_config_errors(model, match, env, tmp_path):
 
 def test_answer_changing_settings_change_the_run_id_and_defaults_do_not():
     from dataclasses import replace
-
-    from precompute.config import ModelConfig
-    from precompute.runner import Plan, run_id_for
     from types import SimpleNamespace
 
-    from precompute.config import RunConfig
+    from precompute.config import ModelConfig, RunConfig
+    from precompute.runner import Plan, run_id_for
 
     cfg = SimpleNamespace(max_new_tokens=8, seed=1, normalizers={}, filter={}, judge=None)
     cfg.max_new_tokens_for = lambda m: RunConfig.max_new_tokens_for(cfg, m)  # the real rule: own cap, else [run]'s

@@ -15,8 +15,8 @@ import pytest
 from sago_engine.axes.confidence import delta_prob
 from sago_engine.backends.api_errors import classify_error
 from sago_engine.backends.api_reply import ApiReply
-from sago_engine.backends.retry import RetryPolicy, parse_retry_after
 from sago_engine.backends.openai_api import OpenAICompatibleBackend
+from sago_engine.backends.retry import RetryPolicy, parse_retry_after
 from sago_engine.pipeline import _unavailable_reason
 from sago_engine.scoring import normalize
 from sago_engine.types import GenerationResult
@@ -200,7 +200,7 @@ def test_t11_zero_retry_after_still_backs_off():
 
 
 def test_t11_past_date_and_unusable_hints_fall_back_to_the_backoff():
-    now = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
     past = email.utils.format_datetime(now - dt.timedelta(seconds=30), usegmt=True)
     for h in ({"retry-after": past}, {"retry-after": "0"}, {"retry-after-ms": "0"}, {"retry-after": "-3"},
               {"retry-after": "nan"}, {"retry-after": "inf"}, {"retry-after": "soon"}, {"retry-after-ms": "x"},
@@ -228,7 +228,7 @@ class _Status(Exception):
 
 def test_t11_each_providers_hint_format():
     """Header and body forms, as ``classify_error`` reads them off an SDK exception."""
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     in30 = (now + dt.timedelta(seconds=30)).isoformat().replace("+00:00", "Z")
     cases = [
         ({"retry-after-ms": "1500", "retry-after": "9"}, None, 1.5),  # OpenAI / Anthropic: ms first

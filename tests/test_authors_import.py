@@ -10,8 +10,8 @@ import math
 import duckdb
 import pandas as pd
 import pytest
-
 from authors_files import GEMMA_ROWS, L_TAIL, LLAMA_LENGTH_ROWS, P0, P1, SALAD, add_sago_run, make_clone
+
 from sago_engine.external import salad
 from sago_engine.external.authors_format import AuthorsFormatError, discover, read_rows, row_role, select_latest
 from sago_engine.external.leak import TEMPLATES, find_leak, templates_for

@@ -202,7 +202,10 @@ def test_mr_punctuation_and_spacing():
 def test_mr_length_relative_tolerance():
     v = V("structural", "length", {"target_ratio": 0.5}, 0.5)
     base = " ".join(f"w{i}" for i in range(10))  # 10 words → target 5 words, tolerance ±0.125 of ratio
-    words = lambda n: " ".join(["x"] * n)
+
+    def words(n: int) -> str:
+        return " ".join(["x"] * n)
+
     assert mirrors(words(5), v, base) == 1   # ratio 0.5
     assert mirrors(words(6), v, base) == 1   # 0.6: |0.1| ≤ 0.125
     assert mirrors(words(4), v, base) == 1   # 0.4
@@ -215,7 +218,10 @@ def test_mr_length_relative_tolerance():
 def test_mr_length_expansion_boundary_and_meta_overrides_strength():
     v = V("structural", "length", {"target_ratio": 2.0}, strength=0.5)  # meta wins over strength
     base = "a b c d"  # 4 words → target 8, tolerance ±0.5 on the ratio → 6..10 words
-    words = lambda n: " ".join(["x"] * n)
+
+    def words(n: int) -> str:
+        return " ".join(["x"] * n)
+
     assert mirrors(words(8), v, base) == 1
     assert mirrors(words(10), v, base) == 1  # ratio 2.5, exactly on the boundary (inclusive)
     assert mirrors(words(11), v, base) == 0

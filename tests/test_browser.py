@@ -6,8 +6,15 @@ import urllib.parse
 
 import pytest
 
-from tests.browser import (NAV_RECORDER, browser_page, dashboard, launcher, listen_addresses, require_chromium,
-                           screenshot_dir)
+from tests.browser import (
+    NAV_RECORDER,
+    browser_page,
+    dashboard,
+    launcher,
+    listen_addresses,
+    require_chromium,
+    screenshot_dir,
+)
 from tests.factories import make_store
 
 pytestmark = pytest.mark.browser
@@ -42,8 +49,8 @@ def _browser_store():
     store layer refuses (or a half-written one) fails the test instead of being swapped for another."""
     import os
 
-    from sago_engine.store_catalog import DEMO_STORE
     from sago_engine.store import open_store
+    from sago_engine.store_catalog import DEMO_STORE
 
     store = os.environ.get("SAGO_BROWSER_STORE") or DEMO_STORE
     with open_store(store) as st:

@@ -9,8 +9,6 @@ import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 
 #: T2's long prompt: 5,931 tokens for smollm2's tokenizer (tiny-random: 2,048 positions).

@@ -7,7 +7,6 @@ import hashlib
 import os
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from precompute.config import ConfigError, load_config
@@ -215,7 +214,7 @@ def _check_replay(df, n_runs: int, per_run: int) -> None:
     assert len(df) == n_runs * per_run
     assert REPLAYED_AXES == ("prob", "ent")
     for a in REPLAYED_AXES:
-        over = df[f"err_{a}"] > df["n_tokens"].map(lambda n: replay_tol(a, n))
+        over = df[f"err_{a}"] > df["n_tokens"].map(lambda n, a=a: replay_tol(a, n))
         assert not over.any(), df[over].to_dict("records")
     assert df["text_is_decode"].all()
     assert df["template_match"].all()

@@ -13,7 +13,8 @@ from streamlit.testing.v1 import AppTest
 
 from dashboard import safe
 from tests.factories import make_store
-from tests.rendered import active_html, shown as _shown
+from tests.rendered import active_html
+from tests.rendered import shown as _shown
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Case T5's model name: an image that calls a pixel logger, and a fake download link.

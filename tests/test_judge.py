@@ -6,15 +6,21 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from precompute.config import ConfigError, load_config
 from precompute.runner import make_plan, run, run_id_for
 from sago_engine.axes.mirroring import mirrors
-from sago_engine.judge import (JUDGE_TEMPLATE, JUDGE_TEMPLATE_ID, Judge, JudgeItem, describe_register,
-                               judged_delta_mr, parse_verdict)
+from sago_engine.judge import (
+    JUDGE_TEMPLATE,
+    JUDGE_TEMPLATE_ID,
+    Judge,
+    JudgeItem,
+    describe_register,
+    judged_delta_mr,
+    parse_verdict,
+)
 from sago_engine.pipeline import Unit, compute_rows
 from sago_engine.seeds import stable_hash
 from sago_engine.store import open_store

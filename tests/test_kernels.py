@@ -8,9 +8,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sago_engine.kernels import (KERNEL_ENV, PACK_ENV, PACK_MEMORY_FRACTION, OneDNNLinear, mkl_packed_usable,
-                                 onednn_pack_usable, onednn_usable, pack_linear_weights, requested_kernel,
-                                 use_linear_kernel)
+from sago_engine.kernels import (
+    KERNEL_ENV,
+    PACK_ENV,
+    PACK_MEMORY_FRACTION,
+    OneDNNLinear,
+    mkl_packed_usable,
+    onednn_pack_usable,
+    onednn_usable,
+    pack_linear_weights,
+    requested_kernel,
+    use_linear_kernel,
+)
 from sago_engine.models import load_model, tiny_random_model
 
 #: What counts as float noise between two float32 kernels: relative to the largest magnitude

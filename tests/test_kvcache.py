@@ -7,7 +7,6 @@ import numpy as np
 import torch
 
 from sago_engine.backends.hf_local.kvcache import preallocated_cache
-
 from tests.test_backend import PROMPTS
 
 
@@ -51,7 +50,7 @@ def test_layer_updates_equal_concatenation_through_select_repeat_and_crop(tiny_b
     step(6, 1)
     assert pre.layers[0].get_seq_length() == dyn.layers[0].get_seq_length() == 5 + 6 + 1 + 2 - 3 + 1
     pre.layers[0].reset()
-    assert pre.layers[0].get_seq_length() == 0 and getattr(pre.layers[0], "_kbuf") is None
+    assert pre.layers[0].get_seq_length() == 0 and pre.layers[0]._kbuf is None
 
 
 def test_step_writes_in_place(tiny_backend):

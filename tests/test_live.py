@@ -129,8 +129,8 @@ def test_cache_is_per_caller_and_save_goes_to_a_user_store(tiny_backend, tmp_pat
     stopped = live.run_probe(tiny_backend, probe, 4, cache={}, should_stop=lambda: True)
     assert stopped.cancelled and stopped.done == 0
 
-    from sago_engine.store_catalog import DEMO_STORE
     from sago_engine.store import open_store
+    from sago_engine.store_catalog import DEMO_STORE
 
     with pytest.raises(live.LiveError, match="demo store"):
         live_save.save_probe(r1, DEMO_STORE)

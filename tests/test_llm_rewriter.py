@@ -16,8 +16,14 @@ from sago_engine.seeds import stable_hash
 from sago_engine.store import open_store
 from sago_engine.types import VariantSpec
 from sago_engine.variants import make_variant, variant_identity
-from sago_engine.variants.llm_rewriter import (REWRITER_TEMPLATE_ID, REWRITER_TEMPLATE_TEXT, LLMRewriter,
-                                               clean_output, generator_id, rewrite_issue)
+from sago_engine.variants.llm_rewriter import (
+    REWRITER_TEMPLATE_ID,
+    REWRITER_TEMPLATE_TEXT,
+    LLMRewriter,
+    clean_output,
+    generator_id,
+    rewrite_issue,
+)
 from sago_engine.variants.semantic_filter import FilterConfig, apply_filter
 from sago_engine.variants.structural import Structural
 from tests.factories import ScriptedBackend, register_scripted_backend, scripted_factory, tiny_toml

@@ -7,7 +7,6 @@ import io
 from types import SimpleNamespace
 
 import pytest
-import torch
 from torch import nn
 
 from sago_engine import kernels

@@ -12,8 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-from sago_engine.types import AXES
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -22,6 +20,7 @@ from sago_engine import method_choices as mc
 from sago_engine import rankcorr
 from sago_engine.store import open_store
 from sago_engine.store.labels import read_labels, sidecar_path, write_label
+from sago_engine.types import AXES
 from tests.factories import add_judge_verdicts, add_option_axes, make_cap_store, make_store
 from tests.rendered import shown
 

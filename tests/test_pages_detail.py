@@ -212,8 +212,7 @@ def test_hostile_text_is_inert_in_a_real_browser(tmp_path):
 
 # ---------------------------------------------------------------- a missing value says why
 def test_missing_values_say_why_not_nan():
-    from sago_engine.detail import (NO_REPLY, SURFACE_EXEMPT, heatmap_frame, responses_side_by_side,
-                                    variant_rows)
+    from sago_engine.detail import NO_REPLY, SURFACE_EXEMPT, heatmap_frame, responses_side_by_side, variant_rows
 
     variants = pd.DataFrame({"variant_id": ["p/v0", "p/v1"], "prompt_id": ["p", "p"],
                              "family": ["social_register", "surface_noise"], "subtype": ["politeness", "typo"],

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from authors_files import add_sago_run, make_clone
 from streamlit.testing.v1 import AppTest
 
-from authors_files import add_sago_run, make_clone
 from sago_engine.external.audit import audit_view
 from sago_engine.external.importer import import_authors
 from sago_engine.store import open_store

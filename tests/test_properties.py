@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from sago_engine.scoring import normalize, prompt_scores, rms
 from sago_engine.store import merge_stores, open_store, table_fingerprints
-from sago_engine.types import VariantSpec
 from sago_engine.variants import full_grid, make_variant, make_variants
 from sago_engine.variants._text import protected_spans
 from tests.test_variants import _span_violation

@@ -7,8 +7,14 @@ from __future__ import annotations
 
 import pytest
 
-from sago_engine.backends.api_errors import (OVER_CONTEXT_400, ApiConfigError, classify_error, config_fix,
-                                             context_limit_reason, logprobs_cap)
+from sago_engine.backends.api_errors import (
+    OVER_CONTEXT_400,
+    ApiConfigError,
+    classify_error,
+    config_fix,
+    context_limit_reason,
+    logprobs_cap,
+)
 from tests.fake_api import FakeAPI, reply_text
 from tests.test_api_backends import env, make  # noqa: F401 (fixture)
 from tests.test_hybrid_backend import FakeVLLM, _generate_fallback

@@ -137,7 +137,8 @@ def test_a_local_link_names_the_store_not_its_server_path(tmp_path, monkeypatch)
 
 
 def test_store_tokens_are_names_and_never_absolute_paths(tmp_path):
-    from dashboard.frame import ROOT as FRAME_ROOT, store_tokens
+    from dashboard.frame import ROOT as FRAME_ROOT
+    from dashboard.frame import store_tokens
 
     outside = str(tmp_path / "sago_demo.duckdb")
     demo = str(FRAME_ROOT / "data" / "sago_demo.duckdb")

@@ -16,8 +16,17 @@ import pytest
 from sago_engine.seeds import derive_seed, stable_hash
 from sago_engine.types import VariantSpec
 from sago_engine.variants import (
-    FAMILIES, UnknownFamilyError, family_registry, full_grid, get_family, list_families, make_variant,
-    make_variants, sample_grid, spec_applies, validate_spec,
+    FAMILIES,
+    UnknownFamilyError,
+    family_registry,
+    full_grid,
+    get_family,
+    list_families,
+    make_variant,
+    make_variants,
+    sample_grid,
+    spec_applies,
+    validate_spec,
 )
 from sago_engine.variants import semantic_filter as sf
 from sago_engine.variants._text import detect_mood, protected_spans

@@ -234,7 +234,7 @@ def test_a_prompt_over_the_context_is_its_error_row_and_the_run_goes_on(vllm_url
         resp, rec = _responses(tmp_path / "store.duckdb", name)
         assert rec.status == "complete", name
         assert len(resp) == 3 * 2
-        for (pid, vid), r in resp.items():
+        for (pid, _vid), r in resp.items():
             if pid == "mixed:long":
                 assert r.response == "" and r.n_tokens == 0, (name, r.error)
                 if name == "openai_compatible":  # the server's 400, the prompt's row

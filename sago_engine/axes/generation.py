@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
-from typing import Sequence
 
 import numpy as np
 import regex
@@ -55,7 +55,9 @@ def bleu_tokenizer(hypothesis: str, reference: str) -> str:
 
 @lru_cache(maxsize=8)
 def _bleu_metric(tokenize: str):
-    from sacrebleu.metrics import BLEU  # imported here: sacrebleu loads ~185 modules; pages import the axes without scoring BLEU
+    from sacrebleu.metrics import (
+        BLEU,  # imported here: sacrebleu loads ~185 modules; pages import the axes without scoring BLEU
+    )
 
     return BLEU(tokenize=tokenize, smooth_method="exp", effective_order=True)
 

@@ -15,7 +15,7 @@ m(y, v) ∈ {0, 1}; ΔMR = m(y^(v), v) − m(y, v) ∈ {−1, 0, 1}, R_X = 1. Mi
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -28,7 +28,7 @@ the reason ``unavailable_reason`` gives).
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

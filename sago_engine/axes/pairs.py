@@ -11,7 +11,7 @@ no log-probs) gives NaN; the row builders store it as unavailable with the reaso
 from __future__ import annotations
 
 import importlib
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 

@@ -19,8 +19,9 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from ..pricing import cost_usd
 from ..seeds import stable_hash

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = ["API_BACKENDS", "KEY_ENV_VARS", "REDACTED", "is_local_url", "missing_key_vars", "public_url", "redact",

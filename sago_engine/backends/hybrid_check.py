@@ -6,7 +6,8 @@ point at other weights or another revision on one side).
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

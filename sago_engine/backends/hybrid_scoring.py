@@ -10,7 +10,8 @@ equal a pure ``hf_local`` run's whenever the server returns the ids the local mo
 from __future__ import annotations
 
 import inspect
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch

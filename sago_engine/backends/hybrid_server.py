@@ -10,8 +10,9 @@ from ``openai_api.OpenAICompatibleBackend``.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

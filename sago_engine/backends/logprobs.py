@@ -26,8 +26,8 @@ reply, what reaches ``GenerationResult.token_logprobs`` / ``token_entropies``:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -96,7 +96,7 @@ def _until(text: str, now: dt.datetime) -> float | None:
     if when is None:
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
+        when = when.replace(tzinfo=dt.UTC)
     return (when - now).total_seconds()
 
 
@@ -113,7 +113,7 @@ def parse_retry_after(headers: Any, now: dt.datetime | None = None) -> float | N
     """
     if headers is None:
         return None
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
 
     def get(name: str) -> str | None:
         try:

@@ -10,8 +10,9 @@ the model: the config adds that) and gives the backend's constructor arguments (
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar, Mapping
+from typing import Any, ClassVar
 
 __all__ = ["BackendSettings", "check_int", "check_number", "check_text"]
 

@@ -17,8 +17,8 @@ flag. All writes go through ``sago_engine.store``; nothing of DIR is copied anyw
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable, Iterable
 
 import pandas as pd
 

@@ -23,8 +23,8 @@ leak, so a prompt that itself contains the marker word (``"Which assistant…"``
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ Modules (docs/ARCHITECTURE.md has the full map):
 * ``errors``    — ``StoreError``.
 """
 
+from sago_engine.store.facade import Store, open_store  # noqa: F401
+from sago_engine.store.merge import VOLATILE_COLUMNS, merge_stores, table_fingerprints  # noqa: F401
 from sago_engine.store.schema import (  # noqa: F401
     _DDL,
     _MIGRATIONS,
@@ -31,5 +33,3 @@ from sago_engine.store.schema import (  # noqa: F401
     StoreError,
 )
 from sago_engine.store.suffstats import STATS_TABLES  # noqa: F401
-from sago_engine.store.facade import Store, open_store  # noqa: F401
-from sago_engine.store.merge import VOLATILE_COLUMNS, merge_stores, table_fingerprints  # noqa: F401

@@ -8,8 +8,9 @@ through ``where.filter_where``.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -17,7 +18,6 @@ import pandas as pd
 from sago_engine.filters import Filters
 from sago_engine.store.schema import KEYS, TABLES, USAGE_EXTRA_COUNTERS, has_table
 from sago_engine.store.where import axis_names, fetch_df, filter_where
-
 
 #: RE2 pattern (``regexp_full_match``) of a blank text: only characters Python's ``str.isspace``
 #: accepts — tab, newline, vertical tab, form feed, carriage return, the separators U+001C–U+001F,
@@ -203,7 +203,7 @@ class Browse:
                       CAST(semantic_filter AS VARCHAR) AS semantic_filter, CAST(encoder AS VARCHAR) AS encoder
                FROM runs ORDER BY model, run_id""").df()
 
-    def prompt_list(self, f: "Filters | None" = None) -> pd.DataFrame:
+    def prompt_list(self, f: Filters | None = None) -> pd.DataFrame:
         """Prompts that have kept variants matching ``f``: dataset, prompt_id, text, n_variants.
 
         The dataset and (F, u, s, p) filters apply; with a model filter only prompts that one of
@@ -223,7 +223,7 @@ class Browse:
         sql += " GROUP BY p.dataset, p.prompt_id, p.text ORDER BY p.dataset, p.prompt_id"
         return self.con.execute(sql, params).df()
 
-    def prompt_detail(self, f: "Filters | None" = None, *, prompt_id: str,
+    def prompt_detail(self, f: Filters | None = None, *, prompt_id: str,
                       axes: tuple[str, ...] | None = None) -> dict[str, pd.DataFrame]:
         """Everything the Prompts page shows for one prompt, restricted by ``f``.
 
@@ -276,7 +276,7 @@ class Browse:
         return {"prompt": prompt.reset_index(drop=True), "variants": variants, "responses": responses,
                 "deltas": deltas}
 
-    def variant_audit(self, f: "Filters | None" = None, with_meta: bool = True, with_ids: bool = True) -> pd.DataFrame:
+    def variant_audit(self, f: Filters | None = None, with_meta: bool = True, with_ids: bool = True) -> pd.DataFrame:
         """Every variant (kept or not) matching the dataset and (F, u, s, p) filters, for the audit.
 
         Columns: variant_id, dataset, prompt_id, family, subtype, strength, position,
@@ -294,7 +294,7 @@ class Browse:
             FROM variants v JOIN prompts p USING (prompt_id)
             WHERE {where}""", params)
 
-    def rejected_variants(self, f: "Filters | None" = None, limit: int = 1000) -> pd.DataFrame:
+    def rejected_variants(self, f: Filters | None = None, limit: int = 1000) -> pd.DataFrame:
         """Variants the semantic filter (or the rewrite checks) rejected, with the reason, for the audit.
 
         SAGO (arXiv 2610.01428) §Variants. The dataset and (F, u, s, p) filters apply (not the
@@ -370,7 +370,7 @@ class Browse:
         df = self.con.execute(q + " ORDER BY r.model, m.run_id, m.prompt_id, m.variant_id, m.response_of", params).df()
         return df[cols]
 
-    def mirroring_examples(self, f: "Filters | None" = None) -> pd.DataFrame:
+    def mirroring_examples(self, f: Filters | None = None) -> pd.DataFrame:
         """Judge and heuristic verdicts with the texts they were about, for the mirroring-judge audit.
 
         One row per ``mirroring_verdicts`` row of the runs of ``f``'s models and prompts of its

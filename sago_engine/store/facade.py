@@ -10,8 +10,8 @@ import duckdb
 from sago_engine.store import layout, schema, suffstats, trust
 from sago_engine.store.browse import Browse
 from sago_engine.store.rescoring import Rescoring
-from sago_engine.store.scores import ScoreQueries
 from sago_engine.store.schema import StoreError
+from sago_engine.store.scores import ScoreQueries
 from sago_engine.store.worst import WorstQueries
 from sago_engine.store.writes import Writes
 
@@ -35,7 +35,7 @@ class Store(Writes, Browse, ScoreQueries, WorstQueries, Rescoring):
     stats_materialised: bool = True
     columns: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc) -> None:

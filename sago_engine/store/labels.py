@@ -62,7 +62,7 @@ def write_label(sidecar: str | Path, store: str | Path, run_id: str, variant_id:
         raise ValueError(f"label must be 0 or 1, got {label!r}")
     if Path(sidecar).resolve() == Path(store).resolve():
         raise ValueError("labels are never written into the store itself")
-    now = _dt.datetime.now(_dt.timezone.utc).replace(tzinfo=None)
+    now = _dt.datetime.now(_dt.UTC).replace(tzinfo=None)
     con = _open(sidecar, read_only=False)
     try:
         con.execute(_DDL)

@@ -181,7 +181,7 @@ def set_aside_wal(path: str | Path) -> Path | None:
     wal = wal_path(path)
     if not wal.exists():
         return None
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     dest, k = wal.with_name(f"{wal.name}.stale-{stamp}"), 1
     while dest.exists():
         dest, k = wal.with_name(f"{wal.name}.stale-{stamp}-{k}"), k + 1

@@ -27,8 +27,8 @@ import json
 import logging
 import os
 import re
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 import duckdb
 import pandas as pd

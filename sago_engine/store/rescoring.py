@@ -90,7 +90,7 @@ class Rescoring:
         df["delta"] = df["delta"].astype(object).where(df["delta"].notna(), None)
         df["delta_norm"] = df["delta_norm"].astype(object).where(df["delta_norm"].notna(), None)
         df["available"] = df["available"].astype(bool)
-        at = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None).isoformat(timespec="seconds")
+        at = dt.datetime.now(dt.UTC).replace(tzinfo=None).isoformat(timespec="seconds")
         self.con.execute("BEGIN TRANSACTION")
         try:
             self.con.register("_sago_new", df)

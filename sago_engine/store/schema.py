@@ -7,8 +7,8 @@ recomputed without re-running models. Keys are deterministic hashes, and writes 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Union
 
 import duckdb
 
@@ -174,7 +174,7 @@ _EXTRA_DDL = _DDL[_DDL.index("CREATE TABLE IF NOT EXISTS mirroring_verdicts"):]
 #: Additive, idempotent steps that bring a version-1 or -2 store (or a version-3 store without
 #: the statistics tables) to this version, run in one transaction on a writable open. Each later
 #: addition of this version appends here. A step is SQL text or a function of the connection.
-_MIGRATIONS: tuple[Union[str, Callable[[duckdb.DuckDBPyConnection], None]], ...] = (
+_MIGRATIONS: tuple[str | Callable[[duckdb.DuckDBPyConnection], None], ...] = (
     _EXTRA_DDL,
     "ALTER TABLE responses ADD COLUMN IF NOT EXISTS token_ids INTEGER[]",
     "DROP VIEW IF EXISTS sgs_total; DROP VIEW IF EXISTS sgs_dataset; DROP VIEW IF EXISTS prompt_scores",

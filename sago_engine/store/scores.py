@@ -45,7 +45,7 @@ class ScoreQueries:
             return {}
         return {t: int(self.con.execute(f"SELECT count(*) FROM {t}").fetchall()[0][0]) for t in suffstats.STATS_TABLES}
 
-    def prompt_stats(self, f: "Filters | None" = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
+    def prompt_stats(self, f: Filters | None = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
         """Sufficient statistics of Δ̃ per (run, prompt, axis) over kept variants with an available Δ̃.
 
         ``f`` applies (all fields); ``axes``: None = the six plain axes, else exactly these names
@@ -68,7 +68,7 @@ class ScoreQueries:
                 WHERE {suffstats.USABLE} AND {where}"""
         return fetch_df(self.con, sql + " ORDER BY r.model, s.dataset, s.prompt_id, s.axis", params)
 
-    def prompt_scores(self, f: "Filters | None" = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
+    def prompt_scores(self, f: Filters | None = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
         """Per-prompt RMS s_X(i) = sqrt(mean_v Δ̃²) over kept, available variants matching ``f``.
 
         ``axes``: None = the six plain axes; name option axes (``("cos@user_mean", …)``) to read them.
@@ -104,7 +104,7 @@ class ScoreQueries:
             out = scoring.sgs(ps, by=by)
         return out.sort_values(list(out.columns)).reset_index(drop=True)
 
-    def cell_prompt_scores(self, f: "Filters | None" = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
+    def cell_prompt_scores(self, f: Filters | None = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
         """Per-prompt RMS of Δ̃ within each variant cell (F, u, s, p), for the sample-size view.
 
         SAGO (arXiv 2610.01428) appendix D. Kept variants, available axes, ``f`` applies.
@@ -121,7 +121,7 @@ class ScoreQueries:
             GROUP BY ALL ORDER BY {", ".join(keys)}"""
         return scoring.scores_from_stats(fetch_df(self.con, sql, params), keep=tuple(keys))
 
-    def axis_availability(self, f: "Filters | None" = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
+    def axis_availability(self, f: Filters | None = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
         """Per model and axis: how many delta rows are available / unavailable, and why.
 
         Columns: model, axis, n_available, n_unavailable, available (True iff any row is
@@ -165,7 +165,7 @@ class ScoreQueries:
             "positions": sorted({c[3] for c in cells}),
         }
 
-    def ablation_frame(self, f: "Filters | None" = None, *,
+    def ablation_frame(self, f: Filters | None = None, *,
                        axes: tuple[str, ...] | None = None) -> dict[str, pd.DataFrame]:
         """Sufficient statistics of Δ̃ for the ablations, from ``cell_stats`` (never the raw deltas).
 
@@ -213,7 +213,7 @@ class ScoreQueries:
         return {"cells": cells.sort_values(keys, na_position="first").reset_index(drop=True),
                 "length": length.sort_values(["model", "axis", "target_ratio"]).reset_index(drop=True)}
 
-    def noop_counts(self, f: "Filters | None" = None) -> pd.DataFrame:
+    def noop_counts(self, f: Filters | None = None) -> pd.DataFrame:
         """Variants that do not vary (``sago_engine.noop``), counted per model and cell.
 
         Text no-ops (``variants.skip_reason`` starting "no-op: "; every model: ``model`` NULL, the
@@ -246,7 +246,7 @@ class ScoreQueries:
                          ignore_index=True)
 
     # ------------------------------------------------------------------ raw Δ (no sum answers these)
-    def delta_abs_quantiles(self, f: "Filters | None" = None, *, q: float = 0.95,
+    def delta_abs_quantiles(self, f: Filters | None = None, *, q: float = 0.95,
                             axes: tuple[str, ...] | None = None) -> pd.DataFrame:
         """Per axis over the store (kept, available, ``f``): n, q, q_abs = quantile_cont(|Δ|, q), max_abs.
         ``axes``: None = the six plain axes, else these names."""
@@ -260,7 +260,7 @@ class ScoreQueries:
         """
         return self.con.execute(sql, [float(q), float(q), *params]).df()
 
-    def prompt_scores_rescaled(self, f: "Filters | None" = None, *, normalizers: tuple = (),
+    def prompt_scores_rescaled(self, f: Filters | None = None, *, normalizers: tuple = (),
                                axes: tuple[str, ...] | None = None, clip: bool = True) -> pd.DataFrame:
         """``prompt_scores`` recomputed from raw Δ under other R_X: s = ``scoring.rms`` of clip(Δ/R, −1, 1).
 
@@ -286,7 +286,7 @@ class ScoreQueries:
         st = self.con.execute(sql, [[a for a, _ in pairs], [r for _, r in pairs], *params]).df()
         return scoring.scores_from_stats(st, keep=tuple(_PROMPT_COLS))
 
-    def per_token_logprob_deltas(self, f: "Filters | None" = None) -> pd.DataFrame:
+    def per_token_logprob_deltas(self, f: Filters | None = None) -> pd.DataFrame:
         """Δ of the length-normalized log-prob per kept variant: seq_logprob/n_tokens (variant − base).
 
         Columns: model, dataset, prompt_id, variant_id, delta_per_token (nats per token),
@@ -309,7 +309,7 @@ class ScoreQueries:
         """
         return self.con.execute(sql, params).df()
 
-    def delta_matrix(self, f: "Filters | None" = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
+    def delta_matrix(self, f: Filters | None = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
         """The per-prompt delta matrix of the current filter (for CSV / Parquet export).
 
         One row per (run, prompt, variant, axis) of kept variants: model, dataset, prompt_id,

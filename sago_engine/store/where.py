@@ -3,7 +3,8 @@ formatted into SQL), and a fast query → DataFrame fetch."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import pandas as pd
@@ -29,7 +30,7 @@ def axis_names(axes: Sequence[str] | None) -> list[str]:
     return names
 
 
-def filter_where(f: "Filters | None", d: str = "d", v: str = "v", r: str = "r", *, a: str | None = None,
+def filter_where(f: Filters | None, d: str = "d", v: str = "v", r: str = "r", *, a: str | None = None,
                  axes: Sequence[str] | None = None) -> tuple[str, list[Any]]:
     """Turn ``Filters`` into a SQL condition over the aliases of deltas/statistics ``d`` (dataset),
     variants ``v`` (family, subtype, strength, position) and runs ``r`` (model).

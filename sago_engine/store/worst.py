@@ -12,8 +12,9 @@ exactly as sqrt(ΣΔ̃²/n).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 import duckdb
 import pandas as pd
@@ -60,7 +61,7 @@ class WorstQueries:
         return bool(self.con.execute("SELECT 1 FROM information_schema.columns WHERE table_name = 'responses' "
                                      "AND column_name = 'request'").fetchall())
 
-    def _pairs_cte(self, f: "Filters | None", axis: str, model: str | None, search: str | None) -> tuple[str, list]:
+    def _pairs_cte(self, f: Filters | None, axis: str, model: str | None, search: str | None) -> tuple[str, list]:
         """``WITH pairs AS (…)``: one row per (run, kept variant) with an available Δ̃ on ``axis``, its reply's
         ``differs`` flag and ``matched`` (the search hits its prompt, variant or either reply)."""
         from sago_engine.store.where import axis_names
@@ -87,7 +88,7 @@ class WorstQueries:
                 WHERE v.kept AND d.available AND d.delta_norm IS NOT NULL AND d.axis = ? AND {where} AND {mwhere})"""
         return sql, [*mparams, str(axis), *params, *mp]
 
-    def variant_ranking(self, f: "Filters | None" = None, *, axis: str, model: str | None = None,
+    def variant_ranking(self, f: Filters | None = None, *, axis: str, model: str | None = None,
                         order: str = "abs", changed: bool | None = None, search: str | None = None,
                         limit: int = 50) -> pd.DataFrame:
         """Kept variants ranked by Δ̃ on one axis, over the runs and variants ``f`` (and ``model``) select.
@@ -114,7 +115,7 @@ class WorstQueries:
             ORDER BY {_ORDER_SQL[order]}, model, dataset, prompt_id, variant_id LIMIT ?"""
         return fetch_df(self.con, sql, [*params, _limit(limit)])
 
-    def prompt_ranking(self, f: "Filters | None" = None, *, axis: str, model: str | None = None,
+    def prompt_ranking(self, f: Filters | None = None, *, axis: str, model: str | None = None,
                        changed: bool | None = None, search: str | None = None, limit: int = 50) -> pd.DataFrame:
         """Prompts (per run) ranked by s_X(i) on one axis: the sums of Δ̃ over their kept variants.
 
@@ -141,7 +142,7 @@ class WorstQueries:
             ORDER BY sum(delta_norm * delta_norm) / count(*) DESC, model, dataset, prompt_id LIMIT ?"""
         return fetch_df(self.con, sql, [*params, _limit(limit)])
 
-    def reply_pairs(self, keys: Sequence[tuple[str, str]], f: "Filters | None" = None) -> pd.DataFrame:
+    def reply_pairs(self, keys: Sequence[tuple[str, str]], f: Filters | None = None) -> pd.DataFrame:
         """The texts behind (run_id, variant_id) pairs: prompt, variant, both replies, tokens, latency, request.
 
         ``f``'s dataset and (F, u, s, p) fields number variants that share (F, u, s, p) within a

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -123,7 +124,7 @@ class Writes:
         price_cached = price_cached_in_per_mtok
         cost = cost_usd(tot["prompt_tokens"], tot["completion_tokens"], price_in_per_mtok, price_out_per_mtok,
                         tot["cached_tokens"], price_cached)
-        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+        now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
         names = ("run_id", *cols, "price_in_per_mtok", "price_out_per_mtok", "price_cached_in_per_mtok", "cost_usd",
                  "models_returned", "updated_at")
         self.con.execute(

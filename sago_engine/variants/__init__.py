@@ -7,7 +7,7 @@ always yields the same text, byte for byte.
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from ..registry import Registry
 from ..seeds import derive_seed, make_rng, stable_hash

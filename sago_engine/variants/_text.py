@@ -259,7 +259,7 @@ def _math_and_numbers(masked: str) -> list[tuple[int, int]]:
         toks = [(line.start() + m.start(), m.group()) for m in _NONSPACE.finditer(line.group())]
         cores: dict[int, tuple[int, int, str]] = {}
 
-        def core(n: int) -> tuple[int, int, str]:
+        def core(n: int, cores=cores, toks=toks) -> tuple[int, int, str]:
             if n not in cores:
                 start, tok = toks[n]
                 i, j = _core(tok)

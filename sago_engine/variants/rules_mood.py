@@ -5,8 +5,15 @@ from __future__ import annotations
 import random
 import re
 
-from ._text import (AUX_WORDS, WH_WORDS, ends_with_question_mark, lower_first, sentence_spans,
-                    starts_like_question, upper_first)
+from ._text import (
+    AUX_WORDS,
+    WH_WORDS,
+    ends_with_question_mark,
+    lower_first,
+    sentence_spans,
+    starts_like_question,
+    upper_first,
+)
 
 _BE = frozenset({"is", "are", "was", "were"})
 _DET = frozenset({"the", "a", "an", "this", "that", "these", "those", "my", "your", "his", "her",

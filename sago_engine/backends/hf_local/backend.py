@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
 
 from ...kernels import pack_linear_weights, set_threads
-from ...threads import last_choice
 from ...models import TINY_RANDOM_KEY, load_model, tiny_random_model
+from ...threads import last_choice
 from ...types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
 from ..base import DecodingConfig
 from ..context import check_context, context_length

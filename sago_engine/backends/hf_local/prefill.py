@@ -23,8 +23,9 @@ tests, log-probs and hidden states within float noise (tests/test_prefill.py, be
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 

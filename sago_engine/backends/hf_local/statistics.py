@@ -8,7 +8,7 @@ its ``cos@user_*`` options (docs/METHOD.md) read them at the user's text (``user
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
