@@ -223,13 +223,15 @@ def _paper_scale_heatmap():
     import pandas as pd
 
     from dashboard import charts
+    from sago_engine.axis_spec import AXIS_SPECS
     from sago_engine.types import AXES, AXIS_LABELS
     from sago_engine.variants import full_grid
 
     grid = full_grid()
     rng = np.random.default_rng(0)
     rows = [{"model": f"model-{m:02d}", "label": f"{c.family} · {c.subtype} · {c.strength:g} · {c.position} #{i}",
-             "order": i, "axis": a, "axis_label": AXIS_LABELS[a], "delta_norm": x, "delta": x, "value": f"{x:+.2f}", "why": ""}
+             "order": i, "axis": a, "axis_label": AXIS_LABELS[a], "delta_norm": x, "delta": x, "unit": AXIS_SPECS[a].unit, "value": f"{x:+.2f}",
+             "why": ""}
             for m in range(11) for i, c in enumerate(grid) for a in AXES for x in [float(rng.uniform(-1, 1))]]
     heat = pd.DataFrame(rows)
     return heat, charts.delta_heatmap(heat)
