@@ -3,8 +3,8 @@
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import controls, data, exports, frame, safe, urlstate
-from sago_engine import paper, report
+from dashboard import choices, controls, data, exports, frame, prose, safe, urlstate
+from sago_engine import assumptions, paper, report
 from sago_engine.store import Store
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.types import AXES, AXIS_LABELS
@@ -113,6 +113,9 @@ exports.chart(fig, "pareto_scatter",
              "Each dot is a model; down and left = more stable on both axes. The star is the Ideal (0, 0); the "
              "line joins models no other model beats on both axes (the Pareto frontier)."
              + (" Zoomed to the models: the axes do not start at 0." if zoom else ""), data=pts)
+prose.assumptions_note(choices.assumption_statements(
+    f, (assumptions.RANKING, assumptions.VERDICT), axes=(x_axis, y_axis), per_dataset=not which.startswith("Total"),
+    correction=correction, dataset=None if which.startswith("Total") else which), "pareto_assumptions")
 if missing:
     st.info(f"Not plotted (an axis is unavailable, n/a): {safe.md(', '.join(missing))}.")
 if x_axis == y_axis:

@@ -3,8 +3,8 @@
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import charts, controls, data, exports, frame, links, prose, urlstate
-from sago_engine import pairwise, paper, report
+from dashboard import charts, choices, controls, data, exports, frame, links, prose, urlstate
+from sago_engine import assumptions, pairwise, paper, report
 from sago_engine.store import Store
 from sago_engine.report import radar_axis_scales, wide_ci_cells, wide_cells
 from sago_engine.noise import floor_table, reply_health_table
@@ -126,6 +126,9 @@ if radar["model"].nunique() > 1:
     prose.sentences(lead["sentence"] if dataset is None else lead.loc[lead["dataset"] == dataset, "sentence"])
     links.page_link(links.PAIRWISE, {"scope": which}, "Every pair of models, per axis: Model vs model",
                     icon=":material/compare_arrows:")
+prose.assumptions_note(choices.assumption_statements(
+    f, (assumptions.RANKING, assumptions.VERDICT), per_dataset=dataset is not None, correction=correction,
+    dataset=dataset), "profiles_assumptions")
 if overlay and dataset is not None:
     st.info("The paper reports totals only: the overlay is drawn on the Total scope.")
 st.caption("Δ-Cos: under a chat template the layer-0 (embedding) cosine is trivially 1; the definition is kept.")

@@ -3,8 +3,8 @@
 import altair as alt
 import streamlit as st
 
-from dashboard import controls, data, exports, frame, links, prose, safe, urlstate
-from sago_engine import pairwise, report
+from dashboard import choices, controls, data, exports, frame, links, prose, safe, urlstate
+from sago_engine import assumptions, pairwise, report
 from sago_engine.store import Store
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.stats import REVERSAL_THRESHOLD
@@ -56,6 +56,8 @@ if r["model"].nunique() > 1:
     prose.sentences(lead.loc[lead["axis"] == axis, "sentence"])
     links.page_link(links.PAIRWISE, {"axis": axis}, "Every pair of models: Model vs model",
                     icon=":material/compare_arrows:")
+prose.assumptions_note(choices.assumption_statements(f, (assumptions.RANKING,), axes=(axis,), per_dataset=True),
+                       "rankings_assumptions")
 absent = sorted(set(scores["model"]) - set(r["model"]))
 if absent:
     st.caption(f"Not ranked on {AXIS_LABELS[axis]} (axis unavailable, n/a): {safe.md(', '.join(absent))}.")

@@ -4,8 +4,8 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import controls, data, exports, frame, urlstate
-from sago_engine import paper, report
+from dashboard import choices, controls, data, exports, frame, prose, urlstate
+from sago_engine import assumptions, paper, report
 from sago_engine.store import Store
 from sago_engine.report import normalizer_comparison, wide_cells
 from sago_engine.noise import floor_table
@@ -57,6 +57,10 @@ exports.table(sgs_numbers(sig), "significance_table", f"sago_significance_eps{ep
 if correction != "none":
     st.caption(f"Markers follow {'Holm' if correction == 'holm' else 'Benjamini–Hochberg'}-adjusted p over the "
                f"{int(sig['p'].notna().sum())} tests of this table (models × axes{' × datasets' if per_dataset else ''}).")
+
+prose.assumptions_note(choices.assumption_statements(
+    f, (assumptions.VERDICT,), eps=float(eps), per_dataset=bool(per_dataset), correction=correction),
+    "significance_assumptions")
 
 # the test against the noise floor beside the test against ε
 _nf = data.query(Store.noise_floor)
