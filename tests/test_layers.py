@@ -37,8 +37,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "sago_engine.pipeline", "sago_engine.measure", "sago_engine.judge", "sago_engine.noise",
         "sago_engine.storerows", "sago_engine.external")),
     ("views, live, verifier", (
-        "sago_engine.report", "sago_engine.detail", "sago_engine.method_choices", "sago_engine.live",
-        "sago_engine.live_save", "sago_engine.live_models", "sago_engine.replay", "sago_engine.tables", "sago_engine.worst")),
+        "sago_engine.report", "sago_engine.detail", "sago_engine.method_choices", "sago_engine.assumptions",
+        "sago_engine.live", "sago_engine.live_save", "sago_engine.live_models", "sago_engine.replay", "sago_engine.tables", "sago_engine.worst")),
     ("front ends", ("precompute", "dashboard")),
     ("pages", ("pages", "app")),
 )
