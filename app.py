@@ -12,7 +12,9 @@ from dashboard import controls, data, exports, frame, safe, urlstate
 from sago_engine.store import Store
 from sago_engine.store_catalog import snapshot_caption
 
-st.set_page_config(page_title="sago — stability of LLM behaviour", page_icon=str(frame.FAVICON), layout="wide")
+# presentation mode starts with the sidebar collapsed (its toggle stays one click away, behind the » button)
+st.set_page_config(page_title="sago — stability of LLM behaviour", page_icon=str(frame.FAVICON), layout="wide",
+                   initial_sidebar_state="collapsed" if controls.presentation_requested() else "auto")
 
 frame.password_gate()
 urlstate.start_run()

@@ -21,7 +21,8 @@ data.empty_stop(scores, "deltas")
 per = data.scored(report.score_tables, f, eps=MAIN_EPSILON)["per_dataset"]
 ranks = data.scored_frame(report.rankings, per)
 urlstate.restore("axis", "rankings_axis", choices=AXES, default="cos")
-axis = st.selectbox("Axis", AXES, key="rankings_axis", format_func=AXIS_LABELS.get)
+with controls.page_controls():
+    axis = st.selectbox("Axis", AXES, key="rankings_axis", format_func=AXIS_LABELS.get)
 urlstate.publish()
 
 colors = data.model_colors()

@@ -34,19 +34,20 @@ def _preset(v: float) -> None:
     st.session_state["significance_eps"] = v
 
 
-c1, *cs = st.columns([4, 1, 1, 1])
-with c1:
-    eps = st.slider("ε (threshold on SGS)", *EPS_RANGE, step=0.001, format="%.3f", key="significance_eps")
-for col, v in zip(cs, EPSILONS):
-    with col:
-        st.button(f"ε = {v:g}", key=f"significance_preset_{v:g}", on_click=_preset, args=(v,),
-                  type="primary" if abs(eps - v) < 1e-12 else "secondary")
-c5, c6 = st.columns(2)
-with c5:
-    per_dataset = st.toggle("Per dataset", key="significance_per_dataset",
-                            help="One test per model × axis × dataset instead of pooling all prompts.")
-with c6:
-    correction = controls.correction_control("significance")
+with controls.page_controls():
+    c1, *cs = st.columns([4, 1, 1, 1])
+    with c1:
+        eps = st.slider("ε (threshold on SGS)", *EPS_RANGE, step=0.001, format="%.3f", key="significance_eps")
+    for col, v in zip(cs, EPSILONS):
+        with col:
+            st.button(f"ε = {v:g}", key=f"significance_preset_{v:g}", on_click=_preset, args=(v,),
+                      type="primary" if abs(eps - v) < 1e-12 else "secondary")
+    c5, c6 = st.columns(2)
+    with c5:
+        per_dataset = st.toggle("Per dataset", key="significance_per_dataset",
+                                help="One test per model × axis × dataset instead of pooling all prompts.")
+    with c6:
+        correction = controls.correction_control("significance")
 
 urlstate.publish()
 sig = data.scored(report.significance_table, f, eps=float(eps), per_dataset=bool(per_dataset), correction=correction)
@@ -85,7 +86,7 @@ heat = (hm.mark_rect().encode(
 exports.altair_chart(heat, "significance_heatmap",
                     "Darker = stronger evidence that the model's instability on that axis exceeds ε; the cell "
                     "shows SGS and its marker. Blank (missing) cells are unavailable axes (n/a).",
-                    data=sig)
+                    data=sig, eps=float(eps))
 
 with st.expander("Raw and adjusted p-values, with 95% bootstrap CIs", expanded=correction != "none"):
     ci_sig = data.scored(report.sgs_ci_table, f, eps=float(eps), per_dataset=bool(per_dataset), correction=correction)
