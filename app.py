@@ -9,6 +9,7 @@ import os
 import streamlit as st
 
 from dashboard import controls, data, exports, frame, safe, urlstate
+from dashboard.access import unreadable_stores
 from sago_engine.store import Store
 from sago_engine.store_catalog import snapshot_caption
 
@@ -30,10 +31,17 @@ with st.sidebar:
     controls.presentation_mode()
     with st.expander("Store", expanded=not st.session_state.get("app_presentation", False)):
         if stores:
-            choice = stores.get(st.selectbox("Store file", list(stores), key="app_store_pick"))
+            # share mode without a landing store: no store until the visitor picks one (never the first by name)
+            unset = {"index": None} if acc.shared and frame.shared_landing(acc) is None else {}
+            choice = stores.get(st.selectbox("Store file", list(stores), key="app_store_pick",
+                                             placeholder="pick a store", **unset))
         else:
             choice = None
-            st.caption("No store (*.duckdb) in the shared folder.")
+            st.caption("No readable store (*.duckdb) in the shared folder.")
+        if acc.shared:
+            broken = unreadable_stores(acc.share_dir)
+            if broken:  # listed by file name only, never the folder's path
+                st.caption("Not offered: " + "; ".join(f"{safe.md(n)} ({why})" for n, why in broken) + ".")
         custom = ""
         if acc.free_paths:  # local mode only: share mode never opens a path a visitor types
             custom = st.text_input("…or a path to another store", key="app_store_custom",
