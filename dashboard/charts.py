@@ -40,7 +40,8 @@ def present_plotly(fig: go.Figure) -> go.Figure:
                       title={"font": {"size": f["heading"]}})
     out.update_xaxes(tickfont={"size": f["label"]}, title={"font": {"size": f["title"]}})
     out.update_yaxes(tickfont={"size": f["label"]}, title={"font": {"size": f["title"]}})
-    out.update_polars(radialaxis={"tickfont": {"size": f["label"]}, "title": {"font": {"size": f["title"]}}},
+    out.update_polars(radialaxis={"tickfont": {"size": f["label"]}, "title": {"font": {"size": f["title"]}},
+                                  "nticks": 6},  # fewer, larger ticks: they do not crowd the centre
                       angularaxis={"tickfont": {"size": f["title"]}})
     out.update_traces(selector={"type": "heatmap"}, colorbar={"tickfont": {"size": f["label"]}})
     return out
@@ -84,16 +85,16 @@ def delta_heatmap(heat: pd.DataFrame, columns: int = 2, label_size: int = FONTS[
                  alt.Tooltip("why:N", title="n/a because")],
     )
     rect = base.mark_rect(stroke="white").encode(
-        color=alt.condition("isValid(datum.delta_norm)",
-                            alt.Color("delta_norm:Q", title="Δ̃", scale=alt.Scale(scheme="redblue", domain=[-1, 1])),
-                            alt.value(NEUTRAL))).add_params(
+        color=alt.Color("delta_norm:Q", title="Δ̃", scale=alt.Scale(scheme="redblue", domain=[-1, 1]))).add_params(
         alt.selection_point(name=HEATMAP_SELECTION, fields=["model", "label"], on="click"))
+    # n/a cells (no Δ̃): a grey rect of their own (Vega-Lite drops a mark whose colour field is null)
+    na = base.transform_filter("!isValid(datum.delta_norm)").mark_rect(stroke="white", color=NEUTRAL)
     # cell text set per cell (white on strong colours, dark on pale ones and on grey n/a), whatever the page's theme
     text = base.mark_text(fontSize=max(10, label_size - 2)).encode(
         text="value:N", color=alt.condition("abs(datum.delta_norm) > 0.6", alt.value("#ffffff"), alt.value("#111111")))
     n_models = max(1, plot["model"].nunique())
     step = max(20, round(1.7 * label_size))
-    return alt.layer(rect, text, data=plot).properties(width=alt.Step(max(44, round(step * 1.8))), height=alt.Step(step)).facet(
+    return alt.layer(rect, na, text, data=plot).properties(width=alt.Step(max(44, round(step * 1.8))), height=alt.Step(step)).facet(
         facet=alt.Facet("model:N", title=None), columns=min(n_models, columns)).resolve_axis(x="independent").properties(
         padding={"left": 3 * label_size, "top": 5, "right": 5, "bottom": 5})  # room for labels measured too narrow
     # every panel names its axes at its top: a tall panel (110 variants ≈ 2,200 px) is read from the top

@@ -129,8 +129,8 @@ def sensitivity(frame: pd.DataFrame, eps: float = MAIN_EPSILON, per_dataset: boo
                 if len(flips):
                     up = sorted(flips.index[flips["opt"]])
                     down = sorted(flips.index[~flips["opt"]])
-                    parts = ([f"{_names(up)} {'become' if len(up) > 1 else 'becomes'} above ε"] if up else []) + (
-                        [f"{_names(down)} {'are' if len(down) > 1 else 'is'} no longer above ε"] if down else [])
+                    parts = ([f"{_names(up)} {'are' if len(up) > 1 else 'is'} then above ε"] if up else []) + (
+                        [f"{_names(down)} {'are' if len(down) > 1 else 'is'} then not above ε"] if down else [])
                     rows.append({**base, "kind": VERDICT, "changed": ", ".join(sorted(flips.index)),
                                  "detail": "; ".join(parts)})
     return pd.DataFrame(rows, columns=_COLS)

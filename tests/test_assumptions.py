@@ -60,7 +60,7 @@ def test_a_flipping_option_is_found_with_the_pairs_that_swap(stores):
     assert set(rank.iloc[0]["changed"].split(", ")) == {"m-a > m-b", "m-a > m-c", "m-b > m-c"}
     verdict = t[(t["kind"] == asm.VERDICT)]
     assert list(verdict["option"]) == ["user_mean"] and verdict.iloc[0]["changed"] == "m-a, m-b, m-c"
-    assert "m-a, m-b, m-c are no longer above ε" in verdict.iloc[0]["detail"]
+    assert "m-a, m-b, m-c are then not above ε" in verdict.iloc[0]["detail"]
     lines = asm.statements(t[t["option"] == "user_last"], kinds=(asm.RANKING,), axes=("cos",))
     assert lines == ["Δ-Cos ranking depends on Δ-Cos: token position and layers — under user_last (instead of "
                      "default): m-c is the most stable instead of m-a; 3 pairs of models swap order."]
@@ -82,7 +82,7 @@ def test_a_verdict_that_flips_names_the_model_and_direction():
     t = asm.sensitivity(pd.DataFrame(rows), eps=0.05)
     assert list(t["kind"]) == [asm.VERDICT] and t.iloc[0]["changed"] == "m-x"
     assert asm.statements(t, eps=0.05) == ["Δ-Cos verdict at ε = 0.05 depends on Δ-Cos: token position and layers "
-                                           "— under wide (instead of default): m-x becomes above ε."]
+                                           "— under wide (instead of default): m-x is then above ε."]
     assert asm.sensitivity(pd.DataFrame(rows), eps=0.5).empty  # at ε = 0.5 neither option is above ε
 
 
