@@ -182,14 +182,25 @@ def plotly_with_footer(fig, text: str):
     return out
 
 
+#: Properties Vega-Lite allows only on the outermost chart: moved from a chart to the footer's vconcat.
+_TOP_LEVEL = ("padding", "autosize", "background", "config", "usermeta")
+
+
 def altair_with_footer(chart, text: str):
-    """``chart`` above a one-line text chart holding ``text`` (Vega draws it as text, never markup)."""
+    """``chart`` above a one-line text chart holding ``text`` (Vega draws it as text, never markup); the
+    chart's top-level-only properties (``_TOP_LEVEL``: padding, config, …) move to the outer chart."""
     import altair as alt
+
+    top = {a: getattr(chart, a) for a in _TOP_LEVEL if getattr(chart, a, alt.Undefined) is not alt.Undefined}
+    if top:
+        chart = chart.copy()
+        for a in top:
+            setattr(chart, a, alt.Undefined)
 
     foot = alt.Chart(pd.DataFrame({"source": [text]})).mark_text(
         align="left", baseline="top", fontSize=11, color="#6b6b6b", limit=1400).encode(
         text="source:N", x=alt.value(0), y=alt.value(0)).properties(height=14, width=10)
-    return alt.vconcat(chart, foot, spacing=10)
+    return alt.vconcat(chart, foot, spacing=10, **top)
 
 
 def _slug(key: str) -> str:
