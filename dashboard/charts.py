@@ -51,7 +51,8 @@ def present_altair(chart):
     """``chart`` with presentation-mode fonts (``FONTS[True]``) on axes, legends, titles and facet headers
     (a top-level ``configure``; label overlap is resolved by each chart's own row step)."""
     f = fonts(True)
-    return (chart.configure_axis(labelFontSize=f["label"], titleFontSize=f["title"])
+    return (chart.configure_axis(labelFontSize=f["label"], titleFontSize=f["title"], labelLimit=360,
+                                 labelFlush=False)
             .configure_legend(labelFontSize=f["label"], titleFontSize=f["title"], labelLimit=480)
             .configure_title(fontSize=f["heading"])
             .configure_header(labelFontSize=f["title"], titleFontSize=f["heading"]))

@@ -3,7 +3,7 @@
 import altair as alt
 import streamlit as st
 
-from dashboard import choices, controls, data, exports, frame, links, prose, safe, urlstate
+from dashboard import charts, choices, controls, data, exports, frame, links, prose, safe, urlstate
 from sago_engine import assumptions, pairwise, report
 from sago_engine.store import Store
 from sago_engine.scoring import MAIN_EPSILON
@@ -97,7 +97,7 @@ if len(ratio):
                         legend=alt.Legend(orient="bottom", gradientLength=240, format=".1f")),
         tooltip=["model", "axis_label", "max_dataset", alt.Tooltip("max_sgs:Q", format=".4f"), "min_dataset",
                  alt.Tooltip("min_sgs:Q", format=".4f"), alt.Tooltip("ratio:Q", format=".2f")])
-        + hm.mark_text(fontSize=13).encode(
+        + hm.mark_text(fontSize=charts.fonts(controls.presentation_on())["label"] + 1).encode(
             text="ratio_label:N",
             color=alt.condition(f"datum.ratio_capped > {1 + (top - 1) * 0.6}", alt.value("white"), alt.value("black")))).properties(
         height=alt.Step(34), title="max/min of SGS_X(d) over datasets")

@@ -4,7 +4,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import choices, controls, data, exports, frame, prose, urlstate
+from dashboard import charts, choices, controls, data, exports, frame, prose, urlstate
 from sago_engine import assumptions, paper, report
 from sago_engine.store import Store
 from sago_engine.report import normalizer_comparison, wide_cells
@@ -80,7 +80,7 @@ heat = (hm.mark_rect().encode(
                     legend=alt.Legend(orient="bottom", gradientLength=240)),
     tooltip=["model", "axis_label", alt.Tooltip("sgs:Q", format=".4f"), alt.Tooltip("std:Q", format=".4f"),
              alt.Tooltip("p:Q", format=".2e"), "marker", "n_prompts"])
-    + hm.mark_text(fontSize=12).encode(
+    + hm.mark_text(fontSize=charts.fonts(controls.presentation_on())["label"]).encode(
         text="label:N", color=alt.condition("datum.neglog10p > 5", alt.value("white"), alt.value("black")))).properties(
     height=alt.Step(34), title=f"SGS ± markers per model × axis, coloured by −log10 p of H0: E[s] ≤ {eps:.3f}")
 exports.altair_chart(heat, "significance_heatmap",
