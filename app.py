@@ -9,10 +9,13 @@ import os
 import streamlit as st
 
 from dashboard import controls, data, exports, frame, safe, urlstate
+from dashboard.access import unreadable_stores
 from sago_engine.store import Store
 from sago_engine.store_catalog import snapshot_caption
 
-st.set_page_config(page_title="sago — stability of LLM behaviour", page_icon=str(frame.FAVICON), layout="wide")
+# presentation mode starts with the sidebar collapsed (its toggle stays one click away, behind the » button)
+st.set_page_config(page_title="sago — stability of LLM behaviour", page_icon=str(frame.FAVICON), layout="wide",
+                   initial_sidebar_state="collapsed" if controls.presentation_requested() else "auto")
 
 frame.password_gate()
 urlstate.start_run()
@@ -28,10 +31,17 @@ with st.sidebar:
     controls.presentation_mode()
     with st.expander("Store", expanded=not st.session_state.get("app_presentation", False)):
         if stores:
-            choice = stores.get(st.selectbox("Store file", list(stores), key="app_store_pick"))
+            # share mode without a landing store: no store until the visitor picks one (never the first by name)
+            unset = {"index": None} if acc.shared and frame.shared_landing(acc) is None else {}
+            choice = stores.get(st.selectbox("Store file", list(stores), key="app_store_pick",
+                                             placeholder="pick a store", **unset))
         else:
             choice = None
-            st.caption("No store (*.duckdb) in the shared folder.")
+            st.caption("No readable store (*.duckdb) in the shared folder.")
+        if acc.shared:
+            broken = unreadable_stores(acc.share_dir)
+            if broken:  # listed by file name only, never the folder's path
+                st.caption("Not offered: " + "; ".join(f"{safe.md(n)} ({why})" for n, why in broken) + ".")
         custom = ""
         if acc.free_paths:  # local mode only: share mode never opens a path a visitor types
             custom = st.text_input("…or a path to another store", key="app_store_custom",

@@ -3,8 +3,11 @@
 ``bash scripts/dashboard.sh`` listens on 127.0.0.1 only (local mode). ``--share DIR`` sets
 ``$SAGO_SHARE_DIR``: the server is reachable from the network, read-only, and opens stores only
 from DIR (no free path box; a store is chosen by its file name among DIR's ``*.duckdb``), with no
-Live page and no writes unless ``--live`` (``$SAGO_LIVE=1``) is also given. Pure functions, no
-Streamlit: the frame (``dashboard.frame``) applies them.
+Live page and no writes unless ``--live`` (``$SAGO_LIVE=1``) is also given. Visitors land on the
+store the host names (``--store NAME``: ``$SAGO_STORE``), else the demo store, else DIR's only
+store — never on whichever file sorts first (``landing_store``). A file that is not a readable
+DuckDB database is listed by name with the reason, and not offered (``unreadable_stores``).
+Pure functions, no Streamlit: the frame (``dashboard.frame``) applies them.
 """
 
 from __future__ import annotations
@@ -18,6 +21,10 @@ SHARE_ENV = "SAGO_SHARE_DIR"
 LIVE_ENV = "SAGO_LIVE"
 #: Key of the optional meeting password in Streamlit secrets (``.streamlit/secrets.toml``).
 PASSWORD_SECRET = "sago_password"
+#: File name of the bundled demo store (``sago_engine.store_catalog.DEMO_STORE``), where visitors land.
+DEMO_NAME = "sago_demo.duckdb"
+#: A DuckDB database file holds these 4 bytes at offset 8 (its main header, after an 8-byte checksum).
+DUCKDB_MAGIC, MAGIC_OFFSET = b"DUCK", 8
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,46 @@ def shared_stores(share_dir: Path) -> list[Path]:
         if real.parent == root and real.is_file():
             out.append(p)
     return out
+
+
+def store_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be offered as a store (a short reason naming no folder), or None when its
+    first bytes are a DuckDB database header. Reads 12 bytes; never opens the database."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(MAGIC_OFFSET + len(DUCKDB_MAGIC))
+    except OSError:
+        return "cannot be read (permission or I/O error)"
+    if head[MAGIC_OFFSET:] != DUCKDB_MAGIC:
+        return "not a DuckDB database file" if head else "empty file"
+    return None
+
+
+def readable_stores(share_dir: Path) -> list[Path]:
+    """``shared_stores`` whose file is a readable DuckDB database (``store_problem`` is None)."""
+    return [p for p in shared_stores(share_dir) if store_problem(p) is None]
+
+
+def unreadable_stores(share_dir: Path) -> list[tuple[str, str]]:
+    """(file name, reason) of each ``shared_stores`` file that is not offered: unreadable or not DuckDB."""
+    return [(p.name, why) for p in shared_stores(share_dir) if (why := store_problem(p)) is not None]
+
+
+def landing_store(share_dir: Path, named: str | os.PathLike | None = None) -> Path | None:
+    """The store a visitor sees first in share mode, or None (then the visitor picks one).
+
+    ``named`` (``$SAGO_STORE``, set by ``--store NAME``) when it is a readable store of the folder
+    (``confined_store``), else ``DEMO_NAME`` when the folder holds it, else the folder's only
+    readable store. Several stores and no name: None — never the first file by name.
+    """
+    ok = readable_stores(share_dir)
+    pick = confined_store(named, share_dir)
+    if pick is not None and pick in ok:
+        return pick
+    demo = [p for p in ok if p.name == DEMO_NAME]
+    if demo:
+        return demo[0]
+    return ok[0] if len(ok) == 1 else None
 
 
 def confined_store(choice: str | os.PathLike | None, share_dir: Path) -> Path | None:

@@ -18,8 +18,47 @@ from sago_engine.types import AXES, axes_shown, axis_label
 #: Name of the Prompts heatmap's click selection (fields model, label: the clicked cell's variant).
 HEATMAP_SELECTION = "cell"
 
+#: Font sizes (px) of chart text on screen and in presentation mode: label = tick and legend labels,
+#: title = axis and legend titles, heading = the chart's title and facet headers.
+FONTS = {False: {"label": 12, "title": 13, "heading": 15}, True: {"label": 18, "title": 20, "heading": 24}}
+#: Colour of marks that must read on a light and a dark page alike (mid grey: the frontier line, n/a cells' text).
+NEUTRAL = "#8c8c8c"
 
-def delta_heatmap(heat: pd.DataFrame, columns: int = 2) -> alt.FacetChart:
+
+def fonts(present: bool = False) -> dict[str, int]:
+    """``FONTS`` for presentation mode (``present=True``) or the screen."""
+    return dict(FONTS[bool(present)])
+
+
+def present_plotly(fig: go.Figure) -> go.Figure:
+    """A copy of ``fig`` with presentation-mode fonts (``FONTS[True]``) on ticks, axis titles, legend, title,
+    polar axes and colour bars. Sizes are set explicitly, so Streamlit's theme does not shrink them."""
+    f = fonts(True)
+    out = go.Figure(fig)
+    out.update_layout(font={"size": f["label"]}, legend={"font": {"size": f["label"]},
+                                                          "title": {"font": {"size": f["title"]}}},
+                      title={"font": {"size": f["heading"]}})
+    out.update_xaxes(tickfont={"size": f["label"]}, title={"font": {"size": f["title"]}})
+    out.update_yaxes(tickfont={"size": f["label"]}, title={"font": {"size": f["title"]}})
+    out.update_polars(radialaxis={"tickfont": {"size": f["label"]}, "title": {"font": {"size": f["title"]}},
+                                  "nticks": 6},  # fewer, larger ticks: they do not crowd the centre
+                      angularaxis={"tickfont": {"size": f["title"]}})
+    out.update_traces(selector={"type": "heatmap"}, colorbar={"tickfont": {"size": f["label"]}})
+    return out
+
+
+def present_altair(chart):
+    """``chart`` with presentation-mode fonts (``FONTS[True]``) on axes, legends, titles and facet headers
+    (a top-level ``configure``; label overlap is resolved by each chart's own row step)."""
+    f = fonts(True)
+    return (chart.configure_axis(labelFontSize=f["label"], titleFontSize=f["title"], labelLimit=360,
+                                 labelFlush=False)
+            .configure_legend(labelFontSize=f["label"], titleFontSize=f["title"], labelLimit=480)
+            .configure_title(fontSize=f["heading"])
+            .configure_header(labelFontSize=f["title"], titleFontSize=f["heading"]))
+
+
+def delta_heatmap(heat: pd.DataFrame, columns: int = 2, label_size: int = FONTS[False]["label"]) -> alt.FacetChart:
     """The Prompts page's Δ̃ heatmap: one panel per model, variants × axes, cells labelled with ``value``.
 
     A click on a cell selects it (selection ``HEATMAP_SELECTION``: the cell's model and variant label).
@@ -28,27 +67,37 @@ def delta_heatmap(heat: pd.DataFrame, columns: int = 2) -> alt.FacetChart:
         heat: ``sago_engine.detail.heatmap_frame`` (model, label, order, axis, axis_label, delta_norm,
             delta, unit, value, why).
         columns: panels per row (at most the number of models).
+        label_size: font size (px) of the axis labels (``fonts(present)["label"]``): each row is 1.7× as
+            tall, so every variant's label is drawn (none dropped as overlapping).
     """
     plot = heat[["model", "label", "order", "axis_label", "delta_norm", "delta", "unit", "value", "why"]].copy()
     axis_order = [axis_label(a) for a in axes_shown(heat["axis"])]
     base = alt.Chart(plot).encode(
-        x=alt.X("axis_label:N", sort=axis_order, title=None, axis=alt.Axis(orient="top", labelAngle=-40, labelOverlap=False)),
-        y=alt.Y("label:N", sort=alt.EncodingSortField("order"), title="variant (F · u · s · p)",
-                axis=alt.Axis(labelLimit=320)),
+        x=alt.X("axis_label:N", sort=axis_order, title=None,
+                axis=alt.Axis(orient="top", labelAngle=-40, labelOverlap=False, labelFontSize=label_size)),
+        # no axis title: Vega places it from label widths measured before the page's font loads, so it can
+        # land on the labels; the page's heading names the rows (variants, F · u · s · p)
+        y=alt.Y("label:N", sort=alt.EncodingSortField("order"), title=None,
+                axis=alt.Axis(labelLimit=int(27 * label_size), labelOverlap=False, labelFlush=False,
+                              labelBaseline="middle", labelFontSize=label_size)),
         tooltip=[alt.Tooltip("model:N"), alt.Tooltip("label:N", title="variant"),
                  alt.Tooltip("axis_label:N", title="axis"), alt.Tooltip("value:N", title="Δ̃"),
                  alt.Tooltip("delta:Q", title="Δ (raw)", format=".4g"), alt.Tooltip("unit:N", title="unit of Δ"),
                  alt.Tooltip("why:N", title="n/a because")],
     )
     rect = base.mark_rect(stroke="white").encode(
-        color=alt.condition("isValid(datum.delta_norm)",
-                            alt.Color("delta_norm:Q", title="Δ̃", scale=alt.Scale(scheme="redblue", domain=[-1, 1])),
-                            alt.value("#d9d9d9"))).add_params(
+        color=alt.Color("delta_norm:Q", title="Δ̃", scale=alt.Scale(scheme="redblue", domain=[-1, 1]))).add_params(
         alt.selection_point(name=HEATMAP_SELECTION, fields=["model", "label"], on="click"))
-    text = base.mark_text(fontSize=10).encode(text="value:N")
+    # n/a cells (no Δ̃): a grey rect of their own (Vega-Lite drops a mark whose colour field is null)
+    na = base.transform_filter("!isValid(datum.delta_norm)").mark_rect(stroke="white", color=NEUTRAL)
+    # cell text set per cell (white on strong colours, dark on pale ones and on grey n/a), whatever the page's theme
+    text = base.mark_text(fontSize=max(10, label_size - 2)).encode(
+        text="value:N", color=alt.condition("abs(datum.delta_norm) > 0.6", alt.value("#ffffff"), alt.value("#111111")))
     n_models = max(1, plot["model"].nunique())
-    return alt.layer(rect, text, data=plot).properties(width=alt.Step(44), height=alt.Step(20)).facet(
-        facet=alt.Facet("model:N", title=None), columns=min(n_models, columns)).resolve_axis(x="independent")
+    step = max(20, round(1.7 * label_size))
+    return alt.layer(rect, na, text, data=plot).properties(width=alt.Step(max(44, round(step * 1.8))), height=alt.Step(step)).facet(
+        facet=alt.Facet("model:N", title=None), columns=min(n_models, columns)).resolve_axis(x="independent").properties(
+        padding={"left": 3 * label_size, "top": 5, "right": 5, "bottom": 5})  # room for labels measured too narrow
     # every panel names its axes at its top: a tall panel (110 variants ≈ 2,200 px) is read from the top
 
 
@@ -129,6 +178,18 @@ def pairwise_matrix(cells: pd.DataFrame, models: list[str], title: str, height: 
                       xaxis={"side": "top", "tickangle": 0, "automargin": True, "tickfont": {"size": 13}},
                       yaxis={"autorange": "reversed", "automargin": True, "tickfont": {"size": 13}})
     return fig
+
+
+def polar_layout(radialaxis: dict) -> dict:
+    """Plotly ``layout.polar`` for a radar that reads on a light and a dark page: a transparent polar area
+    (Plotly's default light-blue disc turns the dark theme's light tick labels unreadable) with mid-grey grid
+    lines; ``radialaxis`` (range, title, …) is kept."""
+    grid = {"gridcolor": "rgba(140,140,140,0.45)", "linecolor": NEUTRAL}
+    return {"bgcolor": "rgba(0,0,0,0)", "radialaxis": {**grid, **radialaxis}, "angularaxis": dict(grid)}
+
+
+#: The Pareto chart's Ideal point (0, 0): a gold star with a dark outline, visible on light and dark pages.
+IDEAL_MARKER = {"symbol": "star", "size": 20, "color": "#F2C14E", "line": {"width": 1.5, "color": "#3b3b3b"}}
 
 
 def radar_trace(values: Sequence[float | None], spokes: Sequence[str], name: str, **style) -> go.Scatterpolar:

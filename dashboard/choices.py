@@ -1,9 +1,12 @@
 """The Method choices of the current store, summarised once for the pages that show them (Method choices,
-Paper reference). Calls ``sago_engine.method_choices`` through the cached readers of ``dashboard.data``;
-no SQL and no statistics here."""
+Paper reference), and the conclusions of the summary pages that depend on them (``sago_engine.assumptions``).
+Calls ``sago_engine`` through the cached readers of ``dashboard.data``; no SQL and no statistics here."""
 
 from __future__ import annotations
 
+from typing import Sequence
+
+from sago_engine import assumptions
 from sago_engine import method_choices as mc
 from sago_engine.filters import Filters
 from sago_engine.scoring import MAIN_EPSILON
@@ -42,3 +45,19 @@ def summaries(f: Filters, eps: float = MAIN_EPSILON, n_resamples: int = 1000,
                                      eps=float(eps), n_resamples=int(n_resamples), seed=0)
         out.append((ch, summ))
     return out
+
+
+def assumption_statements(f: Filters, kinds: Sequence[str], axes: Sequence[str] | None = None,
+                          eps: float = MAIN_EPSILON, per_dataset: bool = False, correction: str = "none",
+                          dataset: str | None = None, q: float = 0.95) -> list[str]:
+    """Sentences naming the open method choices under which a page's rankings (``assumptions.RANKING``) or
+    verdicts (``assumptions.VERDICT``) change, on ``axes`` (None: all) and ``dataset`` (None: every row).
+
+    Plain text with store names (escape for Markdown: ``dashboard.prose.assumptions_note``); empty when
+    no option the store holds changes them.
+    """
+    chs = data.with_store(mc.collect_choices, f, q=float(q), cap_store=cap_store_hint())
+    table = data.scored_frame(assumptions.sensitivity, assumptions.choice_frame(chs), eps=float(eps),
+                              per_dataset=bool(per_dataset), correction=str(correction))
+    return assumptions.statements(table, kinds=tuple(kinds), axes=None if axes is None else tuple(axes),
+                                  dataset=dataset, eps=float(eps))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 import streamlit as st
 
 from dashboard import urlstate
@@ -39,15 +42,22 @@ def sidebar_filters(options: dict[str, list]) -> Filters:
 
 
 # ---------------------------------------------------------------- presentation mode
+#: Presentation mode's page style (a constant: no data in it): large text and captions, a narrow top margin,
+#: the chart the full width. Chart fonts are set on the figures themselves (``charts.present_plotly`` /
+#: ``present_altair``), heights by ``chart_height``.
 _PRESENTATION_CSS = """
 <style>
 html, body, [data-testid="stAppViewContainer"] { font-size: 20px; }
-[data-testid="stMarkdownContainer"] p, [data-testid="stCaptionContainer"] { font-size: 1.15rem; }
-h1 { font-size: 2.6rem !important; } h2, h3 { font-size: 1.9rem !important; }
-.block-container { max-width: 100% !important; padding-top: 2rem; }
-[data-testid="stPlotlyChart"], [data-testid="stVegaLiteChart"] { min-height: 78vh; }
+[data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li,
+[data-testid="stCaptionContainer"] { font-size: 1.15rem; }
+h1 { font-size: 2.2rem !important; padding-top: 0 !important; } h2, h3 { font-size: 1.7rem !important; }
+.block-container, [data-testid="stMainBlockContainer"] { max-width: 100% !important; padding-top: 3.6rem !important;
+  padding-left: 2rem !important; padding-right: 2rem !important; }
 </style>
 """
+#: Chart height (px) in presentation mode: the chart, its title and caption fit one 1280×720 screen.
+PRESENTATION_CHART_HEIGHT = 540
+_TRUE = ("1", "true", "yes", "on")
 
 
 def presentation_on() -> bool:
@@ -55,8 +65,29 @@ def presentation_on() -> bool:
     return bool(st.session_state.get("app_presentation", False))
 
 
+def presentation_requested() -> bool:
+    """Whether this run will be in presentation mode, before the toggle is drawn (app.py's
+    ``st.set_page_config`` collapses the sidebar then): the toggle's value, else the link's ``present=1``."""
+    if "app_presentation" in st.session_state:
+        return presentation_on()
+    return str(st.query_params.get("present", "")).strip().lower() in _TRUE
+
+
+@contextmanager
+def page_controls() -> Iterator[None]:
+    """Where a page draws its chart settings: in place, or in presentation mode inside a closed
+    "Chart settings" expander, so the chart comes first on the screen."""
+    if presentation_on():
+        with st.expander("Chart settings", expanded=False, icon=":material/tune:"):
+            yield
+    else:
+        with st.container():
+            yield
+
+
 def presentation_mode() -> bool:
-    """Sidebar toggle for meetings: wide layout, large fonts, controls collapsed, one chart per screen.
+    """Sidebar toggle for meetings: sidebar collapsed (app.py), large fonts on the page and in the charts,
+    page controls in a closed expander (``page_controls``), one chart per screen (``chart_height``).
 
     The injected CSS is a constant (it contains no data). Returns whether the mode is on.
     """
@@ -69,8 +100,8 @@ def presentation_mode() -> bool:
 
 
 def chart_height(default: int = 480) -> int:
-    """Chart height in pixels: taller in presentation mode (one chart per screen)."""
-    return 760 if presentation_on() else default
+    """Chart height in pixels: ``PRESENTATION_CHART_HEIGHT`` in presentation mode (one chart per screen)."""
+    return PRESENTATION_CHART_HEIGHT if presentation_on() else default
 
 
 # ---------------------------------------------------------------- statistics controls

@@ -30,17 +30,20 @@ def store_path() -> str:
     """The store the user picked in the sidebar (app.py), else ``$SAGO_STORE``, else the demo store.
 
     Share mode: only a store of the shared folder (``dashboard.access.confined_store``); a
-    session value naming anything else is ignored.
+    session value naming anything else is ignored. Nothing chosen: the landing store
+    (``frame.shared_landing``), else the page asks the visitor to pick one and stops.
     """
     chosen = frame.checked_store(st.session_state.get("store_path"))
     if chosen is not None:
         return chosen
-    if frame.access().shared:  # nothing valid chosen: the first store of the shared folder
-        opts = frame.store_options(frame.access())
-        if not opts:
-            st.error("No store (*.duckdb) in the shared folder.")
+    if frame.access().shared:
+        landing = frame.shared_landing(frame.access())
+        if landing is None:
+            n = len(frame.store_options(frame.access()))
+            st.info(f"Pick a store in the sidebar (Store file): the shared folder holds {n} stores." if n else
+                    "No readable store (*.duckdb) in the shared folder.")
             st.stop()
-        return frame.checked_store(opts[0])
+        return frame.checked_store(landing)
     return os.environ.get("SAGO_STORE") or str(DEMO_STORE)
 
 

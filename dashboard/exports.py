@@ -1,5 +1,8 @@
 """Charts and tables as the pages show them, with their downloads: PNG / SVG / HTML / CSV, the Δ matrix.
 
+Every exported PNG / SVG / HTML of a chart carries a footer naming its source — the store's file
+name, the sidebar filters and ε (``source_line``) — so a slide cites where its numbers come from.
+
 Text from datasets and models is always rendered as text (never as HTML): Plotly figures go
 through ``safe.inert_figure`` before they are drawn or exported, every CSV through
 ``safe.csv_bytes``, and the HTML of an Altair chart embeds its spec with ``<``, ``>`` and ``&``
@@ -18,8 +21,12 @@ from typing import Any, Callable
 import pandas as pd
 import streamlit as st
 
-from dashboard import controls, data, safe
-from sago_engine.filters import Filters
+from dashboard import charts, controls, data, safe
+from sago_engine.filters import FILTER_FIELDS, Filters
+from sago_engine.scoring import MAIN_EPSILON
+
+#: Longest footer (characters) of an exported chart; a longer filter list ends in "…".
+FOOTER_MAX = 190
 
 
 def _ensure_browser_path() -> None:
@@ -134,6 +141,68 @@ def altair_html(chart) -> bytes:
             '.catch(console.error);\n</script>\n</body>\n</html>\n').encode("utf-8")
 
 
+def source_line(store: str, filters: Filters, eps: float = MAIN_EPSILON) -> str:
+    """The footer of an exported chart: "Source: sago · store <file name> · filters: … · ε = 0.05".
+
+    Args:
+        store: the store's path (only its file name is written: never a server folder).
+        filters: the sidebar filters (None fields are "all"; a field with values lists them).
+        eps: ε of the chart's tests (SGS units).
+    Returns plain text (control and bidi characters replaced: ``safe.visible``), at most ``FOOTER_MAX``
+    characters; escape it for the renderer that interprets markup (Plotly).
+    """
+    parts = []
+    for name, label in FILTER_FIELDS:
+        vals = getattr(filters, name)
+        if vals is not None:
+            parts.append(f"{label.split(' (')[0].lower()} = " + (", ".join(f"{v:g}" if isinstance(v, float) else str(v)
+                                                                           for v in vals) or "none"))
+    head = f"Source: sago · store {Path(str(store)).name} · ε = {eps:g} · filters: "
+    text = safe.visible(head + ("; ".join(parts) if parts else "none (all models, datasets and variants)"))
+    return text if len(text) <= FOOTER_MAX else text[:FOOTER_MAX - 1] + "…"
+
+
+def _current_source(eps: float) -> str:
+    return source_line(data.store_path(), controls.current_filters(), eps)
+
+
+def plotly_with_footer(fig, text: str):
+    """A copy of ``fig`` with ``text`` (plain text; HTML-escaped here) as a small grey line along its bottom
+    edge, below the axes (the bottom margin grows by 36 px)."""
+    import html
+
+    import plotly.graph_objects as go
+
+    out = go.Figure(fig)
+    b = (out.layout.margin.b if out.layout.margin.b is not None else 80) + 36
+    out.update_layout(margin={"b": b})
+    out.add_annotation(text=html.escape(text), xref="paper", yref="paper", x=0, y=0, xanchor="left",
+                       yanchor="bottom", yshift=-b + 6, showarrow=False, align="left",
+                       font={"size": 11, "color": "#6b6b6b"}, name="sago_source")
+    return out
+
+
+#: Properties Vega-Lite allows only on the outermost chart: moved from a chart to the footer's vconcat.
+_TOP_LEVEL = ("padding", "autosize", "background", "config", "usermeta")
+
+
+def altair_with_footer(chart, text: str):
+    """``chart`` above a one-line text chart holding ``text`` (Vega draws it as text, never markup); the
+    chart's top-level-only properties (``_TOP_LEVEL``: padding, config, …) move to the outer chart."""
+    import altair as alt
+
+    top = {a: getattr(chart, a) for a in _TOP_LEVEL if getattr(chart, a, alt.Undefined) is not alt.Undefined}
+    if top:
+        chart = chart.copy()
+        for a in top:
+            setattr(chart, a, alt.Undefined)
+
+    foot = alt.Chart(pd.DataFrame({"source": [text]})).mark_text(
+        align="left", baseline="top", fontSize=11, color="#6b6b6b", limit=1400).encode(
+        text="source:N", x=alt.value(0), y=alt.value(0)).properties(height=14, width=10)
+    return alt.vconcat(chart, foot, spacing=10, **top)
+
+
 def _slug(key: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in key)
 
@@ -153,48 +222,60 @@ def _download_row(key: str, items: list[tuple[str, Callable[[], bytes] | bytes, 
                                on_click="ignore", icon=":material/download:")
 
 
-def chart(fig, key: str, caption: str, data: pd.DataFrame | None = None, on_select: str | None = None) -> Any:
+def chart(fig, key: str, caption: str, data: pd.DataFrame | None = None, on_select: str | None = None,
+          eps: float = MAIN_EPSILON) -> Any:
     """Render a Plotly figure, a one-line plain-English caption, and PNG / SVG / HTML (/ CSV) downloads.
 
     PNG and SVG are generated only when clicked (deferred, cached by figure JSON); HTML has
-    plotly.js inline. ``data`` (optional) adds a CSV of the plotted numbers. Every string of the
+    plotly.js inline; all three carry the ``source_line`` footer (store, filters, ``eps``).
+    ``data`` (optional) adds a CSV of the plotted numbers. Every string of the
     figure goes through ``safe.inert_figure`` first (on the page and in every export).
+    In presentation mode: larger fonts (``charts.present_plotly``), no downloads.
     ``on_select="rerun"`` makes clicked points a selection (``selection_mode="points"``); returns
     the chart's event (``st.plotly_chart``'s return value).
     """
     fig = safe.inert_figure(fig)
+    if controls.presentation_on():
+        fig = charts.present_plotly(fig)
     sel = {} if on_select is None else {"on_select": on_select, "selection_mode": "points"}
     event = st.plotly_chart(fig, key=key, width="stretch", config={"displaylogo": False}, **sel)
     st.caption(caption)
     if controls.presentation_on():
         return event
     name = _slug(key)
-    items = [("PNG", lambda: figure_png(fig), f"{name}.png", "image/png"),
-             ("SVG", lambda: figure_svg(fig), f"{name}.svg", "image/svg+xml"),
-             ("HTML", lambda: figure_html(fig), f"{name}.html", "text/html")]
+    out = plotly_with_footer(fig, _current_source(eps))
+    items = [("PNG", lambda: figure_png(out), f"{name}.png", "image/png"),
+             ("SVG", lambda: figure_svg(out), f"{name}.svg", "image/svg+xml"),
+             ("HTML", lambda: figure_html(out), f"{name}.html", "text/html")]
     if data is not None:
         items.append(("CSV", safe.csv_bytes(data), f"{name}.csv", "text/csv"))
     _download_row(key, items)
     return event
 
 
-def altair_chart(ch, key: str, caption: str, data: pd.DataFrame | None = None, on_select: Any = None) -> Any:
+def altair_chart(ch, key: str, caption: str, data: pd.DataFrame | None = None, on_select: Any = None,
+                 eps: float = MAIN_EPSILON) -> Any:
     """Render an Altair chart with a caption and downloads: PNG / SVG (vl-convert, offline) and HTML, + CSV.
+
+    PNG / SVG / HTML carry the ``source_line`` footer (store, filters, ``eps``). In presentation mode:
+    larger fonts (``charts.present_altair``), no downloads.
 
     Without vl-convert-python only CSV is offered (and the note says so).
     ``on_select`` ("rerun" or a callback) reports the chart's selection parameters; returns the
     chart's event (``st.altair_chart``'s return value).
     """
-    event = st.altair_chart(ch, key=key, width="stretch", **({} if on_select is None else {"on_select": on_select}))
+    shown = charts.present_altair(ch) if controls.presentation_on() else ch
+    event = st.altair_chart(shown, key=key, width="stretch", **({} if on_select is None else {"on_select": on_select}))
     st.caption(caption)
     if controls.presentation_on():
         return event
     name = _slug(key)
     items: list = []
     if _vl_convert() is not None:
-        items += [("PNG", lambda: altair_png(ch), f"{name}.png", "image/png"),
-                  ("SVG", lambda: altair_svg(ch), f"{name}.svg", "image/svg+xml"),
-                  ("HTML", lambda: altair_html(ch), f"{name}.html", "text/html")]
+        out = altair_with_footer(ch, _current_source(eps))
+        items += [("PNG", lambda: altair_png(out), f"{name}.png", "image/png"),
+                  ("SVG", lambda: altair_svg(out), f"{name}.svg", "image/svg+xml"),
+                  ("HTML", lambda: altair_html(out), f"{name}.html", "text/html")]
     if data is not None:
         items.append(("CSV", safe.csv_bytes(data), f"{name}.csv", "text/csv"))
     _download_row(key, items)

@@ -15,7 +15,7 @@ from pathlib import Path
 import streamlit as st
 
 from dashboard import password
-from dashboard.access import Access, access_from_env, confined_store, shared_stores
+from dashboard.access import Access, access_from_env, confined_store, landing_store, readable_stores
 from sago_engine.store_catalog import DEMO_STORE, find_stores
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,17 +121,27 @@ def password_gate() -> None:
 
 
 def store_options(acc: Access) -> list[str]:
-    """Stores offered in the sidebar: share mode — file names in the shared folder; local — paths."""
+    """Stores offered in the sidebar: share mode — file names of the readable stores in the shared folder,
+    the landing store (``shared_landing``) first; local — paths."""
     if acc.shared:
-        names = [p.name for p in shared_stores(acc.share_dir)]
-        pre = confined_store(os.environ.get("SAGO_STORE"), acc.share_dir)
+        names = [p.name for p in readable_stores(acc.share_dir)]
+        pre = shared_landing(acc)
         if pre is not None:
-            names = list(dict.fromkeys([pre.name, *names]))
+            names = list(dict.fromkeys([pre, *names]))
         return names
     opts = [str(p) for p in find_stores(DEMO_STORE.parent)] or [str(DEMO_STORE)]
     if os.environ.get("SAGO_STORE"):  # a store chosen at launch: SAGO_STORE=/path/run.duckdb
         opts = list(dict.fromkeys([os.environ["SAGO_STORE"], *opts]))
     return opts
+
+
+def shared_landing(acc: Access) -> str | None:
+    """Share mode: the file name of the store visitors land on (``access.landing_store``: the host's
+    ``$SAGO_STORE``, else the demo, else the folder's only store), or None (the visitor picks one)."""
+    if not acc.shared:
+        return None
+    p = landing_store(acc.share_dir, os.environ.get("SAGO_STORE"))
+    return None if p is None else p.name
 
 
 def store_tokens(options: list[str]) -> dict[str, str]:

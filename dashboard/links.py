@@ -21,6 +21,7 @@ FRAME_PARAMS: tuple[str, ...] = ("store", "present", *(name for name, _ in FILTE
 PROMPTS = ("pages/prompts.py", "prompts")
 WORST = ("pages/worst.py", "worst")
 PAIRWISE = ("pages/pairwise.py", "pairwise")
+METHOD_CHOICES = ("pages/method_choices.py", "method_choices")
 
 
 def frame_params() -> dict[str, list[str]]:

@@ -7,7 +7,7 @@ from typing import Iterable
 
 import streamlit as st
 
-from dashboard import safe
+from dashboard import links, safe
 
 
 def sentences(lines: Iterable[str]) -> None:
@@ -15,3 +15,19 @@ def sentences(lines: Iterable[str]) -> None:
     lines = [safe.md(s).replace("\n", " ") for s in lines]
     if lines:
         st.markdown("\n".join(f"- {s}" for s in lines))
+
+
+def assumptions_note(lines: Iterable[str], key: str) -> None:
+    """Beside a claim: the open method choices it depends on (``choices.assumption_statements``), as bullets
+    under "Depends on an open method choice", with a link to the Method choices page. Nothing when empty.
+
+    ``key``: the container's key (``st-key-<key>`` on the page, for tests and styling)."""
+    lines = list(lines)
+    if not lines:
+        return
+    with st.container(key=key, border=True):
+        st.markdown("**Depends on an open method choice** — the conclusion above holds under the stored "
+                    "default; these options the store also holds change it:")
+        sentences(lines)
+        links.page_link(links.METHOD_CHOICES, {}, "Every option side by side: Method choices",
+                        icon=":material/alt_route:")

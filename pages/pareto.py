@@ -3,8 +3,8 @@
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import controls, data, exports, frame, safe, urlstate
-from sago_engine import paper, report
+from dashboard import charts, choices, controls, data, exports, frame, prose, safe, urlstate
+from sago_engine import assumptions, paper, report
 from sago_engine.store import Store
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.types import AXES, AXIS_LABELS
@@ -26,26 +26,27 @@ urlstate.restore("scope", "pareto_scope", choices=["Total (all datasets)", *data
 urlstate.restore("bars", "pareto_bars", choices=["95% bootstrap CI", "± std", "none"])
 urlstate.restore("paper", "pareto_paper", "bool")
 urlstate.restore("zoom", "pareto_zoom", "bool")
-c1, c2, c3 = st.columns(3)
-with c1:
-    x_axis = st.selectbox("x axis", AXES, key="pareto_x", format_func=AXIS_LABELS.get)
-with c2:
-    y_axis = st.selectbox("y axis", AXES, key="pareto_y", format_func=AXIS_LABELS.get)
-with c3:
-    which = st.selectbox("Scope", ["Total (all datasets)", *datasets], key="pareto_scope")
-c4, c5, c6 = st.columns(3)
-with c4:
-    bars = st.radio("Error bars", ["95% bootstrap CI", "± std", "none"], key="pareto_bars", horizontal=True,
-                    help="CI: percentile bootstrap over prompts (scipy.stats.bootstrap, B = 1000, seed 0).")
-with c6:
-    correction = controls.correction_control("pareto")
-with c5:
-    overlay = st.toggle("Overlay the paper's values", key="pareto_paper",
-                        help="Values reported in arXiv 2610.01428: published totals (Figure 2a; Table 1 has std and "
-                             "markers), a separate labelled trace.")
-    zoom = st.toggle("Zoom to the models", key="pareto_zoom",
-                     help="Axes span the plotted points and their error bars instead of starting at the Ideal (0, 0): "
-                          "models with close scores become distinguishable; the star may then lie outside the view.")
+with controls.page_controls():
+    c1, c2, c3 = st.columns(3)
+    with c1:
+        x_axis = st.selectbox("x axis", AXES, key="pareto_x", format_func=AXIS_LABELS.get)
+    with c2:
+        y_axis = st.selectbox("y axis", AXES, key="pareto_y", format_func=AXIS_LABELS.get)
+    with c3:
+        which = st.selectbox("Scope", ["Total (all datasets)", *datasets], key="pareto_scope")
+    c4, c5, c6 = st.columns(3)
+    with c4:
+        bars = st.radio("Error bars", ["95% bootstrap CI", "± std", "none"], key="pareto_bars", horizontal=True,
+                        help="CI: percentile bootstrap over prompts (scipy.stats.bootstrap, B = 1000, seed 0).")
+    with c6:
+        correction = controls.correction_control("pareto")
+    with c5:
+        overlay = st.toggle("Overlay the paper's values", key="pareto_paper",
+                            help="Values reported in arXiv 2610.01428: published totals (Figure 2a; Table 1 has std and "
+                                 "markers), a separate labelled trace.")
+        zoom = st.toggle("Zoom to the models", key="pareto_zoom",
+                         help="Axes span the plotted points and their error bars instead of starting at the Ideal (0, 0): "
+                              "models with close scores become distinguishable; the star may then lie outside the view.")
 
 urlstate.publish()
 if which.startswith("Total"):
@@ -79,10 +80,10 @@ for _, p in pts.iterrows():
         hovertemplate=f"<b>{p['model']}</b><br>{xl}: {p['x_cell']}<br>{yl}: {p['y_cell']}<extra></extra>"))
 if len(front) > 0:
     fig.add_trace(go.Scatter(x=front["x"].tolist(), y=front["y"].tolist(), mode="lines+markers", name="Pareto frontier",
-                             line={"shape": "hv", "color": "#555", "width": 2}, hoverinfo="skip",
-                             marker={"symbol": "circle-open", "size": 24, "color": "#555", "line": {"width": 2}}))
+                             line={"shape": "hv", "color": charts.NEUTRAL, "width": 2}, hoverinfo="skip",
+                             marker={"symbol": "circle-open", "size": 24, "color": charts.NEUTRAL, "line": {"width": 2}}))
 fig.add_trace(go.Scatter(x=[0], y=[0], mode="markers+text", name="Ideal (0, 0)", text=["Ideal"],
-                         textposition="top right", marker={"symbol": "star", "size": 18, "color": "#000"},
+                         textposition="top right", marker=charts.IDEAL_MARKER,
                          hovertemplate="Ideal point (0, 0)<extra></extra>"))
 if overlay:
     rep = paper.reported_totals().set_index(["model", "axis"])
@@ -113,6 +114,9 @@ exports.chart(fig, "pareto_scatter",
              "Each dot is a model; down and left = more stable on both axes. The star is the Ideal (0, 0); the "
              "line joins models no other model beats on both axes (the Pareto frontier)."
              + (" Zoomed to the models: the axes do not start at 0." if zoom else ""), data=pts)
+prose.assumptions_note(choices.assumption_statements(
+    f, (assumptions.RANKING, assumptions.VERDICT), axes=(x_axis, y_axis), per_dataset=not which.startswith("Total"),
+    correction=correction, dataset=None if which.startswith("Total") else which), "pareto_assumptions")
 if missing:
     st.info(f"Not plotted (an axis is unavailable, n/a): {safe.md(', '.join(missing))}.")
 if x_axis == y_axis:

@@ -3,8 +3,8 @@
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import charts, controls, data, exports, frame, links, prose, urlstate
-from sago_engine import pairwise, paper, report
+from dashboard import charts, choices, controls, data, exports, frame, links, prose, urlstate
+from sago_engine import assumptions, pairwise, paper, report
 from sago_engine.store import Store
 from sago_engine.report import radar_axis_scales, wide_ci_cells, wide_cells
 from sago_engine.noise import floor_table, reply_health_table
@@ -31,22 +31,24 @@ urlstate.restore("B", "profiles_boot", "int", default=1000, lo=B_RANGE[0], hi=B_
 urlstate.restore("ci", "profiles_ci", choices=["bands", "whiskers", "off"])
 urlstate.restore("paper", "profiles_paper", "bool")
 urlstate.restore("scale", "profiles_scale", choices=SCALES)
-c1, c2, c3 = st.columns([2, 1, 1])
-with c1:
-    which = st.selectbox("Scope", ["Total (all datasets)", *datasets], key="profiles_scope",
-                         help="Total: every prompt of every dataset weighs the same.")
-with c2:
-    n_boot = st.number_input("Bootstrap resamples B", *B_RANGE, step=100, key="profiles_boot",
-                             help="Percentile bootstrap over prompts (scipy.stats.bootstrap), seeded; 95% CI.")
-with c3:
-    ci_style = st.radio("CI", ["bands", "whiskers", "off"], key="profiles_ci", horizontal=True)
-correction = controls.correction_control("profiles")
-scale_mode = st.radio("Radial scale", SCALES, key="profiles_scale", horizontal=True,
-                      help="Common: one SGS scale for every spoke, as in the paper. Per axis: each spoke is scaled to "
-                           "the largest value shown on it (its maximum is printed beside the axis name), so small "
-                           "axes such as Δ-Cos become readable; spokes are then not comparable with each other.")
-overlay = st.toggle("Overlay values reported in arXiv 2610.01428 (Figure 2a, Table 1)", key="profiles_paper",
-                    help="Published totals, drawn dashed and labelled; never mixed into local numbers.")
+with controls.page_controls():
+    c1, c2, c3 = st.columns([2, 1, 1])
+    with c1:
+        which = st.selectbox("Scope", ["Total (all datasets)", *datasets], key="profiles_scope",
+                             help="Total: every prompt of every dataset weighs the same.")
+    with c2:
+        n_boot = st.number_input("Bootstrap resamples B", *B_RANGE, step=100, key="profiles_boot",
+                                 help="Percentile bootstrap over prompts (scipy.stats.bootstrap), seeded; 95% CI.")
+    with c3:
+        ci_style = st.radio("CI", ["bands", "whiskers", "off"], key="profiles_ci", horizontal=True)
+    correction = controls.correction_control("profiles")
+    scale_mode = st.radio("Radial scale", SCALES, key="profiles_scale", horizontal=True,
+                          help="Common: one SGS scale for every spoke, as in the paper. Per axis: each spoke is "
+                               "scaled to the largest value shown on it (its maximum is printed beside the axis name), "
+                               "so small axes such as Δ-Cos become readable; spokes are then not comparable with each "
+                               "other.")
+    overlay = st.toggle("Overlay values reported in arXiv 2610.01428 (Figure 2a, Table 1)", key="profiles_paper",
+                        help="Published totals, drawn dashed and labelled; never mixed into local numbers.")
 
 urlstate.publish()
 dataset = None if which.startswith("Total") else which
@@ -103,14 +105,14 @@ hi_max = radar[["sgs", "hi"]].max().max()
 rmax = max(0.05, float(hi_max if hi_max == hi_max else 1.0))
 if rep_overlay is not None:
     rmax = max(rmax, float(rep_overlay["sgs"].max()))
-radial = ({"range": [0, 1.05], "title": {"text": "share of the spoke's max"}, "tickformat": ".0%"} if per_axis
-          else {"range": [0, min(1.0, rmax * 1.1)], "title": {"text": "SGS"}})
+# no radial title: it is drawn across the tick labels; the chart's title names the scale
+radial = ({"range": [0, 1.05], "tickformat": ".0%"} if per_axis else {"range": [0, min(1.0, rmax * 1.1)]})
 radial["angle"] = 30  # the radial scale between the first two spokes, not on top of Δ-Cos's
-fig.update_layout(polar={"radialaxis": radial},
+fig.update_layout(polar=charts.polar_layout(radial),
                   legend_title_text="model", margin={"l": 40, "r": 40, "t": 40, "b": 40},
                   height=controls.chart_height(520),
                   title={"text": f"SGS per axis — {which}"
-                         + (" — PER-AXIS SCALE: each spoke to its own max" if per_axis else "")})
+                         + (" — PER-AXIS SCALE: % of each spoke's max" if per_axis else "")})
 exports.chart(fig, "profiles_radar",
              "Each line is one model; closer to the centre = more stable on that axis. Shaded band / whisker = 95% "
              "bootstrap CI over prompts. A gap means the axis is unavailable for that model (n/a, not 0). A model's "
@@ -126,6 +128,9 @@ if radar["model"].nunique() > 1:
     prose.sentences(lead["sentence"] if dataset is None else lead.loc[lead["dataset"] == dataset, "sentence"])
     links.page_link(links.PAIRWISE, {"scope": which}, "Every pair of models, per axis: Model vs model",
                     icon=":material/compare_arrows:")
+prose.assumptions_note(choices.assumption_statements(
+    f, (assumptions.RANKING, assumptions.VERDICT), per_dataset=dataset is not None, correction=correction,
+    dataset=dataset), "profiles_assumptions")
 if overlay and dataset is not None:
     st.info("The paper reports totals only: the overlay is drawn on the Total scope.")
 st.caption("Δ-Cos: under a chat template the layer-0 (embedding) cosine is trivially 1; the definition is kept.")

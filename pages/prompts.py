@@ -74,12 +74,12 @@ else:
             st.code(str(var_row[m]), language=None, wrap_lines=True)
 
 # ---------------------------------------------------------------- heatmap of Δ̃ per variant × axis
-st.subheader("Δ̃ per variant × axis")
+st.subheader("Δ̃ per variant (F · u · s · p) × axis")
 heat = heatmap_frame(detail)
 if heat.empty:
     st.info("No deltas for this prompt from the selected models.")
 else:
-    ch = charts.delta_heatmap(heat, columns=2)
+    ch = charts.delta_heatmap(heat, columns=2, label_size=charts.fonts(controls.presentation_on())["label"])
 
     def _pick_variant() -> None:
         """A clicked cell shows its variant's edit and responses above (the Variant box)."""

@@ -3,8 +3,8 @@
 import altair as alt
 import streamlit as st
 
-from dashboard import controls, data, exports, frame, links, prose, safe, urlstate
-from sago_engine import pairwise, report
+from dashboard import charts, choices, controls, data, exports, frame, links, prose, safe, urlstate
+from sago_engine import assumptions, pairwise, report
 from sago_engine.store import Store
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.stats import REVERSAL_THRESHOLD
@@ -21,7 +21,8 @@ data.empty_stop(scores, "deltas")
 per = data.scored(report.score_tables, f, eps=MAIN_EPSILON)["per_dataset"]
 ranks = data.scored_frame(report.rankings, per)
 urlstate.restore("axis", "rankings_axis", choices=AXES, default="cos")
-axis = st.selectbox("Axis", AXES, key="rankings_axis", format_func=AXIS_LABELS.get)
+with controls.page_controls():
+    axis = st.selectbox("Axis", AXES, key="rankings_axis", format_func=AXIS_LABELS.get)
 urlstate.publish()
 
 colors = data.model_colors()
@@ -56,6 +57,8 @@ if r["model"].nunique() > 1:
     prose.sentences(lead.loc[lead["axis"] == axis, "sentence"])
     links.page_link(links.PAIRWISE, {"axis": axis}, "Every pair of models: Model vs model",
                     icon=":material/compare_arrows:")
+prose.assumptions_note(choices.assumption_statements(f, (assumptions.RANKING,), axes=(axis,), per_dataset=True),
+                       "rankings_assumptions")
 absent = sorted(set(scores["model"]) - set(r["model"]))
 if absent:
     st.caption(f"Not ranked on {AXIS_LABELS[axis]} (axis unavailable, n/a): {safe.md(', '.join(absent))}.")
@@ -94,7 +97,7 @@ if len(ratio):
                         legend=alt.Legend(orient="bottom", gradientLength=240, format=".1f")),
         tooltip=["model", "axis_label", "max_dataset", alt.Tooltip("max_sgs:Q", format=".4f"), "min_dataset",
                  alt.Tooltip("min_sgs:Q", format=".4f"), alt.Tooltip("ratio:Q", format=".2f")])
-        + hm.mark_text(fontSize=13).encode(
+        + hm.mark_text(fontSize=charts.fonts(controls.presentation_on())["label"] + 1).encode(
             text="ratio_label:N",
             color=alt.condition(f"datum.ratio_capped > {1 + (top - 1) * 0.6}", alt.value("white"), alt.value("black")))).properties(
         height=alt.Step(34), title="max/min of SGS_X(d) over datasets")

@@ -4,8 +4,8 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import controls, data, exports, frame, urlstate
-from sago_engine import paper, report
+from dashboard import charts, choices, controls, data, exports, frame, prose, urlstate
+from sago_engine import assumptions, paper, report
 from sago_engine.store import Store
 from sago_engine.report import normalizer_comparison, wide_cells
 from sago_engine.noise import floor_table
@@ -34,19 +34,20 @@ def _preset(v: float) -> None:
     st.session_state["significance_eps"] = v
 
 
-c1, *cs = st.columns([4, 1, 1, 1])
-with c1:
-    eps = st.slider("ε (threshold on SGS)", *EPS_RANGE, step=0.001, format="%.3f", key="significance_eps")
-for col, v in zip(cs, EPSILONS):
-    with col:
-        st.button(f"ε = {v:g}", key=f"significance_preset_{v:g}", on_click=_preset, args=(v,),
-                  type="primary" if abs(eps - v) < 1e-12 else "secondary")
-c5, c6 = st.columns(2)
-with c5:
-    per_dataset = st.toggle("Per dataset", key="significance_per_dataset",
-                            help="One test per model × axis × dataset instead of pooling all prompts.")
-with c6:
-    correction = controls.correction_control("significance")
+with controls.page_controls():
+    c1, *cs = st.columns([4, 1, 1, 1])
+    with c1:
+        eps = st.slider("ε (threshold on SGS)", *EPS_RANGE, step=0.001, format="%.3f", key="significance_eps")
+    for col, v in zip(cs, EPSILONS):
+        with col:
+            st.button(f"ε = {v:g}", key=f"significance_preset_{v:g}", on_click=_preset, args=(v,),
+                      type="primary" if abs(eps - v) < 1e-12 else "secondary")
+    c5, c6 = st.columns(2)
+    with c5:
+        per_dataset = st.toggle("Per dataset", key="significance_per_dataset",
+                                help="One test per model × axis × dataset instead of pooling all prompts.")
+    with c6:
+        correction = controls.correction_control("significance")
 
 urlstate.publish()
 sig = data.scored(report.significance_table, f, eps=float(eps), per_dataset=bool(per_dataset), correction=correction)
@@ -57,6 +58,10 @@ exports.table(sgs_numbers(sig), "significance_table", f"sago_significance_eps{ep
 if correction != "none":
     st.caption(f"Markers follow {'Holm' if correction == 'holm' else 'Benjamini–Hochberg'}-adjusted p over the "
                f"{int(sig['p'].notna().sum())} tests of this table (models × axes{' × datasets' if per_dataset else ''}).")
+
+prose.assumptions_note(choices.assumption_statements(
+    f, (assumptions.VERDICT,), eps=float(eps), per_dataset=bool(per_dataset), correction=correction),
+    "significance_assumptions")
 
 # the test against the noise floor beside the test against ε
 _nf = data.query(Store.noise_floor)
@@ -75,13 +80,13 @@ heat = (hm.mark_rect().encode(
                     legend=alt.Legend(orient="bottom", gradientLength=240)),
     tooltip=["model", "axis_label", alt.Tooltip("sgs:Q", format=".4f"), alt.Tooltip("std:Q", format=".4f"),
              alt.Tooltip("p:Q", format=".2e"), "marker", "n_prompts"])
-    + hm.mark_text(fontSize=12).encode(
+    + hm.mark_text(fontSize=charts.fonts(controls.presentation_on())["label"]).encode(
         text="label:N", color=alt.condition("datum.neglog10p > 5", alt.value("white"), alt.value("black")))).properties(
     height=alt.Step(34), title=f"SGS ± markers per model × axis, coloured by −log10 p of H0: E[s] ≤ {eps:.3f}")
 exports.altair_chart(heat, "significance_heatmap",
                     "Darker = stronger evidence that the model's instability on that axis exceeds ε; the cell "
                     "shows SGS and its marker. Blank (missing) cells are unavailable axes (n/a).",
-                    data=sig)
+                    data=sig, eps=float(eps))
 
 with st.expander("Raw and adjusted p-values, with 95% bootstrap CIs", expanded=correction != "none"):
     ci_sig = data.scored(report.sgs_ci_table, f, eps=float(eps), per_dataset=bool(per_dataset), correction=correction)

@@ -5,17 +5,23 @@
 #   bash scripts/dashboard.sh --share DIR     meeting: reachable from the network, read-only, stores
 #                                             from DIR only, no Live page, no writes
 #   bash scripts/dashboard.sh --share DIR --live   the same plus the Live page (runs models, saves probes)
+#   bash scripts/dashboard.sh --share DIR --store NAME   visitors land on DIR/NAME (else on DIR's
+#                                             sago_demo.duckdb, else on DIR's only store; several stores
+#                                             and none named: visitors pick one). A DIR without any
+#                                             store gets a copy of data/sago_demo.duckdb.
 # Optional password in share mode: sago_password = "…" in .streamlit/secrets.toml; a file that does not
 # parse, or a password that is not a non-empty string, refuses to share.
 # Other arguments go to `streamlit run` (e.g. --server.port 8600).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-share="" live=0 extra=()
+share="" live=0 store="" extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --share) [ $# -ge 2 ] || { echo "--share needs a folder" >&2; exit 2; }; share="$2"; shift 2 ;;
     --share=*) share="${1#--share=}"; shift ;;
     --live) live=1; shift ;;
+    --store) [ $# -ge 2 ] || { echo "--store needs a file name" >&2; exit 2; }; store="$2"; shift 2 ;;
+    --store=*) store="${1#--store=}"; shift ;;
     *) extra+=("$1"); shift ;;
   esac
 done
@@ -32,6 +38,14 @@ opts=()
 if [ -n "$share" ]; then
   [ -d "$share" ] || { echo "--share: $share is not a folder" >&2; exit 2; }
   export SAGO_SHARE_DIR="$(cd "$share" && pwd)"
+  if [ -n "$store" ]; then
+    case "$store" in */*) echo "--store: give a file name inside $share, not a path" >&2; exit 2 ;; esac
+    [ -f "$SAGO_SHARE_DIR/$store" ] || { echo "--store: $store is not a file in $share" >&2; exit 2; }
+    export SAGO_STORE="$SAGO_SHARE_DIR/$store"
+  elif ! ls "$SAGO_SHARE_DIR"/*.duckdb >/dev/null 2>&1 && [ -f data/sago_demo.duckdb ]; then
+    cp data/sago_demo.duckdb "$SAGO_SHARE_DIR/"
+    echo "--share: $share held no store; copied the demo store into it (visitors land on it)" >&2
+  fi
   [ "$live" = 1 ] && export SAGO_LIVE=1
   address=0.0.0.0
   # fail closed: a meeting password that exists but cannot be read stops here (dashboard/password.py)
@@ -40,6 +54,8 @@ if [ -n "$share" ]; then
   opts+=(--client.showErrorDetails type --server.runOnSave false --server.fileWatcherType none)
 elif [ "$live" = 1 ]; then
   echo "--live only matters with --share DIR (local mode always has the Live page)" >&2
+elif [ -n "$store" ]; then
+  echo "--store only matters with --share DIR (local mode: SAGO_STORE=/path/run.duckdb or the sidebar)" >&2
 fi
 exec .venv/bin/python -m streamlit run app.py --server.headless true --server.address "$address" \
   --browser.gatherUsageStats false --client.toolbarMode minimal --client.showSidebarNavigation false \

@@ -40,10 +40,13 @@ def tiny_toml(seed: int = 7, chunk_prompts: int = 2, n_prompts: int = 2, batch_s
 
 
 def make_store(path, models=("model-a", "model-b"), datasets=("truthfulqa", "nq_open"), n_prompts=4, n_variants=3,
-               seed=0, missing_axes: dict | None = None, run_fields: dict | None = None):
+               seed=0, missing_axes: dict | None = None, run_fields: dict | None = None,
+               model_scale: dict | None = None):
     """Write a small store with random signed deltas; ``missing_axes`` = {model: [axes]} stored as unavailable;
-    ``run_fields`` = {model: {runs column: value}} added to that model's run record (JSON columns as text)."""
+    ``run_fields`` = {model: {runs column: value}} added to that model's run record (JSON columns as text);
+    ``model_scale`` = {model: factor} multiplies that model's Δ̃ (well-separated models: no ranking is close)."""
     rng = np.random.default_rng(seed)
+    model_scale = model_scale or {}
     missing_axes = missing_axes or {}
     run_fields = run_fields or {}
     with open_store(path, read_only=False, create=True) as st:
@@ -67,6 +70,7 @@ def make_store(path, models=("model-a", "model-b"), datasets=("truthfulqa", "nq_
                                 deltas.append((f"run-{m}", d, pid, vid, a, None, None, False, "unavailable (test)", None))
                                 continue
                             x = -abs(rng.normal(0.2, 0.1)) if a in ("cos", "bleu", "bert") else rng.normal(0, 0.2)
+                            x *= model_scale.get(m, 1.0)
                             deltas.append((f"run-{m}", d, pid, vid, a, x * DEFAULT_NORMALIZERS[a],
                                            float(np.clip(x, -1, 1)), True, None, None))
         st.insert_df("runs", runs)

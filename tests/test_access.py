@@ -53,3 +53,30 @@ def test_shared_stores_lists_regular_files_and_symlinks_inside_only(tmp_path):
     assert confined_store("  b.duckdb  ", share) == share / "b.duckdb"  # surrounding blanks are no path
     for refused in ("c.duckdb", "d.duckdb", "notes.txt", str(share / "c.duckdb"), str(tmp_path / "b.duckdb")):
         assert confined_store(refused, share) is None, refused
+
+
+def test_landing_store_is_named_demo_or_only_never_first_by_name(tmp_path):
+    from dashboard.access import DEMO_NAME, landing_store, readable_stores, store_problem, unreadable_stores
+    from tests.factories import make_store
+
+    d = tmp_path / "share"
+    d.mkdir()
+    assert landing_store(d) is None  # empty folder: nothing to land on
+    make_store(d / "b-run.duckdb")
+    assert landing_store(d) == d / "b-run.duckdb"  # the only store
+    make_store(d / "a-run.duckdb")
+    assert landing_store(d) is None  # two stores, none named: the visitor picks (not a-run, first by name)
+    assert landing_store(d, str(d / "b-run.duckdb")) == d / "b-run.duckdb"  # the host named it
+    assert landing_store(d, "b-run.duckdb") == d / "b-run.duckdb"
+    assert landing_store(d, str(tmp_path / "elsewhere.duckdb")) is None  # a name outside the folder is ignored
+    make_store(d / DEMO_NAME)
+    assert landing_store(d) == d / DEMO_NAME and landing_store(d, "b-run.duckdb") == d / "b-run.duckdb"
+    # broken files: listed with a reason, never offered, never landed on
+    (d / "0-broken.duckdb").write_bytes(b"this is not a database at all")
+    (d / "0-empty.duckdb").write_bytes(b"")
+    assert store_problem(d / "0-broken.duckdb") == "not a DuckDB database file"
+    assert unreadable_stores(d) == [("0-broken.duckdb", "not a DuckDB database file"), ("0-empty.duckdb", "empty file")]
+    assert [p.name for p in readable_stores(d)] == ["a-run.duckdb", "b-run.duckdb", DEMO_NAME]
+    assert landing_store(d, "0-broken.duckdb") == d / DEMO_NAME
+    for name, why in unreadable_stores(d):
+        assert str(tmp_path) not in why
