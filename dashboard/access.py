@@ -13,9 +13,9 @@ Pure functions, no Streamlit: the frame (``dashboard.frame``) applies them.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 SHARE_ENV = "SAGO_SHARE_DIR"
 LIVE_ENV = "SAGO_LIVE"

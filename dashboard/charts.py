@@ -6,14 +6,13 @@ at the paper's scale). No numbers are computed here.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import altair as alt
 import pandas as pd
 import plotly.graph_objects as go
 
 from sago_engine.types import AXES, axes_shown, axis_label
-
 
 #: Name of the Prompts heatmap's click selection (fields model, label: the clicked cell's variant).
 HEATMAP_SELECTION = "cell"

@@ -4,15 +4,14 @@ Calls ``sago_engine`` through the cached readers of ``dashboard.data``; no SQL a
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
+from dashboard import data
 from sago_engine import assumptions
 from sago_engine import method_choices as mc
 from sago_engine.filters import Filters
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.store_catalog import DEMO_STORE
-
-from dashboard import data
 
 #: The bundled store holding a reply-length-cap pair (two runs differing only in max_new_tokens).
 CAP_STORE = DEMO_STORE.parent / mc.CAP_STORE_NAME

@@ -8,8 +8,9 @@ path + mtime, the filters and the keywords. No SQL and no statistics here.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -166,7 +167,6 @@ def _resolve(key: str) -> Callable:
 def model_colors() -> dict[str, str]:
     """One colour per model on every page: assigned over ALL models of the store (not the filtered ones)."""
     from sago_engine.palette import model_colors as _mc
-
     from sago_engine.store import Store
 
     return _mc(query(Store.filter_options)["models"])

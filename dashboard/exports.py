@@ -15,8 +15,9 @@ import functools
 import hashlib
 import io
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -216,9 +217,9 @@ def _file_name(name: str) -> str:
 
 def _download_row(key: str, items: list[tuple[str, Callable[[], bytes] | bytes, str, str]]) -> None:
     cols = st.columns(len(items) + 1)
-    for col, (label, data, fname, mime) in zip(cols, items):
+    for col, (label, payload, fname, mime) in zip(cols, items):
         with col:
-            st.download_button(label, data=data, file_name=fname, mime=mime, key=f"{key}_dl_{label.lower()}",
+            st.download_button(label, data=payload, file_name=fname, mime=mime, key=f"{key}_dl_{label.lower()}",
                                on_click="ignore", icon=":material/download:")
 
 

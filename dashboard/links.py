@@ -8,7 +8,7 @@ presentation mode) travel with every link, so the target shows the same store an
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 from urllib.parse import urlencode
 
 import streamlit as st

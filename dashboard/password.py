@@ -19,8 +19,8 @@ import logging
 import os
 import sys
 import tomllib
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
 
 from dashboard.access import PASSWORD_SECRET
 

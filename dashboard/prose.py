@@ -3,7 +3,7 @@ text, each store string made inert by ``safe.md``."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import streamlit as st
 

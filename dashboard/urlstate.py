@@ -15,7 +15,8 @@ value outside is dropped (one element at a time for lists).
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import streamlit as st
 

@@ -7,7 +7,8 @@ import duckdb
 import streamlit as st
 
 from dashboard import charts, choices, controls, data, exports, frame, safe, urlstate
-from sago_engine import judge_audit, method_choices as mc
+from sago_engine import judge_audit
+from sago_engine import method_choices as mc
 from sago_engine.scoring import EPSILONS, MAIN_EPSILON
 from sago_engine.store import Store
 from sago_engine.store.labels import no_labels, read_labels, write_label

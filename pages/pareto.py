@@ -5,8 +5,8 @@ import streamlit as st
 
 from dashboard import charts, choices, controls, data, exports, frame, prose, safe, urlstate
 from sago_engine import assumptions, paper, report
-from sago_engine.store import Store
 from sago_engine.scoring import MAIN_EPSILON
+from sago_engine.store import Store
 from sago_engine.types import AXES, AXIS_LABELS
 
 frame.require_frame()

@@ -5,10 +5,10 @@ import streamlit as st
 
 from dashboard import charts, choices, controls, data, exports, frame, links, prose, urlstate
 from sago_engine import assumptions, pairwise, paper, report
-from sago_engine.store import Store
-from sago_engine.report import radar_axis_scales, wide_ci_cells, wide_cells
 from sago_engine.noise import floor_table, reply_health_table
+from sago_engine.report import radar_axis_scales, wide_cells, wide_ci_cells
 from sago_engine.scoring import MAIN_EPSILON
+from sago_engine.store import Store
 from sago_engine.tables import sgs_numbers
 from sago_engine.types import AXES, AXIS_LABELS
 

@@ -3,8 +3,8 @@
 import streamlit as st
 
 from dashboard import charts, controls, data, diffview, exports, frame, safe, urlstate
-from sago_engine.store import Store
 from sago_engine.detail import BASE_LABEL, heatmap_frame, labelled_variants, responses_side_by_side, variant_rows
+from sago_engine.store import Store
 
 frame.require_frame()
 

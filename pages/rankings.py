@@ -5,9 +5,9 @@ import streamlit as st
 
 from dashboard import charts, choices, controls, data, exports, frame, links, prose, safe, urlstate
 from sago_engine import assumptions, pairwise, report
-from sago_engine.store import Store
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.stats import REVERSAL_THRESHOLD
+from sago_engine.store import Store
 from sago_engine.types import AXES, AXIS_LABELS
 
 frame.require_frame()

@@ -6,12 +6,12 @@ import streamlit as st
 
 from dashboard import charts, choices, controls, data, exports, frame, prose, urlstate
 from sago_engine import assumptions, paper, report
-from sago_engine.store import Store
-from sago_engine.report import normalizer_comparison, wide_cells
-from sago_engine.noise import floor_table
-from sago_engine.scoring import EPSILONS, MAIN_EPSILON
-from sago_engine.tables import sgs_numbers, threshold_counts
 from sago_engine.axis_spec import AXIS_SPECS
+from sago_engine.noise import floor_table
+from sago_engine.report import normalizer_comparison, wide_cells
+from sago_engine.scoring import EPSILONS, MAIN_EPSILON
+from sago_engine.store import Store
+from sago_engine.tables import sgs_numbers, threshold_counts
 from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_NORMALIZERS
 
 frame.require_frame()

@@ -5,10 +5,18 @@ import plotly.express as px
 import streamlit as st
 
 from dashboard import controls, data, exports, frame, urlstate
-from sago_engine.store import Store
-from sago_engine.ablations import (TONE_TEST, dose_response, length_factor, recorded_threshold, semantic_audit,
-                                   semantic_histogram, tone_asymmetry, tone_bars)
+from sago_engine.ablations import (
+    TONE_TEST,
+    dose_response,
+    length_factor,
+    recorded_threshold,
+    semantic_audit,
+    semantic_histogram,
+    tone_asymmetry,
+    tone_bars,
+)
 from sago_engine.noop import noop_table
+from sago_engine.store import Store
 from sago_engine.types import AXES, AXIS_LABELS
 
 frame.require_frame()

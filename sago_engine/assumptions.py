@@ -19,7 +19,7 @@ Pure functions over ``method_choices.Choice`` scores; no store access, no Stream
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import pandas as pd
 

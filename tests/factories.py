@@ -10,7 +10,6 @@ import pandas as pd
 from sago_engine.store import open_store
 from sago_engine.types import AXES, DEFAULT_NORMALIZERS
 
-
 #: A small real run on the tiny random model ({store}, {data} filled by the caller; knobs as keywords).
 TINY_TOML = """
 [run]

@@ -78,5 +78,5 @@ def test_landing_store_is_named_demo_or_only_never_first_by_name(tmp_path):
     assert unreadable_stores(d) == [("0-broken.duckdb", "not a DuckDB database file"), ("0-empty.duckdb", "empty file")]
     assert [p.name for p in readable_stores(d)] == ["a-run.duckdb", "b-run.duckdb", DEMO_NAME]
     assert landing_store(d, "0-broken.duckdb") == d / DEMO_NAME
-    for name, why in unreadable_stores(d):
+    for _name, why in unreadable_stores(d):
         assert str(tmp_path) not in why
