@@ -173,9 +173,11 @@ def _base(res: "live.ProbeResult") -> None:
 def _show(res: "live.ProbeResult") -> None:
     _base(res)
     ss["live_draws"] = ss.get("live_draws", 0) + 1  # a fresh key per redraw of the slot
-    table_slot.dataframe(live.result_table(res), key=f"live_results_{ss['live_draws']}", hide_index=True,
-                         width="stretch",
-                         column_config={AXIS_LABELS[a]: st.column_config.NumberColumn(format="%+.3f") for a in AXES})
+    table = live.result_table(res)
+    deltas = [AXIS_LABELS[a] for a in AXES]
+    # a variant still running has no values yet: its cells read "…", never "None"
+    shown = table.style.format(na_rep="…").format({c: "{:+.3f}" for c in deltas}, na_rep="…")
+    table_slot.dataframe(shown, key=f"live_results_{ss['live_draws']}", hide_index=True, width="stretch")
 
 
 res = None
