@@ -71,7 +71,8 @@ def import_authors_main(argv: list[str]) -> int:
 
 
 def rescore_main(argv: list[str]) -> int:
-    """``python -m precompute rescore STORE [--run RUN_ID] [--all]``: a stored run's text axes under the current rules."""
+    """``python -m precompute rescore STORE [--run RUN_ID] [--all] [--requests]``: a stored run's text axes under the
+    current rules; with ``--requests``, the rendered requests of local replies that have none."""
     ap = argparse.ArgumentParser(
         prog="python -m precompute rescore",
         description="Recompute the text axes (Δ-BLEU, Δ-BERT, Δ-MR and their options, e.g. bert@rescaled) of stored "
@@ -84,12 +85,19 @@ def rescore_main(argv: list[str]) -> int:
     ap.add_argument("--run", dest="run_id", help="one run id (default: every run)")
     ap.add_argument("--all", dest="all_rows", action="store_true",
                     help="replace every text-axis row whose recomputed value (beyond float noise) or label differs, not only changed availability")
+    ap.add_argument("--requests", action="store_true",
+                    help="also render the request (the prompt as the model read it) of local replies that have none, "
+                         "from the model's tokenizer and the chat template the run recorded")
     args = ap.parse_args(argv)
     from sago_engine.rescore import rescore_store
     from sago_engine.store import StoreError
 
     try:
         results = rescore_store(args.store, run_id=args.run_id, all_rows=args.all_rows)
+        if args.requests:
+            from sago_engine.rendered import fill_requests
+
+            results += fill_requests(args.store, run_id=args.run_id)
     except (FileNotFoundError, StoreError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

@@ -395,4 +395,5 @@ def _response_row(run_id: str, prompt_id: str, variant_id: str | None, r: Genera
         "finish_reason": r.finish_reason,
         "latency_s": float(r.latency_s),
         "error": r.error,
+        "request": (r.meta or {}).get("request"),
     }

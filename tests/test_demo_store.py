@@ -58,3 +58,23 @@ def test_no_reply_with_characters_is_unavailable_as_no_visible_reply(store=DEMO_
     assert len(blank) == 43
     rows = d.set_index(["run_id", "variant_id"]).loc[blank.index]
     assert len(rows) == 4 * 43 and rows["available"].all() and (rows["family"] == "surface_noise").all()
+
+
+def test_every_demo_reply_stores_the_request_the_model_read():
+    """The rendered model input of every reply: the chat template applied for the two instruct models,
+    the text itself for the base model (gemma-3-270m, no template)."""
+    import duckdb
+
+    con = duckdb.connect(str(DEMO_STORE), read_only=True)
+    try:
+        rows = con.execute("""SELECT r.model, x.request, coalesce(v.text, p.text) AS text FROM responses x
+                              JOIN runs r USING (run_id) JOIN prompts p USING (prompt_id)
+                              LEFT JOIN variants v USING (variant_id)""").df()
+    finally:
+        con.close()
+    assert rows["request"].notna().all()
+    chat = rows[rows["model"] != "gemma-3-270m"]
+    assert chat["request"].str.startswith("<|im_start|>").all()
+    assert all(t in q and q.rstrip().endswith("assistant") for t, q in zip(chat["text"], chat["request"]))
+    base = rows[rows["model"] == "gemma-3-270m"]
+    assert (base["request"] == base["text"]).all()

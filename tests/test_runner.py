@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pandas as pd
 import pytest
@@ -84,6 +85,32 @@ def test_end_to_end_then_idempotent_rerun(tmp_path):
     assert f2.built == 0 and f2.generated == 0 and s2["pending"] == 0
     with open_store(cfg.store) as st:
         assert st.counts() == counts
+    _requests_are_the_rendered_prompts(cfg.store)
+
+
+def _requests_are_the_rendered_prompts(store) -> None:
+    """Every reply stores its request: the chat template applied to the text it answered, as the
+    tokenizer renders it (computed here with ``apply_chat_template``); a store whose requests were
+    lost gets the same text back from ``rendered.fill_requests``."""
+    from sago_engine.models import load_tokenizer
+    from sago_engine.rendered import fill_requests
+
+    tok = load_tokenizer("smollm2-135m-instruct")  # the tiny random model's tokenizer
+    sql = ("SELECT x.response_id, coalesce(v.text, p.text) AS text, x.request FROM responses x JOIN prompts p "
+           "USING (prompt_id) LEFT JOIN variants v USING (variant_id) ORDER BY x.response_id")
+    with open_store(store) as st:
+        got = st.con.execute(sql).df()
+    want = [tok.apply_chat_template([{"role": "user", "content": t}], tokenize=False, add_generation_prompt=True)
+            for t in got["text"]]
+    assert list(got["request"]) == want and all("<|im_start|>assistant" in w for w in want)
+    con = duckdb.connect(str(store))
+    con.execute("UPDATE responses SET request = NULL")
+    con.close()
+    [res] = fill_requests(store)
+    assert res.rendered == len(got) and res.skipped is None
+    with open_store(store) as st:
+        assert list(st.con.execute(sql).df()["request"]) == want
+    assert fill_requests(store)[0].rendered == 0  # nothing left to render
 
 
 def test_partial_store_resumes_only_missing_units(tmp_path):

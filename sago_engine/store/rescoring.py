@@ -115,3 +115,50 @@ class Rescoring:
             self.con.execute("ROLLBACK")
             raise
         self.con.execute("COMMIT")
+
+    def replies_without_request(self, run_id: str) -> pd.DataFrame:
+        """The run's replies whose rendered request is not stored, with the text each answered.
+
+        Columns: response_id, prompt_id, variant_id (NULL for the base reply), text (the base
+        prompt's text, or the variant's); ordered by prompt, base first. Empty on a store whose
+        ``responses`` has no ``request`` column.
+        """
+        if "request" not in self.columns.get("responses", ()):
+            return pd.DataFrame(columns=["response_id", "prompt_id", "variant_id", "text"])
+        return self.con.execute("""
+            SELECT x.response_id, x.prompt_id, x.variant_id, coalesce(v.text, p.text) AS text
+            FROM responses x JOIN prompts p USING (prompt_id) LEFT JOIN variants v USING (variant_id)
+            WHERE x.run_id = ? AND x.request IS NULL
+            ORDER BY x.prompt_id, x.variant_id NULLS FIRST""", [run_id]).df()
+
+    def set_requests(self, rows: pd.DataFrame, note: dict[str, Any]) -> None:
+        """Store rendered requests of replies that have none, and record it under ``rescore:<run_id>``.
+
+        Args:
+            rows: frame with response_id, run_id, request; a reply that already holds a request
+                keeps it (the update touches NULL requests only).
+            note: JSON-able record appended, with ``at`` (UTC time), to each run's rescore record.
+        Raises:
+            StoreError: the store is read-only.
+        """
+        if self.read_only:
+            raise StoreError("the store is open read-only; rendering requests needs a writable open")
+        if rows.empty:
+            return
+        at = dt.datetime.now(dt.UTC).replace(tzinfo=None).isoformat(timespec="seconds")
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self.con.register("_sago_req", rows[["response_id", "run_id", "request"]])
+            try:
+                self.con.execute("""UPDATE responses SET request = n.request FROM _sago_req n
+                                    WHERE responses.response_id = n.response_id AND responses.request IS NULL""")
+            finally:
+                self.con.unregister("_sago_req")
+            for run_id in sorted(rows["run_id"].unique()):
+                entries = self.rescore_records(run_id) + [{"at": at, **note}]
+                self.con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                                 [RESCORE_META_PREFIX + run_id, json.dumps(entries, sort_keys=True, default=str)])
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")

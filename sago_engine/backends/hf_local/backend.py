@@ -273,12 +273,17 @@ class HFLocalBackend:
             tokens plus the cap exceed ``context_length`` is an error row
             (``context.over_context_result``). If a batch fails it is retried one prompt at a
             time; a prompt that still fails becomes a result with ``error`` set and ``text=""``.
+            ``meta["request"]``: the prompt as the model read it (``format_prompt``: the chat
+            template rendered, or the text itself for a model without one).
         Raises:
             RuntimeError: the backend was closed; ValueError: ``max_new_tokens < 1``.
         """
         if self._closed:
             raise RuntimeError("backend is closed")
-        return generation.generate(self, prompts, max_new_tokens)
+        out = generation.generate(self, prompts, max_new_tokens)
+        for prompt, r in zip(prompts, out):  # the model input as rendered (stored as responses.request)
+            r.meta = {**(r.meta or {}), "request": self.format_prompt(prompt)}
+        return out
 
     def _generate_batch(self, seqs: list[list[int]], max_new_tokens: int,
                         spans: Sequence[tuple[int, int] | None] | None = None, *, one_prefill: bool = False,
