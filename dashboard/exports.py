@@ -231,7 +231,8 @@ def chart(fig, key: str, caption: str, data: pd.DataFrame | None = None, on_sele
     plotly.js inline; all three carry the ``source_line`` footer (store, filters, ``eps``).
     ``data`` (optional) adds a CSV of the plotted numbers. Every string of the
     figure goes through ``safe.inert_figure`` first (on the page and in every export).
-    In presentation mode: larger fonts (``charts.present_plotly``), no downloads.
+    In presentation mode: larger fonts (``charts.present_plotly``), no downloads. The modebar has no
+    camera (its PNG would lack the footer).
     ``on_select="rerun"`` makes clicked points a selection (``selection_mode="points"``); returns
     the chart's event (``st.plotly_chart``'s return value).
     """
@@ -239,7 +240,9 @@ def chart(fig, key: str, caption: str, data: pd.DataFrame | None = None, on_sele
     if controls.presentation_on():
         fig = charts.present_plotly(fig)
     sel = {} if on_select is None else {"on_select": on_select, "selection_mode": "points"}
-    event = st.plotly_chart(fig, key=key, width="stretch", config={"displaylogo": False}, **sel)
+    # no modebar camera: every image export goes through the buttons below, which add the footer
+    config = {"displaylogo": False, "modeBarButtonsToRemove": ["toImage"]}
+    event = st.plotly_chart(fig, key=key, width="stretch", config=config, **sel)
     st.caption(caption)
     if controls.presentation_on():
         return event

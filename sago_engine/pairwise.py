@@ -206,7 +206,8 @@ def pair_sentence(row, first: str | None = None) -> str:
 
     "A is more stable than B on Δ-BLEU (p = 0.003, Holm-adjusted; SGS 0.412 vs 0.455 on 96 shared
     prompts, difference −0.043 [95% CI −0.061, −0.026])." or "A and B are not distinguishable on …".
-    ``first``: the model named first when the pair is not distinguishable (default model_a).
+    ``first``: the model named first when the pair is not distinguishable (default model_a). A pair
+    the test does not call whose bootstrap CI excludes 0 says so, and why the two can disagree.
     Names appear as given (render the sentence as text).
     """
     a, b = str(row["model_a"]), str(row["model_b"])
@@ -228,6 +229,11 @@ def pair_sentence(row, first: str | None = None) -> str:
     if row["verdict"] == VERDICT_MIXED:
         return (f"{a} and {b} are not distinguishable{where}: the signed-rank test ({ptxt}) and the mean "
                 f"difference point opposite ways ({numbers}).")
+    if np.isfinite(lo) and (lo > 0 or hi < 0):  # the CI of the mean excludes 0, the rank test does not call it
+        return (f"{a} and {b} are not distinguishable{where} by the signed-rank test ({ptxt}), though the "
+                f"bootstrap CI of the mean difference excludes 0 ({numbers}): the test asks whether one model is "
+                "more stable across the shared prompts, the CI is of the mean, which a few large differences move "
+                "(and it is not adjusted for multiple comparisons).")
     return f"{a} and {b} are not distinguishable{where} ({ptxt}; {numbers})."
 
 

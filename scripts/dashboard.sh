@@ -58,5 +58,5 @@ elif [ -n "$store" ]; then
   echo "--store only matters with --share DIR (local mode: SAGO_STORE=/path/run.duckdb or the sidebar)" >&2
 fi
 exec .venv/bin/python -m streamlit run app.py --server.headless true --server.address "$address" \
-  --browser.gatherUsageStats false --client.toolbarMode minimal --client.showSidebarNavigation false \
+  --browser.gatherUsageStats false --client.toolbarMode viewer --client.showSidebarNavigation false \
   ${opts[@]+"${opts[@]}"} ${extra[@]+"${extra[@]}"}

@@ -144,3 +144,17 @@ def test_sentences_name_the_more_stable_model_or_say_not_distinguishable():
     flat = sc.assign(s=0.4)
     s = pairwise.leader_sentences(flat, n_resamples=100)["sentence"].iloc[0]
     assert "not distinguishable" in s and "p = 1" in s
+
+
+def test_a_pair_the_test_does_not_call_but_whose_ci_excludes_zero_says_why():
+    """The signed-rank verdict and the bootstrap CI of the mean can disagree: the sentence says both."""
+    from sago_engine.pairwise import VERDICT_NONE, pair_sentence
+
+    row = {"model_a": "a", "model_b": "b", "axis_label": "Δ-BERT", "dataset": None, "verdict": VERDICT_NONE,
+           "sgs_a": 0.38, "sgs_b": 0.43, "diff": -0.052, "ci_low": -0.097, "ci_high": -0.009, "p_adj": 0.29,
+           "correction": "holm", "n_prompts": 96, "better": None}
+    s = pair_sentence(row)
+    assert s.startswith("a and b are not distinguishable on Δ-BERT by the signed-rank test (p = 0.29")
+    assert "bootstrap CI of the mean difference excludes 0" in s and "[95% CI −0.0970, −0.00900]" in s
+    row.update(ci_low=-0.09, ci_high=0.01)
+    assert "excludes 0" not in pair_sentence(row)
