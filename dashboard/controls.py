@@ -134,3 +134,11 @@ def current_correction() -> str:
 
     v = st.session_state.get("sago_correction", "none")
     return v if v in CORRECTIONS else "none"
+
+
+def scope_title(scope: str, f: Filters) -> str:
+    """A scope as a chart's title names it: "Total (all datasets)" becomes "Total (a, b)" when the
+    sidebar filter keeps only some datasets, so a slide never claims more data than it shows."""
+    if scope.startswith("Total") and f.datasets:
+        return f"Total ({', '.join(f.datasets)})"
+    return scope

@@ -109,7 +109,7 @@ if zoom and len(pts):
     xrange, yrange = report.zoom_range(pts, "x"), report.zoom_range(pts, "y")
 fig.update_layout(xaxis_title=xl, yaxis_title=yl, height=controls.chart_height(560), legend_title_text="model",
                   xaxis={"range": xrange}, yaxis={"range": yrange},
-                  title={"text": f"{yl} vs {xl} — {which}"}, margin={"t": 60})
+                  title={"text": f"{yl} vs {xl} — {controls.scope_title(which, f)}"}, margin={"t": 60})
 exports.chart(fig, "pareto_scatter",
              "Each dot is a model; down and left = more stable on both axes. The star is the Ideal (0, 0); the "
              "line joins models no other model beats on both axes (the Pareto frontier)."

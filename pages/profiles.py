@@ -111,7 +111,7 @@ radial["angle"] = 30  # the radial scale between the first two spokes, not on to
 fig.update_layout(polar=charts.polar_layout(radial),
                   legend_title_text="model", margin={"l": 40, "r": 40, "t": 40, "b": 40},
                   height=controls.chart_height(520),
-                  title={"text": f"SGS per axis — {which}"
+                  title={"text": f"SGS per axis — {controls.scope_title(which, f)}"
                          + (" — PER-AXIS SCALE: % of each spoke's max" if per_axis else "")})
 exports.chart(fig, "profiles_radar",
              "Each line is one model; closer to the centre = more stable on that axis. Shaded band / whisker = 95% "

@@ -451,3 +451,13 @@ def test_variants_audit_table_says_why_a_cell_is_empty(synth):
     [audit] = [df.value for df in at.dataframe if "n_below" in df.value.columns]
     assert not audit.isna().any().any()
     assert set(audit["n_below"]) == {"no single threshold"}  # the synthetic store records no filter threshold
+
+
+@pytest.mark.parametrize("page, key", [("profiles", "profiles_radar"), ("pareto", "pareto_scatter")])
+def test_a_chart_title_names_the_datasets_the_filter_keeps(synth, page, key):
+    """Scope "Total" with the sidebar keeping one dataset: the title names that dataset, not all of them."""
+    def title(at):
+        return _fig(at, key)["layout"]["title"]["text"]
+
+    assert title(_app(synth, page)).endswith("Total (all datasets)")
+    assert title(_app_url(synth, page, {"datasets": "nq_open"})).endswith("Total (nq_open)")
