@@ -28,17 +28,18 @@ datasets = sorted(scores["dataset"].unique())
 urlstate.restore("axis", "pairwise_axis", choices=AXES, default="bleu")
 urlstate.restore("scope", "pairwise_scope", choices=[TOTAL, *datasets], default=TOTAL)
 urlstate.restore("B", "pairwise_boot", "int", choices=RESAMPLES, default=1000)
-c1, c2, c3, c4 = st.columns([1, 1.4, 1.6, 1])
-with c1:
-    axis = st.selectbox("Axis", AXES, key="pairwise_axis", format_func=AXIS_LABELS.get)
-with c2:
-    scope = st.selectbox("Scope", [TOTAL, *datasets], key="pairwise_scope",
-                         help="Total: every prompt of every dataset weighs the same. A dataset: its prompts only; "
-                              "the correction's family is then every pair × axis × dataset.")
-with c3:
-    correction = controls.correction_control("pairwise")
-with c4:
-    n_boot = st.selectbox("Bootstrap resamples B", RESAMPLES, key="pairwise_boot")
+with controls.page_controls():
+    c1, c2, c3, c4 = st.columns([1, 1.4, 1.6, 1])
+    with c1:
+        axis = st.selectbox("Axis", AXES, key="pairwise_axis", format_func=AXIS_LABELS.get)
+    with c2:
+        scope = st.selectbox("Scope", [TOTAL, *datasets], key="pairwise_scope",
+                             help="Total: every prompt of every dataset weighs the same. A dataset: its prompts only; "
+                                  "the correction's family is then every pair × axis × dataset.")
+    with c3:
+        correction = controls.correction_control("pairwise")
+    with c4:
+        n_boot = st.selectbox("Bootstrap resamples B", RESAMPLES, key="pairwise_boot")
 urlstate.publish()
 
 per_dataset = scope != TOTAL
@@ -47,7 +48,7 @@ table = data.scored(pairwise.paired_table, f, per_dataset=per_dataset, correctio
                     n_resamples=int(n_boot), seed=0)
 cells = data.scored_frame(pairwise.matrix_cells, table, axis=axis, dataset=dataset)
 label = AXIS_LABELS[axis]
-fig = charts.pairwise_matrix(cells, models, title=f"{label}: SGS of the row model − SGS of the column model — {scope}")
+fig = charts.pairwise_matrix(cells, models, title=f"{label}: SGS of the row model − SGS of the column model — {controls.scope_title(scope, f)}")
 if controls.presentation_on():
     fig.update_layout(height=controls.chart_height(640))
 exports.chart(fig, "pairwise_matrix",

@@ -37,26 +37,27 @@ urlstate.restore("rows", "worst_rows", "int", choices=ROWS, default=25)
 urlstate.restore("q", "worst_search", "str", default="")
 st.session_state["worst_search"] = str(st.session_state.get("worst_search") or "")[:MAX_SEARCH]
 
-c1, c2, c3 = st.columns([1.4, 1, 1.6])
-with c1:
-    by = st.segmented_control("Rank", worst.BY, key="worst_by", format_func=RANK_LABELS.get) or "prompt"
-with c2:
-    axis = st.selectbox("Axis", AXES, key="worst_axis", format_func=AXIS_LABELS.get)
-with c3:
-    model = st.selectbox("Model", [ALL, *models], key="worst_model")
-c4, c5, c6, c7 = st.columns([2, 1.8, 1.4, 0.6])
-with c4:
-    search = st.text_input("Search prompts, variants and replies", key="worst_search", max_chars=MAX_SEARCH,
-                           placeholder="words from a prompt or a reply (case-insensitive)")
-with c5:
-    replies = st.segmented_control("Replies", worst.REPLIES, key="worst_replies", format_func=REPLY_LABELS.get,
-                                   help="Different: the variant's reply text is not identical to the base reply "
-                                        "(for a prompt: at least one of its variants' replies). Unchanged: identical.")
-with c6:
-    order = st.selectbox("Order of variants", ORDERS, key="worst_order", format_func=ORDER_LABELS.get,
-                         disabled=by != "variant")
-with c7:
-    n_rows = st.selectbox("Rows", ROWS, key="worst_rows")
+with controls.page_controls():
+    c1, c2, c3 = st.columns([1.4, 1, 1.6])
+    with c1:
+        by = st.segmented_control("Rank", worst.BY, key="worst_by", format_func=RANK_LABELS.get) or "prompt"
+    with c2:
+        axis = st.selectbox("Axis", AXES, key="worst_axis", format_func=AXIS_LABELS.get)
+    with c3:
+        model = st.selectbox("Model", [ALL, *models], key="worst_model")
+    c4, c5, c6, c7 = st.columns([2, 1.8, 1.4, 0.6])
+    with c4:
+        search = st.text_input("Search prompts, variants and replies", key="worst_search", max_chars=MAX_SEARCH,
+                               placeholder="words from a prompt or a reply (case-insensitive)")
+    with c5:
+        replies = st.segmented_control("Replies", worst.REPLIES, key="worst_replies", format_func=REPLY_LABELS.get,
+                                       help="Different: the variant's reply text is not identical to the base reply "
+                                            "(for a prompt: at least one of its variants' replies). Unchanged: identical.")
+    with c6:
+        order = st.selectbox("Order of variants", ORDERS, key="worst_order", format_func=ORDER_LABELS.get,
+                             disabled=by != "variant")
+    with c7:
+        n_rows = st.selectbox("Rows", ROWS, key="worst_rows")
 urlstate.publish()
 
 rows = data.with_store(worst.worst_cases, f, axis=axis, by=by, model=None if model == ALL else model,
