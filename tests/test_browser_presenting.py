@@ -64,7 +64,8 @@ def test_profiles_names_the_choice_that_reorders_and_links_to_method_choices(ser
         note.scroll_into_view_if_needed()
         page.screenshot(path=str(screenshot_dir() / "assumptions_profiles.png"))
         note.get_by_text("Every option side by side: Method choices").click()
-        page.get_by_text("Δ-Cos: token position and layers").first.wait_for(timeout=120_000)
+        page.wait_for_url("**/method_choices**", timeout=120_000)  # the note itself names the choice too
+        page.get_by_text("Method choices: how much do open choices move the results?").first.wait_for(timeout=120_000)
         assert "/method_choices" in page.url
 
         # a store where no option changes a conclusion: no note
