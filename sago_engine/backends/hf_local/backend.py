@@ -282,7 +282,8 @@ class HFLocalBackend:
             raise RuntimeError("backend is closed")
         out = generation.generate(self, prompts, max_new_tokens)
         for prompt, r in zip(prompts, out):  # the model input as rendered (stored as responses.request)
-            r.meta = {**(r.meta or {}), "request": self.format_prompt(prompt)}
+            if r.error is None:  # an error row (a prompt that cannot be rendered, over context) has none
+                r.meta = {**(r.meta or {}), "request": self.format_prompt(prompt)}
         return out
 
     def _generate_batch(self, seqs: list[list[int]], max_new_tokens: int,
