@@ -69,6 +69,13 @@ class Rescoring:
         rows = self.con.execute("SELECT value FROM meta WHERE key = ?", [RESCORE_META_PREFIX + run_id]).fetchall()
         return list(json.loads(rows[0][0])) if rows and rows[0][0] else []
 
+    def _note_rescore(self, run_ids, at: str, note: dict[str, Any]) -> None:
+        """Append ``{"at": at, **note}`` to each run's ``rescore:<run_id>`` record (inside the caller's transaction)."""
+        for run_id in sorted(run_ids):
+            entries = self.rescore_records(run_id) + [{"at": at, **note}]
+            self.con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                             [RESCORE_META_PREFIX + run_id, json.dumps(entries, sort_keys=True, default=str)])
+
     def replace_deltas(self, rows: pd.DataFrame, note: dict[str, Any]) -> None:
         """Overwrite stored ``deltas`` rows in place and record why, in one transaction.
 
@@ -107,10 +114,7 @@ class Rescoring:
             finally:
                 self.con.unregister("_sago_new")
             suffstats.refresh(self.con, df)
-            for run_id in sorted(df["run_id"].unique()):
-                entries = self.rescore_records(run_id) + [{"at": at, **note}]
-                self.con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                                 [RESCORE_META_PREFIX + run_id, json.dumps(entries, sort_keys=True, default=str)])
+            self._note_rescore(df["run_id"].unique(), at, note)
         except BaseException:
             self.con.execute("ROLLBACK")
             raise
@@ -154,10 +158,7 @@ class Rescoring:
                                     WHERE responses.response_id = n.response_id AND responses.request IS NULL""")
             finally:
                 self.con.unregister("_sago_req")
-            for run_id in sorted(rows["run_id"].unique()):
-                entries = self.rescore_records(run_id) + [{"at": at, **note}]
-                self.con.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                                 [RESCORE_META_PREFIX + run_id, json.dumps(entries, sort_keys=True, default=str)])
+            self._note_rescore(rows["run_id"].unique(), at, note)
         except BaseException:
             self.con.execute("ROLLBACK")
             raise
