@@ -183,7 +183,7 @@ def plotly_with_footer(fig, text: str):
     return out
 
 
-#: Properties Vega-Lite allows only on the outermost chart: moved from a chart to the footer's vconcat.
+#: Properties Vega-Lite allows only on the outermost chart: a footed chart carries them on the footer's vconcat.
 _TOP_LEVEL = ("padding", "autosize", "background", "config", "usermeta")
 
 

@@ -3,7 +3,6 @@ the mirroring judge against the heuristic and against the user's own labels."""
 
 from pathlib import Path
 
-import duckdb
 import streamlit as st
 
 from dashboard import charts, choices, controls, data, exports, frame, safe, urlstate
@@ -92,7 +91,7 @@ acc = frame.access()
 label_file = acc.label_store(store_file)
 try:
     labels = read_labels(label_file, store_file)
-except (ValueError, duckdb.Error) as e:  # a sidecar is untrusted input: refused, never run
+except ValueError as e:  # a sidecar is untrusted input: refused, never run
     st.warning(f"The label file {safe.md(label_file.name)} cannot be read ({safe.md(data.path_free(str(e), label_file))}); no labels are shown "
                "and none can be saved until it is moved away.")
     labels, label_broken = no_labels(), True

@@ -82,8 +82,7 @@ def read_labels(sidecar: str | Path, store: str | Path) -> pd.DataFrame:
     labelled_at. Empty (same columns) when the file or table does not exist.
 
     Raises:
-        ValueError: the file holds a view, macro or type (``_open``).
-        duckdb.Error: the file is not a DuckDB database (broken, truncated, another format).
+        ValueError: the file holds a view, macro or type, or is not a DuckDB database (``_open``).
     """
     p = Path(sidecar)
     if not p.exists():
@@ -100,8 +99,12 @@ def read_labels(sidecar: str | Path, store: str | Path) -> pd.DataFrame:
 
 def _open(sidecar: str | Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     """A connection to the sidecar without file-system access (``trust.READ_CONFIG``; the sidecar
-    needs none, even to write); ValueError when the file holds a view, macro or type."""
-    con = duckdb.connect(str(sidecar), read_only=read_only, config=dict(trust.READ_CONFIG))
+    needs none, even to write); ValueError when the file holds a view, macro or type, or is not a
+    DuckDB database at all."""
+    try:
+        con = duckdb.connect(str(sidecar), read_only=read_only, config=dict(trust.READ_CONFIG))
+    except duckdb.Error as e:  # broken, truncated or another format: untrusted input, refused
+        raise ValueError(f"{Path(sidecar).name} is not a sago label file ({e})") from None
     problem = trust.catalog_problem(trust.catalog_objects(con))
     if problem:
         con.close()
