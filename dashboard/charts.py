@@ -225,6 +225,9 @@ def live_radar(profile: pd.DataFrame, store: pd.DataFrame | None = None, model: 
         g = store.set_index("axis")["sgs"]
         fig.add_trace(radar_trace([g.get(a) for a in AXES], spokes, f"{model}: SGS_X (store)", mode="lines+markers",
                                   line={"color": "#0072B2", "dash": "dash"}))
-    fig.update_layout(polar={"radialaxis": {"range": [0, 1], "title": {"text": "s_X"}}}, height=height,
-                      legend={"orientation": "h"}, margin={"t": 30})
+    # no radial title (it is drawn across the tick labels); the title names the scale, the scale sits
+    # between the first two spokes, and the polar area is transparent for the dark theme
+    fig.update_layout(polar=polar_layout({"range": [0, 1], "angle": 30}), height=height,
+                      title={"text": "s_X per axis (0 = stable, 1 = maximal change)"},
+                      legend={"orientation": "h"}, margin={"t": 60})
     return fig

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard import password
+from dashboard import password, safe
 from dashboard.access import Access, access_from_env, confined_store, landing_store, readable_stores
 from sago_engine.store_catalog import DEMO_STORE, find_stores
 
@@ -55,8 +55,16 @@ def nav_pages(acc: Access) -> list:
     """``st.Page`` objects of the views this mode offers. No icon on the page itself: Streamlit
     makes a page's ``:material/…:`` icon the browser tab's icon, fetched from fonts.gstatic.com;
     the icons go on the sidebar links (``navigation``), drawn from the bundled font."""
-    return [st.Page(str(ROOT / path), title=title, url_path=url, default=(path == VIEWS[0][0]))
-            for path, title, _icon, url in offered_views(acc)]
+    pages = [st.Page(str(ROOT / path), title=title, url_path=url, default=(path == VIEWS[0][0]))
+             for path, title, _icon, url in offered_views(acc)]
+    if not acc.live:  # a link to /live says why there is no Live page here (last: no sidebar link)
+        pages.append(st.Page(_live_not_offered, title="Live", url_path="live"))
+    return pages
+
+
+def _live_not_offered() -> None:
+    st.info("The Live page is not offered on this shared dashboard: it runs a model on the host's machine, "
+            "so the host starts it with `--share DIR --live` to offer it. Every other view is in the sidebar.")
 
 
 def require_frame() -> None:
@@ -163,6 +171,18 @@ def store_tokens(options: list[str]) -> dict[str, str]:
                 token = f"{p.name} ({len(out) + 1})"
         out.setdefault(token, opt)
     return out
+
+
+def typed_store(typed: str) -> str | None:
+    """The path typed in the sidebar's "path to another store" box (local mode), or None when the box is
+    empty or names no file — then the sidebar says so and the picked store stays open."""
+    path = typed.strip()
+    if not path:
+        return None
+    if not Path(path).expanduser().is_file():
+        st.sidebar.error(f"No file at {safe.md(path)}: the picked store stays open. Correct or clear the path.")
+        return None
+    return str(Path(path).expanduser())
 
 
 def checked_store(choice: str | None) -> str | None:

@@ -3,7 +3,7 @@
 import altair as alt
 import streamlit as st
 
-from dashboard import controls, data, exports, frame, urlstate
+from dashboard import charts, controls, data, exports, frame, urlstate
 from sago_engine import report
 from sago_engine.palette import AXIS_COLORS
 from sago_engine.stats import SAMPLE_SIZES
@@ -41,7 +41,8 @@ base = alt.Chart(plotted).encode(
 ch = (base.mark_line().encode(y=alt.Y("median_std:Q", title="std of the group mean (median over groups)"))
       + base.mark_point(filled=True).encode(
     y="median_std:Q", size=alt.Size("n_groups:Q", title="groups in the median", scale=alt.Scale(range=[15, 220]),
-                                    legend=alt.Legend(orient="bottom", direction="horizontal")),
+                                    legend=alt.Legend(orient="bottom", direction="horizontal",  # grey dots: seen on light and dark
+                                                      symbolFillColor=charts.NEUTRAL, symbolStrokeColor=charts.NEUTRAL)),
     tooltip=[alt.Tooltip("axis_label:N", title="axis"), alt.Tooltip("n:Q", title="N"),
              alt.Tooltip("median_std:Q", format=".4f"), alt.Tooltip("median_expected:Q", format=".4f"),
              alt.Tooltip("n_groups:Q", title="groups with more than N prompts"),

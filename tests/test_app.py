@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from dashboard import safe
 from dashboard.frame import VIEWS
 from tests.factories import make_store
 
@@ -53,10 +54,18 @@ def test_bad_store_gives_clear_error(tmp_path, content):
     assert any("Cannot open the store" in e.value for e in at.error)
 
 
-def test_missing_store_gives_clear_error(tmp_path):
-    at = _run(tmp_path / "nope.duckdb")
+def test_a_typed_path_to_no_file_is_named_and_the_picked_store_stays_open(tmp_path):
+    picked = make_store(tmp_path / "picked.duckdb", models=("model-p",))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.session_state["app_store_custom"] = str(tmp_path / "nope.duckdb")
+    at.run()
     assert not at.exception
-    assert any("Cannot open the store" in e.value for e in at.error)
+    assert [e.value for e in at.sidebar.error] == [
+        f"No file at {safe.md(str(tmp_path / 'nope.duckdb'))}: the picked store stays open. Correct or clear the path."]
+    assert not at.main.error and at.get("plotly_chart")  # the page still shows the picked store (the demo)
+    assert "gemma-3-270m" in set(at.dataframe[0].value["model"])
+    at.text_input(key="app_store_custom").set_value(str(picked)).run()
+    assert not at.error and set(at.dataframe[0].value["model"]) == {"model-p"}
 
 
 # ---------------------------------------------------------------- share mode

@@ -75,6 +75,8 @@ def test_profiles_names_the_choice_that_reorders_and_links_to_method_choices(ser
         box.press("Enter")
         _ready(page)
         page.get_by_text("SGS per axis — Total").first.wait_for(timeout=60_000)
+        # the other store's page replaces the first one's (a slow machine may still show the old note)
+        page.locator(".st-key-profiles_assumptions").wait_for(state="detached", timeout=120_000)
         assert page.locator(".st-key-profiles_assumptions").count() == 0
         assert page.get_by_text("Depends on an open method choice").count() == 0
 

@@ -143,7 +143,7 @@ def test_cancelled_probe_says_what_its_radar_rests_on_saves_as_partial_and_a_rer
 # ---------------------------------------------------------------- real browser, real model
 @pytest.mark.browser
 def test_status_line_right_after_the_click_and_base_reply_before_the_full_table():
-    """/live with smollm2-135m-instruct (8 variants, 24 new tokens): within 2 s of the click the status
+    """/live with smollm2-135m-instruct (4 variants, 16 new tokens): within 2 s of the click the status
     line says Running with its seconds; the base reply is on screen while variants are still pending."""
     from sago_engine.models import ModelUnavailableError, resolve_model
     from sago_engine.store_catalog import DEMO_STORE
@@ -158,14 +158,14 @@ def test_status_line_right_after_the_click_and_base_reply_before_the_full_table(
         page.goto(f"{url}/live", wait_until="domcontentloaded")
         box = page.locator("[data-testid='stTextArea'] textarea").first
         box.wait_for(timeout=60_000)
-        for label, value in (("Max variants", "8"), ("New tokens", "24")):
+        for label, value in (("Max variants", "4"), ("New tokens", "16")):
             field = page.get_by_role("spinbutton", name=label)
             field.fill(value)
             field.press("Enter")
             page.wait_for_timeout(400)
         box.fill(PROMPT)
         box.press("Control+Enter")
-        page.get_by_text("Variants (8)").wait_for(timeout=30_000)
+        page.get_by_text("Variants (4)").wait_for(timeout=30_000)
         page.get_by_role("button", name="Run probe").click()
         clicked = time.monotonic()
         status = page.locator("[data-testid='stMarkdown']", has_text="Running")
@@ -179,5 +179,5 @@ def test_status_line_right_after_the_click_and_base_reply_before_the_full_table(
             return md.some(t => t.includes('Running'));
         }""")
         assert seen, "the base reply appeared only with the full table"
-        page.get_by_text("8/8 variants scored in").wait_for(timeout=300_000)
+        page.get_by_text("4/4 variants scored in").wait_for(timeout=300_000)
         assert page.locator("[data-testid='stException']").count() == 0
