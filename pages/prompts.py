@@ -3,7 +3,14 @@
 import streamlit as st
 
 from dashboard import charts, controls, data, diffview, exports, frame, safe, urlstate
-from sago_engine.detail import BASE_LABEL, heatmap_frame, labelled_variants, responses_side_by_side, variant_rows
+from sago_engine.detail import (
+    BASE_LABEL,
+    heatmap_frame,
+    labelled_variants,
+    responses_side_by_side,
+    variant_numbers,
+    variant_rows,
+)
 from sago_engine.store import Store
 
 frame.require_frame()
@@ -42,7 +49,8 @@ st.subheader(f"Variants x_i^(v) ({len(variants)})")
 if variants.empty:
     st.info("No variants of this prompt match the filters.")
     st.stop()
-exports.table(variant_rows(detail["variants"]), key="prompts_variants", filename=f"variants_{pid.replace(':', '_')}.csv")
+exports.table(variant_numbers(detail["variants"]), key="prompts_variants", filename=f"variants_{pid.replace(':', '_')}.csv",
+              show=variant_rows(detail["variants"]))
 st.caption("One row per variant; semantic_score is BERTScore-F1 against the base prompt (surface-noise variants are "
            "exempt from the semantic filter, so they have none); kept says whether scoring uses the variant.")
 

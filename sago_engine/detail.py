@@ -33,11 +33,21 @@ def semantic_score_text(family: str, score) -> str:
     return f"{float(score):.3f}"
 
 
+#: Columns of the Prompts page's variant table.
+VARIANT_TABLE = ["label", "family", "subtype", "strength", "position", "semantic_score", "kept", "text"]
+
+
+def variant_numbers(variants: pd.DataFrame) -> pd.DataFrame:
+    """The Prompts page's variant table as numbers (its CSV): ``VARIANT_TABLE``, semantic_score a float
+    (BERTScore-F1 vs the base prompt, full precision; NaN where there is none)."""
+    return labelled_variants(variants)[VARIANT_TABLE].copy()
+
+
 def variant_rows(variants: pd.DataFrame) -> pd.DataFrame:
-    """The Prompts page's variant table: label, F, u, s, p, semantic score as text (why missing), kept, text."""
-    v = labelled_variants(variants)
+    """The Prompts page's variant table as shown: ``variant_numbers`` with the semantic score as text (why missing)."""
+    v = variant_numbers(variants)
     v["semantic_score"] = [semantic_score_text(f, x) for f, x in zip(v["family"], v["semantic_score"])]
-    return v[["label", "family", "subtype", "strength", "position", "semantic_score", "kept", "text"]]
+    return v
 
 
 def unavailable_text(reason) -> str:

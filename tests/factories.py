@@ -40,10 +40,12 @@ def tiny_toml(seed: int = 7, chunk_prompts: int = 2, n_prompts: int = 2, batch_s
 
 def make_store(path, models=("model-a", "model-b"), datasets=("truthfulqa", "nq_open"), n_prompts=4, n_variants=3,
                seed=0, missing_axes: dict | None = None, run_fields: dict | None = None,
-               model_scale: dict | None = None):
+               model_scale: dict | None = None, variant_fields=None):
     """Write a small store with random signed deltas; ``missing_axes`` = {model: [axes]} stored as unavailable;
     ``run_fields`` = {model: {runs column: value}} added to that model's run record (JSON columns as text);
-    ``model_scale`` = {model: factor} multiplies that model's Δ̃ (well-separated models: no ranking is close)."""
+    ``model_scale`` = {model: factor} multiplies that model's Δ̃ (well-separated models: no ranking is close);
+    ``variant_fields(dataset, i, j) -> {variants column: value}`` adds or replaces columns of variant j of
+    prompt i (e.g. subtype, ``meta`` as JSON text, semantic_score, kept); the deltas are drawn the same."""
     rng = np.random.default_rng(seed)
     model_scale = model_scale or {}
     missing_axes = missing_axes or {}
@@ -62,7 +64,8 @@ def make_store(path, models=("model-a", "model-b"), datasets=("truthfulqa", "nq_
                     fam = ("social_register", "surface_noise", "structural")[j % 3]
                     variants.append({"variant_id": vid, "prompt_id": pid, "family": fam, "subtype": "x",
                                      "strength": float(j), "position": "GLOBAL", "text": f"Q {i} {d} v{j}",
-                                     "seed": j, "kept": True, "semantic_score": 0.9, "passes_filter": True})
+                                     "seed": j, "kept": True, "semantic_score": 0.9, "passes_filter": True,
+                                     **(variant_fields(d, i, j) if variant_fields else {})})
                     for m in models:
                         for a in AXES:
                             if a in missing_axes.get(m, ()):

@@ -16,6 +16,7 @@ import duckdb
 import pandas as pd
 
 from sago_engine.filters import Filters
+from sago_engine.noop import NOOP_PREFIX
 from sago_engine.store.schema import KEYS, TABLES, USAGE_EXTRA_COUNTERS, has_table
 from sago_engine.store.where import axis_names, fetch_df, filter_where
 
@@ -301,16 +302,20 @@ class Browse:
         model filter: variants do not depend on the model). Columns: dataset, prompt_id,
         family, subtype, strength, position, generator, text, semantic_score, reason — reason is
         ``"degenerate rewrite: <why>"`` (an LLM rewrite that was empty, unchanged, repetitive,
-        an error or moved the length the wrong way; ``meta.rewrite_issue``), ``"semantic score
+        an error or moved the length the wrong way; ``meta.rewrite_issue``), ``"no-op: <why>"`` (the
+        variant does not vary: never run; ``variants.skip_reason``), ``"semantic score
         <s> ≤ filter threshold"`` (failed on its own), or ``"prompt-level rule: another <family>
         variant of this prompt failed"`` (passed, but SAGO keeps a prompt's family only if all
         its variants pass). At most ``limit`` rows, ordered by dataset, prompt, (F, u, s, p).
         """
         where, params = filter_where(None if f is None else replace(f, models=None), d="p")
+        has_skip = "skip_reason" in self.columns.get("variants", ())  # schema ≥ 4
+        noop, noop_params = ("WHEN v.skip_reason LIKE ? THEN v.skip_reason", [NOOP_PREFIX + "%"]) if has_skip else ("", [])
         return self.con.execute(f"""
             SELECT p.dataset, v.prompt_id, v.family, v.subtype, v.strength, v.position, v.generator, v.text,
                    v.semantic_score,
                    CASE WHEN v.meta->>'rewrite_issue' IS NOT NULL THEN 'degenerate rewrite: ' || (v.meta->>'rewrite_issue')
+                        {noop}
                         WHEN v.passes_filter IS NOT DISTINCT FROM FALSE AND v.semantic_score IS NOT NULL
                             THEN 'semantic score ' || printf('%.3f', v.semantic_score) || ' ≤ filter threshold'
                         WHEN v.passes_filter THEN 'prompt-level rule: another ' || v.family || ' variant of this prompt failed'
@@ -318,7 +323,7 @@ class Browse:
             FROM variants v JOIN prompts p USING (prompt_id)
             WHERE NOT v.kept AND {where}
             ORDER BY p.dataset, v.prompt_id, v.family, v.subtype, v.strength, v.position, v.variant_id
-            LIMIT ?""", [*params, int(limit)]).df()
+            LIMIT ?""", [*noop_params, *params, int(limit)]).df()
 
     def variant_records(self, ids: Sequence[str]) -> pd.DataFrame:
         """The stored rows of the variants ``ids`` (all ``variants`` columns; meta as JSON text).
