@@ -153,7 +153,8 @@ if len(health):
     exports.table(health, "profiles_reply_health", "sago_reply_health.csv")
     st.caption("Replies that are not answers, per model: errors, empty (budget_spent: the token budget went to hidden "
                "reasoning, so the text axes of those pairs are n/a), refused (content filter / safety / refusal), "
-               "judge answers without an unambiguous YES/NO (fell back to the heuristic).")
+               "judge answers without an unambiguous YES/NO (fell back to the heuristic), replies whose server "
+               "log-probs were unusable (invalid_logprobs: their Δ-Prob and Δ-Ent are n/a).")
 nf = data.query(Store.noise_floor)
 if len(nf):
     exports.table(floor_table(data.query(Store.prompt_scores, f), nf), "profiles_noise_floor", "sago_noise_floor.csv")

@@ -148,13 +148,16 @@ def reply_health_table(health: pd.DataFrame) -> pd.DataFrame:
     Returns:
         One row per model: model, replies, errors, empty, budget_spent (empty because the token
         budget went to hidden reasoning), refused, judge_unparsed (judge answers without an
-        unambiguous YES/NO, which fell back to the heuristic), and ``not_answers_pct`` =
+        unambiguous YES/NO, which fell back to the heuristic), invalid_logprobs (replies whose
+        server log-probs were set aside: their Δ-Prob / Δ-Ent are n/a), and ``not_answers_pct`` =
         100 · (errors + empty + refused) / replies (the three are disjoint).
     """
-    cols = ["model", "replies", "errors", "empty", "budget_spent", "refused", "judge_unparsed", "not_answers_pct"]
+    cols = ["model", "replies", "errors", "empty", "budget_spent", "refused", "judge_unparsed", "invalid_logprobs",
+            "not_answers_pct"]
     if health is None or health.empty:
         return pd.DataFrame(columns=cols)
-    num = ["replies", "errors", "empty", "budget_spent", "refused", "judge_unparsed"]
+    health = health.assign(invalid_logprobs=health.get("invalid_logprobs", 0))
+    num = ["replies", "errors", "empty", "budget_spent", "refused", "judge_unparsed", "invalid_logprobs"]
     g = health.groupby("model", sort=True)[num].sum().reset_index()
     g["not_answers_pct"] = (100.0 * (g["errors"] + g["empty"] + g["refused"]) / g["replies"].clip(lower=1)).round(1)
     return g[cols]

@@ -318,8 +318,13 @@ def test_reply_health_counts_each_kind_and_unparsed_judge_answers(tmp_path):
         h = st.reply_health().iloc[0]
         assert (h["replies"], h["errors"], h["empty"], h["budget_spent"], h["refused"]) == (5, 1, 2, 1, 1)
         assert (h["judge_verdicts"], h["judge_unparsed"]) == (5, 2)  # the two prose answers; a backend error is not "unparsed"
+        assert h["invalid_logprobs"] == 0  # no usage row: nothing set aside
+        st.insert_df("run_usage", pd.DataFrame([{"run_id": "r1", "requests": 5, "cache_hits": 0, "retries": 0, "errors": 1,
+                                                 "prompt_tokens": 10, "completion_tokens": 10,
+                                                 "invalid_logprobs": 2}]))
         t = reply_health_table(st.reply_health()).iloc[0]
         assert t["not_answers_pct"] == pytest.approx(80.0)
+        assert t["invalid_logprobs"] == 2 and st.reply_health().iloc[0]["invalid_logprobs"] == 2
 
 
 @pytest.mark.parametrize("model, match", [

@@ -43,16 +43,20 @@ def _browser_store():
 
 
 @pytest.fixture(scope="module")
-def demo_page():
-    """One dashboard on the bundled demo store and one chromium page, shared by this module's demo-store tests."""
+def demo_server():
+    """One dashboard on the bundled demo store, shared by this module's demo-store tests (each test opens
+    its own browser: Playwright's sync API allows one instance at a time)."""
     require_chromium()
-    store = _browser_store()
-    with dashboard(store) as url, browser_page(1400, 2400) as page:
-        yield url, page
+    with dashboard(_browser_store()) as url:
+        yield url
 
 
-def test_every_page_renders_in_a_real_browser(demo_page):
-    url, page = demo_page
+def test_every_page_renders_in_a_real_browser(demo_server):
+    with browser_page(1400, 2400) as page:
+        _every_page(demo_server, page)
+
+
+def _every_page(url: str, page) -> None:
     shots = screenshot_dir()
     from sago_engine.store import open_store
 
@@ -80,8 +84,7 @@ def test_every_page_renders_in_a_real_browser(demo_page):
             assert page.get_by_text("Presentation mode").count() == 1, f"/{path} was not routed through app.py"
             if path == "":  # Profiles: the radar has one trace per model, named in the legend, and the SGS tables
                 page.get_by_text("Model profiles").first.wait_for(timeout=60_000)
-                page.locator("[data-testid='stDataFrame']").first.wait_for(timeout=30_000)
-                assert page.locator("[data-testid='stDataFrame']").count() >= 2
+                page.locator("[data-testid='stDataFrame']").nth(1).wait_for(timeout=60_000)  # total and per dataset
                 legend = page.locator(".js-plotly-plot .legend").first.text_content()
                 assert all(m in legend for m in models), (models, legend)
             page.screenshot(path=str(shots / f"page_{path or 'profiles'}.png"), full_page=True)
@@ -90,10 +93,14 @@ def test_every_page_renders_in_a_real_browser(demo_page):
     assert offsite == [], f"requests off the dashboard's host: {sorted(set(offsite))[:5]}"
 
 
-def test_method_choices_page_renders_on_the_demo_store(demo_page):
+def test_method_choices_page_renders_on_the_demo_store(demo_server):
     """The Method choices page on the bundled demo store: charts of the choices it has, no exception, the
     sections it lacks (option axes, cap pair, judge verdicts) explained."""
-    url, page = demo_page
+    with browser_page(1400, 2400) as page:
+        _method_choices(demo_server, page)
+
+
+def _method_choices(url: str, page) -> None:
     page.goto(f"{url}/method_choices", wait_until="domcontentloaded")
     page.get_by_text("Method choices: how much do open choices move the results?").first.wait_for(timeout=90_000)
     page.locator(CHART).first.wait_for(timeout=90_000)

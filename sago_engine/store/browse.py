@@ -431,7 +431,9 @@ class Browse:
             (``api_responses.reasoning_tokens`` > 0); ``pipeline.budget_spent``), refused (no
             error but finish "error": content filter / safety / refusal), judge_verdicts and
             judge_unparsed (mirroring-judge answers with no unambiguous YES/NO, backend errors
-            excluded; 0 without a judge).
+            excluded; 0 without a judge), invalid_logprobs (replies whose server log-probs were set
+            aside — sentinels, positive or non-finite values — so Δ-Prob / Δ-Ent of their pairs are
+            n/a: ``run_usage.invalid_logprobs``; 0 for local runs and older stores).
         """
         rep = ("UNION ALL SELECT response_id, run_id, response, finish_reason, error FROM base_repeats"
                if self._has_table("base_repeats") else "")
@@ -454,7 +456,11 @@ class Browse:
                        count(*) FILTER (WHERE verdict IS NULL AND error IS NULL) AS judge_unparsed
                     FROM mirroring_verdicts GROUP BY run_id""").df()
             df = df.merge(j, on="run_id", how="left")
-        for c in ("judge_verdicts", "judge_unparsed"):
+        if "invalid_logprobs" in self.columns.get("run_usage", ()):
+            u = self.con.execute("SELECT run_id, sum(invalid_logprobs) AS invalid_logprobs FROM run_usage "
+                                 "GROUP BY run_id").df()
+            df = df.merge(u, on="run_id", how="left")
+        for c in ("judge_verdicts", "judge_unparsed", "invalid_logprobs"):
             df[c] = df[c].fillna(0).astype(int) if c in df else 0
         return df
 
