@@ -606,3 +606,38 @@ def test_plan_sends_no_rewrite_request_and_api_llm_sections_are_validated(env, c
                         f'model = "rw"\n{extra}\n').format(store=env / "b.duckdb", data=ROOT / "data" / "datasets"))
         with pytest.raises(ConfigError, match=msg):
             load_config(bad)
+
+
+# ---------------------------------------------------------------------- the request as sent
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_each_reply_records_the_request_as_sent_and_no_key(provider, env, fake):
+    be = make(provider, fake, seed=11, **({} if provider == "anthropic" else {"top_logprobs": 3}))
+    prompt = "Name a prime number, please."
+    r = be.generate([prompt], 9)[0]
+    assert r.error is None
+    sent = json.loads(r.meta["request"])
+    wire = fake.requests[-1]["body"]
+    assert SECRET not in r.meta["request"]
+    if provider == "openai":
+        assert sent["messages"] == wire["messages"] == [{"role": "user", "content": prompt}]
+        assert {k: sent[k] for k in ("model", "temperature", "seed", "logprobs", "top_logprobs")} == {
+            "model": "openai-model", "temperature": 0.0, "seed": 11, "logprobs": True, "top_logprobs": 3}
+        assert {k: wire[k] for k in ("model", "temperature", "seed", "logprobs", "top_logprobs")} == {
+            k: sent[k] for k in ("model", "temperature", "seed", "logprobs", "top_logprobs")}
+        cap = [k for k in ("max_tokens", "max_completion_tokens") if k in sent]
+        assert len(cap) == 1 and sent[cap[0]] == wire[cap[0]] == 9
+    elif provider == "anthropic":
+        # the SDK's default API version takes no temperature: none is sent, and the record says so
+        assert sent == {"model": "anthropic-model", "max_tokens": 9, "extra_body": None,
+                        "messages": [{"role": "user", "content": prompt}]}
+        assert (wire["model"], wire["max_tokens"], wire["messages"], "temperature" in wire) == (
+            "anthropic-model", 9, sent["messages"], False)
+    else:
+        assert sent["model"] == "gemini-model" and sent["contents"] == prompt
+        assert sent["config"] == {"max_output_tokens": 9, "candidate_count": 1, "temperature": 0.0,
+                                  "seed": be.seed31, "response_logprobs": True, "logprobs": 3}
+        gc = wire["generationConfig"]
+        assert (gc["maxOutputTokens"], gc["candidateCount"], gc["temperature"], gc["seed"], gc["responseLogprobs"],
+                gc["logprobs"]) == (9, 1, 0.0, be.seed31, True, 3)
+        assert "".join(p["text"] for c in wire["contents"] for p in c["parts"]) == prompt
+    be.close()

@@ -235,6 +235,7 @@ def test_hybrid_run_equals_hf_local_run(tiny_backend, tmp_path):
         b = hyb_resp[k]
         assert [int(t) for t in b.token_ids] == [int(t) for t in a.token_ids], k
         assert (b.response, b.n_tokens, b.finish_reason) == (a.response, a.n_tokens, a.finish_reason), k
+        assert b.request == a.request == tiny_backend.format_prompt(texts[k]), k  # the rendered prompt, as local
         assert b.seq_logprob == pytest.approx(a.seq_logprob, abs=1e-4)
         assert b.mean_entropy == pytest.approx(a.mean_entropy, abs=1e-4)
     # deltas: all six axes available in both and equal

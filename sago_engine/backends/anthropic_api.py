@@ -73,14 +73,18 @@ class AnthropicBackend(ApiBackend):
     def greedy(self) -> bool:
         return self.api_version == LEGACY_API_VERSION and self.sends("temperature") and not self.thinking_budget
 
-    def _request(self, prompt: str, max_new_tokens: int) -> ApiReply:
+    def request_body(self, prompt: str, max_new_tokens: int) -> dict[str, Any]:
+        """The ``messages.create`` arguments."""
         extra: dict[str, Any] = {"temperature": 0.0} if self.greedy else {}
         max_tokens = max_new_tokens
         if self.thinking_budget:  # extended thinking: its budget comes on top of the visible cap
             extra["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
             max_tokens += self.thinking_budget
-        r = self._client.messages.create(model=self.model_id, max_tokens=max_tokens,
-                                         messages=[{"role": "user", "content": prompt}], extra_body=extra or None)
+        return {"model": self.model_id, "max_tokens": max_tokens, "messages": [{"role": "user", "content": prompt}],
+                "extra_body": extra or None}
+
+    def _request(self, prompt: str, max_new_tokens: int) -> ApiReply:
+        r = self._client.messages.create(**self.request_body(prompt, max_new_tokens))
         text = "".join(getattr(b, "text", "") or "" for b in (r.content or []) if getattr(b, "type", None) == "text")
         u = r.usage
         inp = getattr(u, "input_tokens", None)

@@ -15,6 +15,7 @@ available) and, at most, per-token log-probs of the produced text with the top-k
 from __future__ import annotations
 
 import importlib.metadata as md
+import json
 import logging
 import random
 import threading
@@ -181,6 +182,15 @@ class ApiBackend:
 
     def _request(self, prompt: str, max_new_tokens: int) -> ApiReply:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def request_body(self, prompt: str, max_new_tokens: int) -> dict[str, Any]:  # pragma: no cover - abstract
+        """The arguments ``_request`` passes to the provider's SDK for ``prompt`` (JSON types only; no
+        key or header: those live on the client). Stored per reply as ``responses.request``."""
+        raise NotImplementedError
+
+    def request_record(self, prompt: str, max_new_tokens: int) -> str:
+        """``request_body`` as JSON text (keys sorted, Unicode kept): the request exactly as sent."""
+        return json.dumps(self.request_body(prompt, max_new_tokens), ensure_ascii=False, sort_keys=True)
 
     def request_params(self, max_new_tokens: int) -> dict[str, Any]:
         """Every setting that can change the answer (part of the cache key and the run record)."""
@@ -408,7 +418,9 @@ class ApiBackend:
                 u.cache_write_tokens += reply.cache_write_tokens or 0
                 if reply.model:
                     u.models.add(reply.model)
-        return self._result(reply, latency, cached=False, attempts=attempts)
+        res = self._result(reply, latency, cached=False, attempts=attempts)
+        res.meta["request"] = self.request_record(prompt, max_new_tokens)
+        return res
 
     def result_from_cache(self, value: dict) -> GenerationResult | None:
         """A reply cached by an older sago (``{"reply": ApiReply fields, "latency_s": s}``) as this

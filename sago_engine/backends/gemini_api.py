@@ -67,19 +67,28 @@ class GeminiBackend(ApiBackend):
             d["decoding"]["seed"] = self.seed31
         return d
 
-    def _request(self, prompt: str, max_new_tokens: int) -> ApiReply:
+    def request_body(self, prompt: str, max_new_tokens: int) -> dict[str, Any]:
+        """The ``models.generate_content`` arguments, ``config`` as the fields of its
+        ``GenerateContentConfig`` (``thinking_config`` as the fields of its ``ThinkingConfig``)."""
         cfg: dict[str, Any] = {"max_output_tokens": max_new_tokens, "candidate_count": 1}
         if self.sends("temperature"):
             cfg["temperature"] = 0.0
         if self.sends("seed"):
             cfg["seed"] = self.seed31
         if self.thinking_budget is not None:
-            cfg["thinking_config"] = types.ThinkingConfig(thinking_budget=self.thinking_budget)
+            cfg["thinking_config"] = {"thinking_budget": self.thinking_budget}
         if self.top_logprobs is not None:
             cfg["response_logprobs"] = True
             if self.top_logprobs > 0:
                 cfg["logprobs"] = self.top_logprobs
-        r = self._client.models.generate_content(model=self.model_id, contents=prompt,
+        return {"model": self.model_id, "contents": prompt, "config": cfg}
+
+    def _request(self, prompt: str, max_new_tokens: int) -> ApiReply:
+        body = self.request_body(prompt, max_new_tokens)
+        cfg = dict(body["config"])
+        if "thinking_config" in cfg:
+            cfg["thinking_config"] = types.ThinkingConfig(**cfg["thinking_config"])
+        r = self._client.models.generate_content(model=body["model"], contents=body["contents"],
                                                  config=types.GenerateContentConfig(**cfg))
         if not r.candidates:
             fb = getattr(r, "prompt_feedback", None)

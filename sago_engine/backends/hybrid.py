@@ -314,6 +314,7 @@ class HybridBackend:
             per = (time.perf_counter() - t0) / len(rows)
             for (i, ids, r, how), (lp, ent, hid, user) in zip(rows, scored):
                 out[i] = self._result(ids, r, how, lp, ent, hid, per, user)
+                out[i].meta["request"] = rendered[prompts[i]][1]  # as hf_local: the prompt as the model reads it
                 n_beyond += bool(out[i].meta["logprob_mismatch"])
         if n_beyond:
             log.warning("hybrid %s: %d of %d replies have server log-probs more than %.3g nats from the local "

@@ -63,6 +63,10 @@ class OpenAIBackend(ApiBackend):
         names = {normalise_param(k) for k in kw if k not in ("model", "messages", "prompt", "extra_body")}
         return frozenset(names | {normalise_param(k) for k in kw.get("extra_body") or {}})
 
+    def request_body(self, prompt: str, max_new_tokens: int) -> dict[str, Any]:
+        """The ``chat.completions.create`` arguments (``_request_kw``)."""
+        return self._request_kw(prompt, max_new_tokens)
+
     def _request(self, prompt: str, max_new_tokens: int) -> ApiReply:
         r = self._client.chat.completions.create(**self._request_kw(prompt, max_new_tokens))
         if not r.choices:
