@@ -224,7 +224,7 @@ def n_for_halfwidth(scores: pd.DataFrame, halfwidth: float = 0.02, level: float 
         n = len(s)
         sd = float(np.std(s, ddof=1)) if n > 1 else float("nan")
         status = STATUS_TINY if n < 2 else (STATUS_FLAT if sd == 0 else STATUS_OK)
-        need = (0 if sd == 0 else int(math.ceil((z * sd / halfwidth) ** 2))) if n > 1 else None
+        need = int(math.ceil((z * sd / halfwidth) ** 2)) if n > 1 else None  # 0 when σ = 0
         rows.append({**dict(zip(by, key)), "sigma": sd, "n_now": n,
                      "halfwidth_now": z * sd / math.sqrt(n) if n > 1 else float("nan"),
                      "n_needed": need, "halfwidth": halfwidth, "level": level, "status": status})
@@ -306,7 +306,7 @@ def data_driven_normalizers(quantiles: pd.DataFrame, paper: Mapping[str, float] 
     """
     paper = dict(paper)
     rows = []
-    for r in quantiles.itertuples(index=False):
+    for r in quantiles.itertuples():  # fields read by name: the leading Index field goes unused
         rp = float(paper.get(r.axis, float("nan")))
         if r.q_abs is not None and np.isfinite(r.q_abs) and r.q_abs > 0:
             rd, src = float(r.q_abs), f"{r.q:.0%} quantile of |Δ|"

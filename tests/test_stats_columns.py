@@ -239,3 +239,51 @@ def test_rms_scores_default_column_and_missing_elsewhere():
     assert list(out.columns) == ["model", "dataset", "prompt_id", "s", "n_variants"]
     np.testing.assert_allclose(out["s"], [math.sqrt((0.25 + 1.0) / 2), 1.0])
     assert out["n_variants"].tolist() == [2, 1]
+
+
+# ---------------------------------------------------------------- sample_size_std, n_for_halfwidth: edges
+CELL = {"family": "surface_noise", "subtype": "typo", "strength": 1.0, "position": "GLOBAL"}
+
+
+def _cells(per_model, dtype=None):
+    df = pd.DataFrame([{"model": m, "axis": "cos", **CELL, "prompt_id": f"p{i}", "s": v}
+                       for m, vals in per_model.items() for i, v in enumerate(vals)])
+    if dtype is not None:
+        df["s"] = df["s"].astype(dtype)
+    return df
+
+
+def test_sample_size_std_group_order_missing_scores_and_sizes():
+    six = [0.1, 0.5, 0.2, 0.6, 0.3, 0.4]
+    df = _cells({"b": six, "a": [np.nan, np.nan], "c": [0.2, None]}, dtype=object)  # None / NaN: no score
+    df["model"] = pd.Categorical(df["model"], categories=["z", "a", "b", "c"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = stats.sample_size_std(df, sizes=(8, 16, 2), n_repeats=2, seed=4)
+        one = stats.sample_size_std(df, sizes=(2,), n_repeats=1, seed=4)  # one draw: NaN std, no warning
+    assert list(out["model"]) == ["b", "b", "c"]  # "a" has no score at all: no row
+    b = out[out["model"] == "b"]
+    assert list(b["n_requested"]) == [8, 2] and list(b["n"]) == [6, 2]  # 16 caps to 6 again: kept once
+    x = np.array(six)
+    perm = np.argsort(_rng(4, ("b", "cos", *CELL.values())).random((2, 6)), axis=1)
+    assert b["std_mean"].iloc[1] == pytest.approx(np.std(x[perm[:, :2]].mean(axis=1), ddof=1))  # 2 draws: a std
+    assert b["expected_std"].iloc[1] == pytest.approx(np.std(x) / math.sqrt(2) * math.sqrt(4 / 5))
+    c = out[out["model"] == "c"].iloc[0]
+    assert (c["n"], c["n_available"], c["std_mean"], c["expected_std"]) == (1, 1, 0.0, 0.0)
+    assert one["std_mean"].isna().tolist() == [True, False]  # "b" at N = 2 of 6; "c" drawn whole (0)
+    two = stats.sample_size_std(_cells({"m": [0.2, 0.6]}), sizes=(1, 2), n_repeats=50)
+    assert two["expected_std"].tolist() == [pytest.approx(0.2), 0.0]  # σ·√((M−N)/(M−1)) at N = 1 of 2 is σ
+
+
+def test_n_for_halfwidth_missing_scores_no_warning():
+    sc = pd.DataFrame({"model": ["a", "a", "b", "c", "c", "c"], "axis": "cos",
+                       "s": pd.Series([None, np.nan, 0.4, 0.1, None, 0.3], dtype=object)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = stats.n_for_halfwidth(sc, halfwidth=0.1).set_index("model")
+    assert out["n_now"].tolist() == [0, 1, 2] and out["status"].tolist() == ["too few prompts"] * 2 + ["ok"]
+    for m in ("a", "b"):
+        assert math.isnan(out.loc[m, "sigma"]) and math.isnan(out.loc[m, "halfwidth_now"])
+        assert pd.isna(out.loc[m, "n_needed"])
+    sd = float(np.std([0.1, 0.3], ddof=1))
+    assert out.loc["c", "n_needed"] == math.ceil((sps.norm.ppf(0.975) * sd / 0.1) ** 2)
