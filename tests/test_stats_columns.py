@@ -156,7 +156,7 @@ def _numpy_p(sc, axis, da, db, a, b, n, seed):
     """P(reversal) recomputed: paired bootstrap of each dataset's prompts, sign of SGS_a − SGS_b opposite."""
     def boot(d):
         w = sc[(sc["axis"] == axis) & (sc["dataset"] == d)].pivot_table(index="prompt_id", columns="model", values="s")
-        x = w[[a, b]].to_numpy()
+        x = w[[a, b]].to_numpy(dtype=float)
         idx = _rng(seed, (axis, d)).integers(0, len(x), size=(n, len(x)))
         m = x[idx].mean(axis=1)
         return np.sign(m[:, 0] - m[:, 1])
@@ -212,6 +212,7 @@ def test_reversal_probabilities_model_missing_on_a_dataset():
         _frame("cos", "B", {m: mu + rng.normal(0, 0.02, 6) for m, mu in (("b", 0.5), ("c", 0.1))}),  # no "a"
         _frame("cos", "C", {m: mu + rng.normal(0, 0.02, 6) for m, mu in (("a", 0.4), ("b", 0.3), ("c", 0.2))}),
     ])
+    sc["s"] = sc["s"].astype(object)  # read as floats
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the empty model column of B warns nowhere
         out = stats.reversal_probabilities(sc, n_resamples=40, seed=0)
@@ -273,6 +274,10 @@ def test_sample_size_std_group_order_missing_scores_and_sizes():
     assert one["std_mean"].isna().tolist() == [True, False]  # "b" at N = 2 of 6; "c" drawn whole (0)
     two = stats.sample_size_std(_cells({"m": [0.2, 0.6]}), sizes=(1, 2), n_repeats=50)
     assert two["expected_std"].tolist() == [pytest.approx(0.2), 0.0]  # σ·√((M−N)/(M−1)) at N = 1 of 2 is σ
+    default = stats.sample_size_std(_cells({"m": six}), sizes=(2,))  # 500 repeats, seed 0
+    perm = np.argsort(_rng(0, ("m", "cos", *CELL.values())).random((500, 6)), axis=1)
+    assert default["n_repeats"].tolist() == [500]
+    assert default["std_mean"].iloc[0] == pytest.approx(np.std(x[perm[:, :2]].mean(axis=1), ddof=1))
 
 
 def test_n_for_halfwidth_missing_scores_no_warning():
@@ -287,3 +292,6 @@ def test_n_for_halfwidth_missing_scores_no_warning():
         assert pd.isna(out.loc[m, "n_needed"])
     sd = float(np.std([0.1, 0.3], ddof=1))
     assert out.loc["c", "n_needed"] == math.ceil((sps.norm.ppf(0.975) * sd / 0.1) ** 2)
+    default = stats.n_for_halfwidth(sc)  # h = 0.02 at 95 %
+    assert default["halfwidth"].tolist() == [0.02] * 3 and default["level"].tolist() == [0.95] * 3
+    assert default["n_needed"].iloc[2] == math.ceil((sps.norm.ppf(0.975) * sd / 0.02) ** 2)
