@@ -256,13 +256,13 @@ def _cells(per_model, dtype=None):
 
 def test_sample_size_std_group_order_missing_scores_and_sizes():
     six = [0.1, 0.5, 0.2, 0.6, 0.3, 0.4]
-    df = _cells({"b": six, "a": [np.nan, np.nan], "c": [0.2, None]}, dtype=object)  # None / NaN: no score
+    df = _cells({"c": [0.2, None], "b": six, "a": [np.nan, np.nan]}, dtype=object)  # None / NaN: no score
     df["model"] = pd.Categorical(df["model"], categories=["z", "a", "b", "c"])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         out = stats.sample_size_std(df, sizes=(8, 16, 2), n_repeats=2, seed=4)
         one = stats.sample_size_std(df, sizes=(2,), n_repeats=1, seed=4)  # one draw: NaN std, no warning
-    assert list(out["model"]) == ["b", "b", "c"]  # "a" has no score at all: no row
+    assert list(out["model"]) == ["b", "b", "c"]  # sorted; "a" has no score at all: no row
     b = out[out["model"] == "b"]
     assert list(b["n_requested"]) == [8, 2] and list(b["n"]) == [6, 2]  # 16 caps to 6 again: kept once
     x = np.array(six)
