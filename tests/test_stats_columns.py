@@ -295,3 +295,10 @@ def test_n_for_halfwidth_missing_scores_no_warning():
     default = stats.n_for_halfwidth(sc)  # h = 0.02 at 95 %
     assert default["halfwidth"].tolist() == [0.02] * 3 and default["level"].tolist() == [0.95] * 3
     assert default["n_needed"].iloc[2] == math.ceil((sps.norm.ppf(0.975) * sd / 0.02) ** 2)
+
+
+# ---------------------------------------------------------------- data_driven_normalizers
+def test_data_driven_normalizers_quantile_below_one_is_the_scale():
+    q = pd.DataFrame({"axis": ["cos"], "n": [4], "q": [0.9], "q_abs": [0.3], "max_abs": [0.8]})
+    out = stats.data_driven_normalizers(q, {"cos": 2.0})
+    assert (out.loc[0, "r_data"], out.loc[0, "source"], out.loc[0, "r_paper"]) == (0.3, "90% quantile of |Δ|", 2.0)
