@@ -80,8 +80,7 @@ def bootstrap_sgs(scores: pd.DataFrame, by: Sequence[str] = ("model", "axis"), n
     """
     by = list(by)
     rows = []
-    for key, grp in scores.groupby(by, sort=True, observed=True):
-        key = key if isinstance(key, tuple) else (key,)
+    for key, grp in scores.groupby(by, sort=True, observed=True):  # a list of keys: every key is a tuple
         s = grp["s"].to_numpy(dtype=float)
         m, lo, hi, status = bootstrap_mean_ci(s, n_resamples, level, group_rng(seed, key), method)
         n = int(np.sum(~np.isnan(s)))
@@ -105,7 +104,7 @@ def holm(p: Iterable[float]) -> np.ndarray:
     if m == 0:
         return out
     q = p[ok]
-    order = np.argsort(q, kind="mergesort")
+    order = np.argsort(q)  # tied p-values get the same adjusted value whatever their order
     adj = np.minimum(1.0, (m - np.arange(m)) * q[order])
     adj = np.maximum.accumulate(adj)
     res = np.empty(m)
@@ -219,14 +218,13 @@ def n_for_halfwidth(scores: pd.DataFrame, halfwidth: float = 0.02, level: float 
         raise ValueError(f"half-width must be > 0, got {halfwidth}")
     z = float(stats.norm.ppf(1 - (1 - level) / 2))
     rows = []
-    for key, grp in scores.groupby(list(by), sort=True, observed=True):
-        key = key if isinstance(key, tuple) else (key,)
+    for key, grp in scores.groupby(list(by), sort=True, observed=True):  # a list of keys: every key is a tuple
         s = grp["s"].to_numpy(dtype=float)
         s = s[np.isfinite(s)]
         n = len(s)
         sd = float(np.std(s, ddof=1)) if n > 1 else float("nan")
         status = STATUS_TINY if n < 2 else (STATUS_FLAT if sd == 0 else STATUS_OK)
-        need = (0 if sd == 0 else int(math.ceil((z * sd / halfwidth) ** 2))) if n > 1 else None
+        need = int(math.ceil((z * sd / halfwidth) ** 2)) if n > 1 else None  # 0 when σ = 0
         rows.append({**dict(zip(by, key)), "sigma": sd, "n_now": n,
                      "halfwidth_now": z * sd / math.sqrt(n) if n > 1 else float("nan"),
                      "n_needed": need, "halfwidth": halfwidth, "level": level, "status": status})
@@ -308,7 +306,7 @@ def data_driven_normalizers(quantiles: pd.DataFrame, paper: Mapping[str, float] 
     """
     paper = dict(paper)
     rows = []
-    for r in quantiles.itertuples(index=False):
+    for r in quantiles.itertuples():  # fields read by name: the leading Index field goes unused
         rp = float(paper.get(r.axis, float("nan")))
         if r.q_abs is not None and np.isfinite(r.q_abs) and r.q_abs > 0:
             rd, src = float(r.q_abs), f"{r.q:.0%} quantile of |Δ|"
@@ -330,6 +328,6 @@ def rms_scores(deltas: pd.DataFrame, r: float, value: str = "delta",
     Returns ``by`` + s, n_variants. Raises ValueError if r ≤ 0.
     """
     d = deltas.dropna(subset=[value])
-    x = normalize(d[value].to_numpy(dtype=np.float64), r)
+    x = normalize(d[value].to_numpy(), r)  # float64 (normalize casts)
     st = sufficient_stats(d[list(by)].assign(_x=x), "_x", tuple(by))
-    return scores_from_stats(st, keep=tuple(by))
+    return scores_from_stats(st)  # keeps every non-sum column: exactly ``by``

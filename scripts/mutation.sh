@@ -24,7 +24,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # name | file to mutate | mutant-name glob ("" = all of the file) | test files that kill its mutants
 MODULES=(
   "scoring|sago_engine/scoring.py||tests/test_scoring.py"
-  "stats|sago_engine/stats.py||tests/test_stats.py"
+  "stats|sago_engine/stats.py||tests/test_stats_columns.py tests/test_stats.py --deselect=tests/test_stats.py::test_significance_page_holm_switch_shows_raw_and_adjusted --deselect=tests/test_stats.py::test_stats_pages_render --deselect=tests/test_stats.py::test_sample_size_on_synthetic_store --deselect=tests/test_stats.py::test_data_driven_normalizers_and_rescaled_scores"
   "axes|sago_engine/axes/*.py||tests/test_axes.py tests/test_axis_options.py"
   "suffstats|sago_engine/store/suffstats.py||tests/test_store.py"
   "scores|sago_engine/store/scores.py||tests/test_store.py tests/test_pages_summary.py::test_sql_prompt_scores_equal_scoring_on_real_store tests/test_method_choices.py"
