@@ -32,7 +32,7 @@ CELLS = (
     ("structural", "length", 2.0, "SUFFIX", {}, True, None),  # ratio = strength
     ("structural", "length", 0.5, "PREFIX", {"target_ratio": 0.75}, True, None),
     ("surface_noise", "case", 1.0, "GLOBAL", {}, False, "semantic filter: 0.41 < 0.85"),
-    ("surface_noise", "case", 2.0, "PREFIX", {}, False, "no-op: the variant text equals the base prompt"),
+    ("surface_noise", "case", 3.0, "PREFIX", {}, False, "no-op: the variant text equals the base prompt"),
 )
 #: axes with deltas: a plain axis each run measures, one rb cannot, an option axis, one none can
 AXES = ("bleu", "cos", "cos@user_last", "mr")
@@ -63,10 +63,10 @@ def raw_frames(runs=RUNS) -> dict[str, pd.DataFrame]:
                     continue
                 x = float(np.round(rng.uniform(-1, 1), 4))
                 reason = None
-                if axis == "mr" or (run == "rb" and axis == "cos"):
-                    reason = NO_ACTIVATIONS
-                elif run == "r'a" and v.variant_id == "dy:0/v1":
+                if run == "r'a" and v.variant_id == "dy:0/v1":
                     reason = MODEL_INPUT_NOOP  # one row per axis, as the runner writes it
+                elif axis == "mr" or (run == "rb" and axis == "cos"):
+                    reason = NO_ACTIVATIONS
                 elif run == "rb" and v.variant_id in ("d'x:1/v2", "d'x:0/v5") and axis == "bleu":
                     reason = REPLY_ERROR
                 ok = reason is None
@@ -89,9 +89,9 @@ def raw_frames(runs=RUNS) -> dict[str, pd.DataFrame]:
             "responses": pd.DataFrame(resp)}
 
 
-def build(path, runs=RUNS, chunks: int = 2):
+def build(path, runs=RUNS, chunks: int | None = 2):
     """A writable store holding ``raw_frames(runs)``; the deltas written in ``chunks`` inserts per run
-    (the runner writes a run in chunks of prompts). Returns (store, frames)."""
+    (the runner writes a run in chunks of prompts), or all in one insert (``None``). Returns (store, frames)."""
     fr = raw_frames(runs)
     st = open_store(path, read_only=False, create=True)
     with st.transaction():
@@ -101,6 +101,9 @@ def build(path, runs=RUNS, chunks: int = 2):
         if not fr["responses"].empty:
             st.insert_df("responses", fr["responses"])
     d = fr["deltas"]
+    if chunks is None:
+        st.insert_df("deltas", d)
+        return st, fr
     for run in d["run_id"].unique():
         part = d[d["run_id"] == run]
         pids = sorted(part["prompt_id"].unique())
