@@ -7,6 +7,7 @@ place, after a rebuild, and as the on-the-fly SQL an old store without the table
 
 from __future__ import annotations
 
+import duckdb
 import numpy as np
 import pandas as pd
 from sago_engine.store import suffstats
@@ -83,15 +84,15 @@ def test_a_repeated_write_and_a_replacement_recompute_exactly_the_touched_keys(t
         assert_rows(untouched, old, FINE, VALUES)
 
 
-def test_has_stats_needs_all_four_tables(tmp_path):
-    st, _ = build(tmp_path / "s.duckdb", runs=(("rb", "m-b"),))
-    with st:
-        assert suffstats.has_stats(st.con)
-        st.con.execute("CREATE TABLE other_stats (x INTEGER)")
-        assert suffstats.has_stats(st.con)
-        for t in ("length_stats", "delta_stats"):
-            st.con.execute(f"DROP TABLE {t}")
-            assert not suffstats.has_stats(st.con), t
+def test_has_stats_needs_all_four_tables():
+    con = duckdb.connect()
+    con.execute(suffstats.STATS_DDL)
+    assert suffstats.has_stats(con)
+    con.execute("CREATE TABLE other_stats (x INTEGER)")
+    assert suffstats.has_stats(con)
+    for t in ("length_stats", "delta_stats"):
+        con.execute(f"DROP TABLE {t}")
+        assert not suffstats.has_stats(con), t
 
 
 def test_length_rows_by_hand():

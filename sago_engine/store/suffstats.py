@@ -108,13 +108,13 @@ def cell_select(src: str, join: str = "") -> str:
         FROM {src} s {join} GROUP BY ALL"""
 
 
-def length_prompt_select(src: str, join: str = "", where: str = "TRUE") -> str:
+def length_prompt_select(src: str, join: str) -> str:
     """SELECT of per-prompt sums (run_id, dataset, prompt_id, axis, target_ratio, n, sum_sq) of kept,
-    available structural/length variants from ``delta_stats``-shaped ``src`` (alias s)."""
+    available structural/length variants from ``delta_stats``-shaped ``src`` (alias s; ``join`` restricts it)."""
     return f"""
         SELECT s.run_id, s.dataset, s.prompt_id, s.axis, s.target_ratio, sum(s.n)::BIGINT AS n, sum(s.sum_sq) AS sum_sq
         FROM {src} s {join}
-        WHERE {USABLE} AND s.target_ratio IS NOT NULL AND {where}
+        WHERE {USABLE} AND s.target_ratio IS NOT NULL
         GROUP BY ALL"""
 
 
