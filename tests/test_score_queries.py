@@ -17,7 +17,7 @@ import pytest
 from sago_engine.filters import Filters
 from sago_engine.store import STATS_TABLES
 from sago_engine.types import AXES as PLAIN
-from tests.stats_store import (CELL, FINE, PROMPT, assert_rows, build, expected_length, expected_table, joined)
+from tests.stats_store import CELL, FINE, PROMPT, assert_rows, build, expected_length, expected_table, joined
 
 ONE_RUN_PER_MODEL = (("r'a", "m-a"), ("rb", "m-b"), ("rc", "m-c"))
 F_ALL = Filters(models=("m-a",), datasets=("d'x",), families=("social_register", "structural"),

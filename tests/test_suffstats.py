@@ -10,9 +10,20 @@ from __future__ import annotations
 import duckdb
 import numpy as np
 import pandas as pd
+import pytest
+
 from sago_engine.store import suffstats
-from tests.stats_store import (CELL, FINE, PROMPT, VALUES, assert_rows, build, expected_length, expected_table,
-                               with_fields)
+from tests.stats_store import (
+    CELL,
+    FINE,
+    PROMPT,
+    VALUES,
+    assert_rows,
+    build,
+    expected_length,
+    expected_table,
+    with_fields,
+)
 
 TABLES = {"delta_stats": FINE, "prompt_stats": PROMPT, "cell_stats": CELL}
 LEVELS = {"fine": FINE, "prompt": PROMPT, "cell": CELL}
@@ -76,6 +87,9 @@ def test_a_repeated_write_and_a_replacement_recompute_exactly_the_touched_keys(t
         st.replace_deltas(new[hit], {"why": "test"})
         fr2 = {**fr, "deltas": new}
         _assert_tables(st.con, fr2)
+        for name in ("_sago_keys", "_sago_rd", "_sago_fine", "_sago_len"):  # nothing left on the connection
+            with pytest.raises(duckdb.CatalogException):
+                st.con.execute(f"SELECT 1 FROM {name}")
         # the other keys' rows are the very rows written before (not recomputed into something else)
         fine = _table(st.con, "delta_stats")
         untouched = fine[~fine["prompt_id"].isin(["d'x:1", "dy:0"]) | ~fine["run_id"].isin(["r'a", "rb"])]
