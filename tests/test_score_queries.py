@@ -115,6 +115,8 @@ def test_views(two_runs):
         for axes in (None, ("cos@user_last", "bleu")):
             ps = _scores(_rows(fr, None, axes), PROMPT_KEYS)
             got = st.view("prompt_scores", axes=axes)
+            assert list(got.columns) == PROMPT_KEYS + ["s", "n_variants"]
+            assert got.index.tolist() == list(range(len(got)))
             want = ps.sort_values(PROMPT_KEYS + ["s", "n_variants"]).reset_index(drop=True)
             assert_rows(got, want, PROMPT_KEYS, ["s", "n_variants"], ordered=True)
             for name, by in (("sgs_dataset", ["run_id", "model", "dataset", "axis"]),
@@ -339,10 +341,13 @@ def test_a_store_without_statistics_tables_or_skip_reasons(tmp_path):
     with st:
         want_ab = st.ablation_frame()
         want_noop = st.noop_counts()
+        want_options, want_axes = st.filter_options(), st.axis_names()
         for t in STATS_TABLES:
             st.con.execute(f"DROP TABLE {t}")
         st.con.execute("ALTER TABLE variants DROP COLUMN skip_reason")
         old = dataclasses.replace(st, stats_materialised=False)
+        assert old.filter_options() == want_options and old.axis_names() == want_axes
+        assert old.stats_counts() == {}
         got = old.ablation_frame()
         pd.testing.assert_frame_equal(got["cells"], want_ab["cells"], check_exact=False, rtol=1e-12)
         pd.testing.assert_frame_equal(got["length"], want_ab["length"], check_exact=False, rtol=1e-12)
