@@ -26,7 +26,6 @@ if TYPE_CHECKING:  # only for annotations; filters.py has no store dependency
 
 _SUMS = ("sum(s.n)::BIGINT AS n, sum(s.sum_norm) AS sum_norm, sum(s.sum_sq) AS sum_sq, "
          "sum(s.sum_abs) AS sum_abs")
-_PROMPT_COLS = ["run_id", "model", "dataset", "prompt_id", "axis"]
 
 
 class ScoreQueries:
@@ -77,7 +76,7 @@ class ScoreQueries:
         sends raw deltas for this). Columns: run_id, model, dataset, prompt_id, axis, s (in [0, 1]),
         n_variants. An axis a model cannot measure has no rows (shown as n/a, never 0).
         """
-        return scoring.scores_from_stats(self.prompt_stats(f, axes=axes), keep=tuple(_PROMPT_COLS))
+        return scoring.scores_from_stats(self.prompt_stats(f, axes=axes))
 
     def axis_names(self) -> list[str]:
         """Every distinct ``deltas.axis`` name with at least one available Δ̃, sorted — the six axes and
@@ -119,7 +118,7 @@ class ScoreQueries:
             FROM {self._src("fine")} s JOIN runs r USING (run_id)
             WHERE {suffstats.USABLE} AND {where}
             GROUP BY ALL ORDER BY {", ".join(keys)}"""
-        return scoring.scores_from_stats(fetch_df(self.con, sql, params), keep=tuple(keys))
+        return scoring.scores_from_stats(fetch_df(self.con, sql, params))
 
     def axis_availability(self, f: Filters | None = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
         """Per model and axis: how many delta rows are available / unavailable, and why.
@@ -284,7 +283,7 @@ class ScoreQueries:
             ORDER BY r.model, d.dataset, d.prompt_id, d.axis
         """
         st = self.con.execute(sql, [[a for a, _ in pairs], [r for _, r in pairs], *params]).df()
-        return scoring.scores_from_stats(st, keep=tuple(_PROMPT_COLS))
+        return scoring.scores_from_stats(st)
 
     def per_token_logprob_deltas(self, f: Filters | None = None) -> pd.DataFrame:
         """Δ of the length-normalized log-prob per kept variant: seq_logprob/n_tokens (variant − base).
