@@ -285,7 +285,10 @@ def test_prompt_scores_rescaled(two_runs):
             assert _sorted_by(got, ["model", "dataset", "prompt_id", "axis"])
             if f is None:
                 assert (z.abs() > 1).any() or clip is not False
-    assert not (st.prompt_scores_rescaled(None, normalizers=(("bleu", 40.0),))["axis"] != "bleu").any()
+    for axes, want_axes in ((None, ["bleu", "cos"]), (("bleu",), ["bleu"])):  # a pair outside ``axes`` is not read
+        got = st.prompt_scores_rescaled(None, normalizers=(("bleu", 40.0), ("cos", 0.3), ("cos@user_last", 20.0)),
+                                        axes=axes)
+        assert sorted(set(got["axis"])) == want_axes
     for none in ((), (("bleu", 0.0),)):
         empty = st.prompt_scores_rescaled(None, normalizers=none)
         assert empty.empty and list(empty.columns) == PROMPT_KEYS + ["s", "n_variants"]

@@ -268,9 +268,7 @@ class ScoreQueries:
         ``axes``: None = the six plain axes, else these names (an option axis needs its own pair).
         ``clip``: False = Δ/R not clipped (the SAGO authors' code), so s may exceed 1.
         """
-        pairs = [(str(a), float(r)) for a, r in normalizers if float(r) > 0]
-        if not pairs:
-            return self.prompt_scores(f, axes=axes).iloc[0:0]
+        pairs = [(str(a), float(r)) for a, r in normalizers if float(r) > 0]  # none: no rows
         where, params = filter_where(f, a="d", axes=axes)
         term = "least(greatest(d.delta / rx.rr, -1.0), 1.0)" if clip else "d.delta / rx.rr"
         sql = f"""
