@@ -238,7 +238,7 @@ def test_noop_counts(two_runs):
             text_rows = v.groupby(keys).size().rename("n").reset_index().assign(model=None)
             text_rows = text_rows.assign(reason=v["skip_reason"].iloc[0] if len(v) else None)
             got = st.noop_counts(f)
-            assert list(got.columns) == cols
+            assert list(got.columns) == cols and got.index.tolist() == list(range(len(got)))
             n_text = int(got["model"].isna().sum())
             assert n_text == len(text_rows) and got["model"].isna().tolist() == [True] * n_text + [False] * len(model_rows)
             assert_rows(got.iloc[:n_text], text_rows[cols], keys + ["reason"], ["n"], ordered=True)

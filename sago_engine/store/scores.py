@@ -112,12 +112,11 @@ class ScoreQueries:
         the six plain axes, else these names.
         """
         where, params = filter_where(f, d="s", v="s", a="s", axes=axes)
-        keys = ["model", "axis", "dataset", "prompt_id", "family", "subtype", "strength", "position"]
         sql = f"""
             SELECT r.model, s.axis, s.dataset, s.prompt_id, s.family, s.subtype, s.strength, s.position, {_SUMS}
             FROM {self._src("fine")} s JOIN runs r USING (run_id)
             WHERE {suffstats.USABLE} AND {where}
-            GROUP BY ALL ORDER BY {", ".join(keys)}"""
+            GROUP BY ALL ORDER BY model, axis, dataset, prompt_id, family, subtype, strength, position"""
         return scoring.scores_from_stats(fetch_df(self.con, sql, params))
 
     def axis_availability(self, f: Filters | None = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
@@ -233,7 +232,7 @@ class ScoreQueries:
                                    "AND column_name = 'skip_reason'").fetchall()[0][0]
         text_rows = model_rows.iloc[0:0]
         if has_col:
-            twhere, tparams = filter_where(None if f is None else replace(f, models=None), d="p", v="v")
+            twhere, tparams = filter_where(None if f is None else replace(f, models=None), d="p")
             text_rows = fetch_df(self.con, f"""
                 SELECT NULL::VARCHAR AS model, v.family, v.subtype, v.strength, v.position, v.skip_reason AS reason,
                        count(*)::BIGINT AS n
