@@ -31,6 +31,8 @@ CELLS = (
     ("structural", "length", 0.5, "GLOBAL", {"target_ratio": 0.75}, True, None),  # ratio from meta
     ("structural", "length", 2.0, "SUFFIX", {}, True, None),  # ratio = strength
     ("structural", "length", 0.5, "PREFIX", {"target_ratio": 0.75}, True, None),
+    ("social_register", "formality", 1.0, "PREFIX", {}, True, None),  # no tone: not politeness, none in meta
+    ("social_register", "formality", 1.0, "PREFIX", {"tone": "casual"}, True, None),  # same cell, a tone
     ("surface_noise", "case", 1.0, "GLOBAL", {}, False, "semantic filter: 0.41 < 0.85"),
     ("surface_noise", "case", 3.0, "PREFIX", {}, False, "no-op: the variant text equals the base prompt"),
 )
@@ -81,7 +83,8 @@ def raw_frames(runs=RUNS) -> dict[str, pd.DataFrame]:
             resp.append({"response_id": f"{p}/base", "run_id": "r'a", "prompt_id": p, "variant_id": None,
                          "response": "b", "n_tokens": 4, "seq_logprob": -2.0, "error": base_err})
             for j, (lp, nt, err) in enumerate([(-3.0, 5, None), (-1.5, 2, None), (None, 3, None), (-1.0, 0, None),
-                                               (-6.0, 4, "cut"), (-2.5, 10, None), (-9.0, 3, None), (-4.0, 8, None)]):
+                                               (-6.0, 4, "cut"), (-2.5, 10, None), (-9.0, 3, None), (-4.0, 8, None),
+                                               (-5.0, 6, None), (-4.5, 9, None)]):  # v9: not kept
                 resp.append({"response_id": f"{p}/v{j}", "run_id": "r'a", "prompt_id": p, "variant_id": f"{p}/v{j}",
                              "response": "x", "n_tokens": nt, "seq_logprob": lp, "error": err})
     runs_df = pd.DataFrame([{"run_id": r, "model": m, "backend": "fake"} for r, m in runs])

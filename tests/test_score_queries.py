@@ -320,7 +320,7 @@ def test_per_token_logprob_deltas(two_runs):
         assert_rows(got, want, ["model", "dataset", "prompt_id", "variant_id"], ["delta_per_token", "delta_seq"],
                     ordered=True)
         if f is None:
-            assert len(got) == 8  # 4 kept variants with a usable log-prob × the 2 prompts whose base has one
+            assert len(got) == 12  # 6 kept variants with a usable log-prob × the 2 prompts whose base has one
 
 
 def test_delta_matrix(two_runs):
