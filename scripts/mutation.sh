@@ -26,8 +26,9 @@ MODULES=(
   "scoring|sago_engine/scoring.py||tests/test_scoring.py"
   "stats|sago_engine/stats.py||tests/test_stats_columns.py tests/test_stats.py --deselect=tests/test_stats.py::test_significance_page_holm_switch_shows_raw_and_adjusted --deselect=tests/test_stats.py::test_stats_pages_render --deselect=tests/test_stats.py::test_sample_size_on_synthetic_store --deselect=tests/test_stats.py::test_data_driven_normalizers_and_rescaled_scores"
   "axes|sago_engine/axes/*.py||tests/test_axes.py tests/test_axis_options.py"
-  "suffstats|sago_engine/store/suffstats.py||tests/test_store.py"
-  "scores|sago_engine/store/scores.py||tests/test_store.py tests/test_pages_summary.py::test_sql_prompt_scores_equal_scoring_on_real_store tests/test_method_choices.py"
+  "suffstats|sago_engine/store/suffstats.py||tests/test_suffstats.py"
+  "scores|sago_engine/store/scores.py||tests/test_score_queries.py"
+  "urlstate|dashboard/urlstate.py||tests/test_url_state_units.py"
   "parse_verdict|sago_engine/judge.py|sago_engine.judge.x_parse_verdict__mutmut_*|tests/test_judge.py::test_parse_verdict_edge_cases"
   "access|dashboard/access.py||tests/test_access.py tests/test_app.py::test_confined_store_refuses_paths_out_of_the_shared_folder tests/test_app.py::test_access_mode_from_environment"
 )

@@ -26,7 +26,6 @@ if TYPE_CHECKING:  # only for annotations; filters.py has no store dependency
 
 _SUMS = ("sum(s.n)::BIGINT AS n, sum(s.sum_norm) AS sum_norm, sum(s.sum_sq) AS sum_sq, "
          "sum(s.sum_abs) AS sum_abs")
-_PROMPT_COLS = ["run_id", "model", "dataset", "prompt_id", "axis"]
 
 
 class ScoreQueries:
@@ -77,7 +76,7 @@ class ScoreQueries:
         sends raw deltas for this). Columns: run_id, model, dataset, prompt_id, axis, s (in [0, 1]),
         n_variants. An axis a model cannot measure has no rows (shown as n/a, never 0).
         """
-        return scoring.scores_from_stats(self.prompt_stats(f, axes=axes), keep=tuple(_PROMPT_COLS))
+        return scoring.scores_from_stats(self.prompt_stats(f, axes=axes))
 
     def axis_names(self) -> list[str]:
         """Every distinct ``deltas.axis`` name with at least one available Δ̃, sorted — the six axes and
@@ -113,13 +112,12 @@ class ScoreQueries:
         the six plain axes, else these names.
         """
         where, params = filter_where(f, d="s", v="s", a="s", axes=axes)
-        keys = ["model", "axis", "dataset", "prompt_id", "family", "subtype", "strength", "position"]
         sql = f"""
             SELECT r.model, s.axis, s.dataset, s.prompt_id, s.family, s.subtype, s.strength, s.position, {_SUMS}
             FROM {self._src("fine")} s JOIN runs r USING (run_id)
             WHERE {suffstats.USABLE} AND {where}
-            GROUP BY ALL ORDER BY {", ".join(keys)}"""
-        return scoring.scores_from_stats(fetch_df(self.con, sql, params), keep=tuple(keys))
+            GROUP BY ALL ORDER BY model, axis, dataset, prompt_id, family, subtype, strength, position"""
+        return scoring.scores_from_stats(fetch_df(self.con, sql, params))
 
     def axis_availability(self, f: Filters | None = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
         """Per model and axis: how many delta rows are available / unavailable, and why.
@@ -234,7 +232,7 @@ class ScoreQueries:
                                    "AND column_name = 'skip_reason'").fetchall()[0][0]
         text_rows = model_rows.iloc[0:0]
         if has_col:
-            twhere, tparams = filter_where(None if f is None else replace(f, models=None), d="p", v="v")
+            twhere, tparams = filter_where(None if f is None else replace(f, models=None), d="p")
             text_rows = fetch_df(self.con, f"""
                 SELECT NULL::VARCHAR AS model, v.family, v.subtype, v.strength, v.position, v.skip_reason AS reason,
                        count(*)::BIGINT AS n
@@ -269,9 +267,7 @@ class ScoreQueries:
         ``axes``: None = the six plain axes, else these names (an option axis needs its own pair).
         ``clip``: False = Δ/R not clipped (the SAGO authors' code), so s may exceed 1.
         """
-        pairs = [(str(a), float(r)) for a, r in normalizers if float(r) > 0]
-        if not pairs:
-            return self.prompt_scores(f, axes=axes).iloc[0:0]
+        pairs = [(str(a), float(r)) for a, r in normalizers if float(r) > 0]  # none: no rows
         where, params = filter_where(f, a="d", axes=axes)
         term = "least(greatest(d.delta / rx.rr, -1.0), 1.0)" if clip else "d.delta / rx.rr"
         sql = f"""
@@ -284,7 +280,7 @@ class ScoreQueries:
             ORDER BY r.model, d.dataset, d.prompt_id, d.axis
         """
         st = self.con.execute(sql, [[a for a, _ in pairs], [r for _, r in pairs], *params]).df()
-        return scoring.scores_from_stats(st, keep=tuple(_PROMPT_COLS))
+        return scoring.scores_from_stats(st)
 
     def per_token_logprob_deltas(self, f: Filters | None = None) -> pd.DataFrame:
         """Δ of the length-normalized log-prob per kept variant: seq_logprob/n_tokens (variant − base).

@@ -77,6 +77,11 @@ USABLE = ("s.kept AND s.available AND s.n > 0 AND isfinite(s.sum_norm) AND isfin
 #: The raw ``deltas`` rows (alias ``d``) a quantile or a rescaling reads: available, a finite Δ.
 USABLE_DELTA = "d.available AND isfinite(d.delta)"
 
+#: The temporary objects ``refresh`` and ``_write_length`` create on the caller's connection (frames
+#: registered as views, one temp table), each removed before the function returns: the (run, prompt)
+#: keys and the (run, dataset) pairs of the written deltas, their ``delta_stats`` rows, the length sums.
+_KEYS, _PAIRS, _FINE, _LENGTH = "_sago_keys", "_sago_rd", "_sago_fine", "_sago_len"
+
 _SUMS = ("sum(n_rows)::BIGINT AS n_rows, sum(n)::BIGINT AS n, sum(sum_norm) AS sum_norm, "
          "sum(sum_sq) AS sum_sq, sum(sum_abs) AS sum_abs")
 
@@ -108,13 +113,13 @@ def cell_select(src: str, join: str = "") -> str:
         FROM {src} s {join} GROUP BY ALL"""
 
 
-def length_prompt_select(src: str, join: str = "", where: str = "TRUE") -> str:
+def length_prompt_select(join: str) -> str:
     """SELECT of per-prompt sums (run_id, dataset, prompt_id, axis, target_ratio, n, sum_sq) of kept,
-    available structural/length variants from ``delta_stats``-shaped ``src`` (alias s)."""
+    available structural/length variants from ``delta_stats`` (alias s; ``join`` restricts it)."""
     return f"""
         SELECT s.run_id, s.dataset, s.prompt_id, s.axis, s.target_ratio, sum(s.n)::BIGINT AS n, sum(s.sum_sq) AS sum_sq
-        FROM {src} s {join}
-        WHERE {USABLE} AND s.target_ratio IS NOT NULL AND {where}
+        FROM delta_stats s {join}
+        WHERE {USABLE} AND s.target_ratio IS NOT NULL
         GROUP BY ALL"""
 
 
@@ -129,15 +134,15 @@ def length_rows(per_prompt: pd.DataFrame, by: tuple[str, ...] = ("run_id", "data
 
 
 def _write_length(con: duckdb.DuckDBPyConnection, join: str = "") -> None:
-    rows = con.sql(length_prompt_select("delta_stats", join)).to_arrow_table().to_pandas()
+    rows = con.sql(length_prompt_select(join)).to_arrow_table().to_pandas()
     if rows.empty:
         return
-    con.register("_sago_len", length_rows(rows))
+    con.register(_LENGTH, length_rows(rows))
     try:
-        con.execute("INSERT INTO length_stats SELECT run_id, dataset, axis, target_ratio, n_prompts, sum_s, sum_s2 "
-                    "FROM _sago_len")
+        con.execute(f"INSERT INTO length_stats SELECT run_id, dataset, axis, target_ratio, n_prompts, sum_s, sum_s2 "
+                    f"FROM {_LENGTH}")
     finally:
-        con.unregister("_sago_len")
+        con.unregister(_LENGTH)
 
 
 #: Rebuild the SQL-only statistics tables from ``deltas`` (idempotent).
@@ -194,27 +199,26 @@ def refresh(con: duckdb.DuckDBPyConnection, deltas: pd.DataFrame) -> None:
         dd = ", ".join("'" + str(x).replace("'", "''") + "'" for x in datasets)
         return f"{a}.run_id IN ({rr}) AND {a}.dataset IN ({dd})"
 
-    con.register("_sago_keys", keys)
-    con.register("_sago_rd", rd)
+    con.register(_KEYS, keys)
+    con.register(_PAIRS, rd)
     try:
-        on_keys = "JOIN _sago_keys k ON {a}.run_id = k.run_id AND {a}.prompt_id = k.prompt_id AND " + "{p}"
         # rows of these keys exist only when a write repeats (a fresh run appends): skip the deletes then
         if con.execute(f"SELECT 1 FROM prompt_stats s WHERE {prune('s')} LIMIT 1").fetchall():
             for t in ("delta_stats", "prompt_stats"):
-                con.execute(f"DELETE FROM {t} USING _sago_keys k WHERE {t}.run_id = k.run_id "
+                con.execute(f"DELETE FROM {t} USING {_KEYS} k WHERE {t}.run_id = k.run_id "
                             f"AND {t}.prompt_id = k.prompt_id AND {prune(t)}")
-        con.execute("CREATE OR REPLACE TEMP TABLE _sago_fine AS "
-                    + fine_select(on_keys.format(a="d", p=prune("d")),
-                                  "prompt_id IN (SELECT prompt_id FROM _sago_keys)"))
-        con.execute("INSERT INTO delta_stats SELECT * FROM _sago_fine")
-        con.execute(f"INSERT INTO prompt_stats {prompt_select('_sago_fine')}")
-        con.execute("DROP TABLE _sago_fine")
-        on_rd = f"JOIN _sago_rd k ON s.run_id = k.run_id AND s.dataset = k.dataset AND {prune('s')}"
+        on_keys = f"JOIN {_KEYS} k ON d.run_id = k.run_id AND d.prompt_id = k.prompt_id AND {prune('d')}"
+        fine = fine_select(on_keys, f"prompt_id IN (SELECT prompt_id FROM {_KEYS})")
+        con.execute(f"CREATE OR REPLACE TEMP TABLE {_FINE} AS {fine}")
+        con.execute(f"INSERT INTO delta_stats SELECT * FROM {_FINE}")
+        con.execute(f"INSERT INTO prompt_stats {prompt_select(_FINE)}")
+        con.execute(f"DROP TABLE {_FINE}")
+        on_rd = f"JOIN {_PAIRS} k ON s.run_id = k.run_id AND s.dataset = k.dataset AND {prune('s')}"
         for t in ("cell_stats", "length_stats"):
-            con.execute(f"DELETE FROM {t} USING _sago_rd k WHERE {t}.run_id = k.run_id AND {t}.dataset = k.dataset "
+            con.execute(f"DELETE FROM {t} USING {_PAIRS} k WHERE {t}.run_id = k.run_id AND {t}.dataset = k.dataset "
                         f"AND {prune(t)}")
         con.execute(f"INSERT INTO cell_stats {cell_select('delta_stats', on_rd)}")
         _write_length(con, on_rd)
     finally:
-        con.unregister("_sago_keys")
-        con.unregister("_sago_rd")
+        con.unregister(_KEYS)
+        con.unregister(_PAIRS)
