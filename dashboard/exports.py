@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import io
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -73,9 +74,30 @@ def _vl_convert():
         return None
 
 
+#: The width (px) of a static export of a chart that fits its page's width: a file has no container.
+STATIC_WIDTH = 800
+
+
+def _sized(spec_json: str) -> str:
+    """``spec_json`` for a file: a chart that fits its container (``autosize`` "fit" / "fit-x") gets
+    ``STATIC_WIDTH`` and padding autosize — vl-convert has no container, and such a chart above a
+    footer has no valid PNG size."""
+    spec = json.loads(spec_json)
+    auto = spec.get("autosize")
+    kind = auto.get("type") if isinstance(auto, dict) else auto
+    if not (isinstance(kind, str) and kind.startswith("fit")):
+        return spec_json
+    spec["autosize"] = {"type": "pad"}
+    chart = spec["vconcat"][0] if spec.get("vconcat") else spec  # with a footer: the chart above it
+    if not isinstance(chart.get("width"), (int, float)):
+        chart["width"] = STATIC_WIDTH
+    return json.dumps(spec)
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
 def _altair_static(spec_json: str, fmt: str) -> bytes:
     vlc = _vl_convert()
+    spec_json = _sized(spec_json)
     if fmt == "png":  # 2× pixels for ordinary charts; 1× for very large ones (the paper-scale heatmap: ~9 MB)
         return vlc.vegalite_to_png(spec_json, scale=2 if len(spec_json) < 2_000_000 else 1)
     return vlc.vegalite_to_svg(spec_json).encode("utf-8")

@@ -127,7 +127,8 @@ show = pts.assign(on_frontier=pts["model"].isin(front["model"]),
                   x_ci=[f"[{a:.3f}, {b:.3f}]" for a, b in zip(pts["x_lo"], pts["x_hi"])],
                   y_ci=[f"[{a:.3f}, {b:.3f}]" for a, b in zip(pts["y_lo"], pts["y_hi"])])
 show = show[["model", "x_cell", "x_ci", "y_cell", "y_ci", "on_frontier"]]
-show.columns = ["model", xl, f"{xl} 95% CI", yl, f"{yl} 95% CI", "on Pareto frontier"]
+xh, yh = (f"x: {xl}", f"y: {yl}") if xl == yl else (xl, yl)  # column names stay unique on one axis
+show.columns = ["model", xh, f"{xh} 95% CI", yh, f"{yh} 95% CI", "on Pareto frontier"]
 numbers = pts.drop(columns=[c for c in pts.columns if c.endswith("_cell")]).assign(
     x_axis=x_axis, y_axis=y_axis, on_frontier=pts["model"].isin(front["model"]))
 exports.table(numbers, "pareto_table", "sago_pareto.csv", show=show)

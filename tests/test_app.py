@@ -140,3 +140,19 @@ def test_share_mode_saves_probes_inside_the_shared_folder(tmp_path):
     default = tmp_path / "home" / "probes.duckdb"
     assert Access().probe_store(default) == default
     assert Access(share_dir=tmp_path / "meet", live=True).probe_store(default) == tmp_path / "meet" / "probes.duckdb"
+
+
+def test_pareto_on_one_axis_warns_and_its_table_still_renders(tmp_path):
+    """x = y (a link, or both boxes on one axis): the page says to pick two axes, and its table (whose
+    columns would otherwise repeat a name) renders with x: / y: headers — no exception."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.session_state["app_store_custom"] = str(make_store(tmp_path / "s.duckdb"))
+    at.run()
+    at.switch_page("pages/pareto.py")
+    at.session_state["pareto_x"] = at.session_state["pareto_y"] = "cos"
+    at.run()
+    assert not at.exception, at.exception
+    assert any("same axis" in w.value for w in at.warning)
+    cols = [list(df.value.columns) for df in at.dataframe]
+    assert ["model", "x: SGS Δ-Cos", "x: SGS Δ-Cos 95% CI", "y: SGS Δ-Cos", "y: SGS Δ-Cos 95% CI",
+            "on Pareto frontier"] in cols, cols

@@ -33,3 +33,22 @@ def test_footer_joins_plotly_and_altair_charts():
     assert ch.padding is not None  # a top-level property Vega-Lite refuses inside a concatenation
     svg = vlc.vegalite_to_svg(exports.altair_with_footer(ch, "Source: sago · store x.duckdb").to_json())
     assert "Source: sago · store x.duckdb" in svg and charts.NEUTRAL in svg  # footer and the grey n/a cell
+
+
+def test_a_chart_that_fits_its_page_width_exports_a_png_under_its_footer():
+    """A layered chart with ``autosize`` fit-x (as Sample size draws it) above the footer: vl-convert has no
+    container to fit, so the file gets a fixed width instead of an invalid size."""
+    import io
+
+    import altair as alt
+    import pandas as pd
+    from PIL import Image
+
+    df = pd.DataFrame({"n": [4, 8, 16] * 2, "s": [0.1, 0.05, 0.02, 0.2, 0.1, 0.04], "axis": ["a"] * 3 + ["b"] * 3})
+    base = alt.Chart(df).encode(x="n:Q", color="axis:N")
+    ch = (base.mark_line().encode(y="s:Q") + base.mark_point().encode(y="s:Q", size="s:Q")).properties(
+        height=300, autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
+    png = exports.altair_png(exports.altair_with_footer(ch, "Source: sago · store x"))
+    img = Image.open(io.BytesIO(png))
+    assert img.format == "PNG" and img.width >= 2 * exports.STATIC_WIDTH  # 2× pixels
+    assert b"<svg" in exports.altair_svg(exports.altair_with_footer(ch, "Source: sago · store x"))
