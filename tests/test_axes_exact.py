@@ -85,6 +85,15 @@ def test_cosine_is_clipped_to_minus_one_one():
     assert cos.tolist() == [[1.0], [-1.0]]
 
 
+def test_cosine_of_half_precision_states_is_computed_in_float64():
+    # a float16 norm is 0.3743 where the float64 norm of the same values is 0.374172: ~3e-4 off
+    h16, h = np.array([[0.1, 0.2, 0.3]], dtype=np.float16), np.array([[0.3, 0.1, 0.7]])
+    x = h16.astype(np.float64)[0]
+    want = float(x @ h[0] / (np.sqrt(x @ x) * np.sqrt(h[0] @ h[0])))  # 0.904716
+    assert cosine_per_layer(h16, h)[0] == pytest.approx(want, abs=1e-9)
+    assert cosine_per_layer(h, h16)[0] == pytest.approx(want, abs=1e-9)
+
+
 def test_cosine_shapes_dtype_and_the_error_message():
     hb = np.array([[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]], dtype=np.float32)  # L+1 = 2 layers, H = 3
     hv = np.array([[[3.0, 0.0, 0.0], [0.0, 0.0, 5.0]]], dtype=np.float32)
@@ -300,3 +309,66 @@ def test_mr_pairs_by_hand():
 def test_delta_fn_names_each_pair_function():
     assert pairs.delta_fn("cos") is pairs.cos_pairs and pairs.delta_fn("mr") is pairs.mr_pairs
     assert pairs.delta_fn("bleu") is pairs.bleu_pairs
+
+
+# ------------------------------------------------------------------ the authors' Δ-MR rules at their boundaries
+def test_authors_counts_edges():
+    from sago_engine.axes.mirroring_code import abnormal_case_pct, extra_punctuation, extra_spaces, measured_strength
+
+    assert abnormal_case_pct("aB") == 100.0 and abnormal_case_pct("A b") == 0.0  # two letters can be mixed case
+    assert abnormal_case_pct("") == 0.0 and abnormal_case_pct("123 !!") == 0.0  # no letters
+    assert abnormal_case_pct("aBcD " + "x" * 36) == 10.0 and abnormal_case_pct("NASA PARIS") == pytest.approx(500 / 9)
+    assert extra_spaces("a  \t  b") == 2 and extra_punctuation("a...., b") == 1
+    assert measured_strength("spacing", "a  b", "a b") == 0.0 and measured_strength("punctuation", "a!!", "a") == 0.0
+    assert measured_strength("case", "123", "456") == 0.0 and measured_strength("case", "ab", "AB") == 100.0
+    assert measured_strength("case", "aB c", "AB C") == pytest.approx(200 / 3)  # B was already upper
+    with pytest.raises(ValueError, match=r"^no measured strength for surface-noise subtype 'tone'$"):
+        measured_strength("tone", "a", "b")
+
+
+def test_authors_pairwise_band_edges():
+    from sago_engine.axes.mirroring_code import noise_mirrors_pair
+
+    spaced = "a" + " " * 4 + "b" * 55  # 3 extra spaces in 60 characters: increase 3, rate exactly 5 %
+    assert noise_mirrors_pair("spacing", "", spaced, 20) == 1  # band ≤ 20 (inclusive): (3, 5)
+    assert noise_mirrors_pair("spacing", "", spaced, 21) == 0  # next band: increase ≥ 5
+    assert noise_mirrors_pair("spacing", "", spaced + "b", 20) == 0  # rate 4.9 %
+    assert noise_mirrors_pair("spacing", "a  b", spaced, 20) == 0  # increase 2
+    marks = "!!!!" + "a" * 96  # 3 extra marks in 100 characters
+    assert noise_mirrors_pair("punctuation", "", marks, 5) == 1 and noise_mirrors_pair("punctuation", "", marks, 6) == 0
+    assert noise_mirrors_pair("punctuation", "", marks + "a", 5) == 0
+    assert noise_mirrors_pair("spacing", "", "", 1) == 0 and noise_mirrors_pair("punctuation", "", "", 100) == 0
+    y, y_v = "aB " + "x" * 38, "aBcD " + "x" * 36  # 5 % and 10 % abnormal: an increase of exactly 5 points
+    assert noise_mirrors_pair("case", y, y_v, 25) == 1 and noise_mirrors_pair("case", y, y_v, 26) == 0  # 10 < 15
+    low = "aB " + "c" * 23  # exactly 8 %
+    assert noise_mirrors_pair("case", "", low, 25) == 1 and noise_mirrors_pair("case", "", low, 26) == 0
+    twenty = "aB " + "c" * 8  # 20 %: enough up to 50 % upper-cased (15), not above (25)
+    assert noise_mirrors_pair("case", "", twenty, 50) == 1 and noise_mirrors_pair("case", "", twenty, 51) == 0
+    with pytest.raises(ValueError, match=r"^no pairwise rule for surface-noise subtype 'tone'$"):
+        noise_mirrors_pair("tone", "a", "b", 1)
+
+
+def test_authors_unavailable_reasons_and_errors():
+    from sago_engine.axes.mirroring_code import code_delta_mr, unavailable_reason
+
+    mood, noise = V("structural", "mood", {"target": "question"}), V("surface_noise", "spacing")
+    length = V("structural", "length", {"target_ratio": 0.5}, 0.5)
+    form = "the authors' code has no Δ-MR for form (interrogative ↔ imperative)"
+    assert unavailable_reason("pairwise", mood, "x") == form and unavailable_reason("paper_code", mood, None) == form
+    assert unavailable_reason("length_fail", mood, "x") is None
+    no_base = "base prompt text not given (the pairwise rule's strength is measured from it)"
+    assert unavailable_reason("paper_code", noise, None) == no_base and unavailable_reason("pairwise", noise, None) == no_base
+    assert unavailable_reason("pairwise", noise, "x") is None and unavailable_reason("length_fail", noise, None) is None
+    assert unavailable_reason("pairwise", length, None) is None
+    with pytest.raises(ValueError, match=r"^unknown Δ-MR option 'paper'; valid: pairwise, length_fail, paper_code$"):
+        code_delta_mr("paper", [], [], "y", [], None)
+    with pytest.raises(ValueError, match=r"^1 responses, 2 variants, 2 plain values$"):
+        code_delta_mr("pairwise", ["a"], [noise, noise], "y", [0.0, 0.0], "x")
+    with pytest.raises(ValueError, match=r"^2 responses, 2 variants, 1 plain values$"):
+        code_delta_mr("pairwise", ["a", "b"], [noise, noise], "y", [0.0], "x")
+    got = code_delta_mr("length_fail", ["x"], [length], "a b", [1.0], None)  # 1 word of 2: the target hit
+    assert got.dtype == np.float64 and got.tolist() == [0.0]
+    reg = V("social_register", "politeness", {"register": "polite"})
+    assert code_delta_mr("paper_code", ["a", "b"], [reg, reg], "y", [-1.0, 1.0], None).tolist() == [0.0, 1.0]
+    assert code_delta_mr("length_fail", ["a"], [reg], "y", [-1.0], None).tolist() == [-1.0]  # the plain value
+    assert code_delta_mr("pairwise", ["Is it?"], [length], "a b c d", [1.0], None).tolist() == [1.0]  # plain rule

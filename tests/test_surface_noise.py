@@ -195,3 +195,13 @@ def test_case_with_spans_and_growth():
                                                                            "n_edits": 0})  # grown to the whole text
     assert apply('"all of it"', "case", 3, "SUFFIX")[0] == '"all of IT"'  # a wrapped prompt: no quotation
     assert not SN.editable("数字 123", "case", 2, "GLOBAL")
+
+
+def test_editable_reads_the_subtype_and_strength_of_the_region_it_grows():
+    assert SN.editable("_abc", "case", 3, "GLOBAL") and not SN.editable("_abc", "case", 1, "GLOBAL")  # no word start
+    # SUFFIX "ef" starts a line (no gap to widen): spacing grows to "cd\nef", case would not need to
+    assert SN.editable("ab cd\nef", "spacing", 1, "SUFFIX") and apply("ab cd\nef", "spacing", 1, "SUFFIX") == (
+        "ab  cd\nef", {"target": "spacing", "region": [3, 8], "n_edits": 1})
+    # SUFFIX "ABC" has nothing to upper-case: strength 3 grows to "go ABC" (strength 1 could flip the "A")
+    assert SN.editable("go ABC", "case", 3, "SUFFIX") and apply("go ABC", "case", 3, "SUFFIX") == (
+        "GO ABC", {"target": "upper", "region": [0, 6], "n_edits": 2})
