@@ -92,6 +92,14 @@ def test_cosine_of_half_precision_states_is_computed_in_float64():
     want = float(x @ h[0] / (np.sqrt(x @ x) * np.sqrt(h[0] @ h[0])))  # 0.904716
     assert cosine_per_layer(h16, h)[0] == pytest.approx(want, abs=1e-9)
     assert cosine_per_layer(h, h16)[0] == pytest.approx(want, abs=1e-9)
+    c16 = np.array([0.1, 0.3], dtype=np.float16)  # float16 0.1 − 1 is −0.8999: the mean is taken in float64
+    assert delta_cos_from_layers(c16) == pytest.approx(float(np.mean(c16.astype(np.float64) - 1.0)), abs=1e-12)
+
+
+def test_cosine_of_short_vectors_divides_by_the_norms():
+    # norms 0.5 and 0.25: the product 0.125 < 1 is still the divisor
+    assert cosine_per_layer(np.array([[0.5, 0.0]]), np.array([[0.25, 0.0]])).tolist() == [1.0]
+    assert cosine_per_layer(np.array([[0.0, 0.5]]), np.array([[0.25, 0.0]])).tolist() == [0.0]
 
 
 def test_cosine_shapes_dtype_and_the_error_message():
