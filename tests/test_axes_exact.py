@@ -68,6 +68,11 @@ def test_base_reply_deltas_by_hand():
     assert type(prob) is float and type(ent) is float
     assert base_reply_deltas(([-1.0], [0.5]), ([-1.00001], [0.500001])) == (0.0, 0.0)  # under the noise floors
     assert base_reply_deltas(([-4.0], [2.0]), ([-1.0], [0.5])) == (-3.0, 1.5)  # one token is enough
+    # float16 passes (some models' dtype) are summed and averaged in float64 (a float16 sum of 100 tokens is ~1e-2 off)
+    lp16, ent16, zero = np.full(100, -0.1, dtype=np.float16), np.full(100, 0.3, dtype=np.float16), np.zeros(100)
+    want = (float(lp16.astype(np.float64).sum()), float(ent16.astype(np.float64).mean()))
+    assert base_reply_deltas((lp16, ent16), (zero, zero)) == pytest.approx(want, abs=1e-9)
+    assert base_reply_deltas((zero, zero), (lp16, ent16)) == pytest.approx((-want[0], -want[1]), abs=1e-9)
     good = [-1.0, -2.0]
     for fv, fb in (((good[:1], good), (good, good)), ((good, good[:1]), (good, good)),
                    ((good, good), (good[:1], good)), ((good, good), (good, good[:1]))):

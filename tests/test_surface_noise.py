@@ -78,6 +78,9 @@ def test_grow_by_one_word():
     assert _grow(t, 0, 5, "PREFIX") == (0, 9)  # over a gap of two spaces
     assert _grow(t, 0, 9, "PREFIX") == (0, 9)
     assert _grow(t, 3, 5, "GLOBAL") == (0, 9)
+    assert _grow("ab ", 0, 3, "SUFFIX") == (0, 3) and _grow(" ab", 1, 3, "SUFFIX") == (0, 3)  # stops at the text start
+    assert _grow("x a   cc", 6, 8, "SUFFIX") == (2, 8)  # one character at a time: an odd gap, a one-letter word
+    assert _grow("aa   b cc", 0, 2, "PREFIX") == (0, 6)
 
 
 def test_pick_counts_by_strength():
