@@ -215,6 +215,7 @@ def test_delta_bert_rescaled_by_hand():
     assert delta_bert_rescaled(np.array([-0.4, 0.0]), 0.2).tolist() == [-0.5, 0.0]  # Δ / (1 − b)
     assert delta_bert_rescaled([-0.25], 0.0).tolist() == [-0.25]  # b = 0 allowed: the plain scale
     assert delta_bert_rescaled([-1.0], 0.5).dtype == np.float64
+    assert delta_bert_rescaled(np.array([-0.5], dtype=np.float32), 0.5).dtype == np.float64  # not float32
     for bad in (1.0, -0.1, 1.5):
         with pytest.raises(ValueError, match=rf"^baseline must be in \[0, 1\), got {bad}$"):
             delta_bert_rescaled([-0.5], bad)
