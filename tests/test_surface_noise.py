@@ -150,6 +150,8 @@ def test_punctuation_by_strength():
     assert apply("yes! no", "punctuation", 2, randoms=[0.3]) == ("yes!!!! no..", {"target": "punctuation",
                                                                                  "region": [0, 7], "n_edits": 2})
     assert apply("yes! no", "punctuation", 2, randoms=[0.5])[0] == "yes!.. no.."  # 0.5: not repeated
+    assert apply("yes?! no", "punctuation", 2, randoms=[0.3])[0] == "yes?!!!! no.."  # the last mark repeated
+    assert apply("(yes!) no", "punctuation", 2, randoms=[0.3])[0] == "(yes!)!!! no.."  # … not a bracket after it
     assert apply("yes! no", "punctuation", 1)[0] == "yes!,, no"  # strength 1 never repeats
     assert apply("yes! no", "punctuation", 3, randoms=[0.9, 0.1])[0] == "yes no.."  # "!" dropped
     assert apply("yes! no", "punctuation", 3, randoms=[0.9, 0.2])[0] == "yes!.. no.."  # 0.2: kept
