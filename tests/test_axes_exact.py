@@ -267,6 +267,8 @@ def test_mr_register_edges():
 
 
 def test_delta_mr_length_error_and_dtype():
+    near = V("structural", "length", {"target_ratio": 1.2}, 1.2)  # within ±25 %: the base reply itself mirrors it
+    assert delta_mr(["x", "x y"], [near, near], "a b").tolist() == [-1.0, 0.0]
     v = V("surface_noise", "punctuation")
     got = delta_mr(["Yes!!", "No."], [v, v], "Ok!!")
     assert got.dtype == np.float64 and got.tolist() == [0.0, -1.0]
