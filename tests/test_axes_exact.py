@@ -333,6 +333,7 @@ def test_authors_counts_edges():
 
     assert abnormal_case_pct("aB") == 100.0 and abnormal_case_pct("A b") == 0.0  # two letters can be mixed case
     assert abnormal_case_pct("") == 0.0 and abnormal_case_pct("123 !!") == 0.0  # no letters
+    assert abnormal_case_pct("ǅa") == 0.0  # a titlecase letter (Lt) is neither upper nor lower case: no mix
     assert abnormal_case_pct("aBcD " + "x" * 36) == 10.0 and abnormal_case_pct("NASA PARIS") == pytest.approx(500 / 9)
     assert extra_spaces("a  \t  b") == 2 and extra_punctuation("a...., b") == 1
     assert measured_strength("spacing", "a  b", "a b") == 0.0 and measured_strength("punctuation", "a!!", "a") == 0.0
