@@ -385,6 +385,11 @@ def test_authors_unavailable_reasons_and_errors():
         code_delta_mr("pairwise", ["a", "b"], [noise, noise], "y", [0.0], "x")
     got = code_delta_mr("length_fail", ["x"], [length], "a b", [1.0], None)  # 1 word of 2: the target hit
     assert got.dtype == np.float64 and got.tolist() == [0.0]
+    spaced = Variant(variant_id="s", prompt_id="t:1", spec=VariantSpec("surface_noise", "spacing", 1.0, "GLOBAL"),
+                     text="What   is the   capital   of France?", seed=1)  # 6 spaces added
+    reply = "Paris   is   the   capital   of France."  # 8 extra spaces in 39 characters: 20.5 %
+    got = code_delta_mr("pairwise", [reply], [spaced], "Paris is the capital of France.", [0.0], "What is the capital of France?")
+    assert got.tolist() == [1.0]  # the pairwise rule's verdict, not the plain value
     reg = V("social_register", "politeness", {"register": "polite"})
     assert code_delta_mr("paper_code", ["a", "b"], [reg, reg], "y", [-1.0, 1.0], None).tolist() == [0.0, 1.0]
     assert code_delta_mr("length_fail", ["a"], [reg], "y", [-1.0], None).tolist() == [-1.0]  # the plain value
