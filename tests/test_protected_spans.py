@@ -17,7 +17,7 @@ def spans(text):
     ("[a]]", "[a]"), ("{x", "x"), ("<x", "x"), ("x>", "x"), ("x}", "x"), ("«x»", "x"), ("'a'", "a"),
     ("x;", "x"), ("x:", "x"), ("x,", "x"), ("x?", "x"), ("¿qué?", "qué"), ("¡hola!", "hola"),
     ("5!", "5!"), ("11!!", "11!!"), ("5!.", "5!"), ("a5!", "a5!"), ("wow!", "wow"), ("", ""),
-    ("X1", "X1"), ('«"x"»', "x"), ("¡¿x?!", "x"),
+    ("X1", "X1"), ("1X", "1X"), ('«"x"»', "x"), ("¡¿x?!", "x"), ("5X!", "5X"), ("(a)b)", "(a)b"),
 ])
 def test_core_of_a_token(tok, core):
     i, j = _core(tok)
@@ -69,6 +69,8 @@ def test_math_and_numbers_by_hand(text, expected):
     ('"plain wrapped" ?', []),
     ("a `x` b ``y`z`` c", ["`x`", "``y`z``"]),
     ("```\ncode\n", ["```\ncode\n"]),  # an unclosed fence runs to the end
+    ("```\nprint(x).", ["```\nprint(x)."]),  # … its last mark included (code is not trimmed like a URL)
+    ('Use `say "hi` and "bye" now', ['`say "hi`', '"bye"']),  # a quote inside code opens no quotation
     ("The 5 and the 6th", ["5", "6th"]),
     ("word   ", []), ("", []),
 ])

@@ -331,7 +331,7 @@ def _find_protected(text: str) -> tuple[tuple[int, int], ...]:
                 a, b = a + i, a + j
             found.append((a, b))
         spans += found
-        masked = _mask(masked, found) if found else masked
+        masked = _mask(masked, found)
     wrap = _WRAPPED.fullmatch(text)
     if wrap and '"' not in wrap.group(2).replace('""', ""):
         # the whole prompt wrapped in quotes (CSV export: "What ""kissing"" disease?"): the
@@ -340,7 +340,7 @@ def _find_protected(text: str) -> tuple[tuple[int, int], ...]:
     for pattern in _QUOTES:
         found = [m.span() for m in pattern.finditer(masked)]
         spans += found
-        masked = _mask(masked, found) if found else masked
+        masked = _mask(masked, found)
     spans += _code_blocks(text)
     spans += _markdown(text)
     spans += _math_and_numbers(masked)
