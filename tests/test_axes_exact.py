@@ -317,6 +317,9 @@ def test_mr_pairs_by_hand():
     up = V("surface_noise", "case", {"target": "upper"})
     got = pairs.mr_pairs([R("PARIS IS IT"), R("paris"), R("PARIS IS IT")], [R("paris"), R("PARIS IS IT"), R("PARIS!!")], [up] * 3)
     assert got.dtype == np.float64 and got.tolist() == [1.0, -1.0, 0.0]
+    half = V("structural", "length", {"target_ratio": 0.5}, 0.5)
+    near = V("structural", "length", {"target_ratio": 1.2}, 1.2)  # the base reply itself is within ±25 %
+    assert pairs.mr_pairs([R("x"), R("x y")], [R("a b"), R("a b")], [half, near]).tolist() == [1.0, 0.0]
     for bad in (None, [up]):
         with pytest.raises(ValueError, match=r"^Δ-MR needs the variant of every reply$"):
             pairs.mr_pairs([R("a"), R("b")], [R("a"), R("a")], bad)
