@@ -43,6 +43,7 @@ def test_code_blocks_by_hand():
     assert _code_blocks("if x == 1:\n\tpass") == [(0, 16)]  # a tab indents too
     assert _code_blocks("def f():\n\n  return 1\n\n") == [(0, 21)]  # a blank line inside the block
     assert _code_blocks("Hello\nthere") == []
+    assert _code_blocks("x = 1\nXyz") == [(0, 6)]  # a line that starts with a letter ends the block
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -52,6 +53,8 @@ def test_code_blocks_by_hand():
     ("a\nx = 1", [(2, 7), (6, 7)]),  # offsets are the text's, line by line
     ("f(x) and 2n+3", [(0, 4), (9, 13)]), ("Radius = 4", [(0, 10), (9, 10)]),
     ("a_b c::d", [(0, 3), (4, 8)]), ("x/y and/or", [(0, 3)]),
+    ("x (5", [(3, 4)]),  # the core of "(5" starts after the bracket
+    ("( 5", [(2, 3)]),  # a token with an empty core is skipped, the line goes on
 ])
 def test_math_and_numbers_by_hand(text, expected):
     assert _math_and_numbers(text) == expected
