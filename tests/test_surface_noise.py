@@ -136,6 +136,7 @@ def test_spacing_at_the_region_border_and_without_gaps():
     assert apply("word!", "spacing", 1)[0] == "word !"  # no gap: before the trailing mark
     assert apply("so x + y = 2 ok", "spacing", 2)[0] == "so \tx + y = 2 \tok"  # not inside the span
     assert apply("the 5 cm", "spacing", 1)[0] == "the  5 cm"  # next to a span's edge
+    assert apply("ab x5? cd", "spacing", 3)[0] == "ab " + TABS + "x5" + TABS + "? " + TABS + "cd"  # at its end too
     assert apply("ab\ncd ef", "spacing", 1)[0] == "ab\ncd  ef"  # never at a line start
     assert apply("- item one", "spacing", 1)[0] == "- item  one"  # never next to a list marker
     for t in ("word-", "!!!", "a/", "x*"):
