@@ -212,3 +212,19 @@ def test_editable_reads_the_subtype_and_strength_of_the_region_it_grows():
     # SUFFIX "ABC" has nothing to upper-case: strength 3 grows to "go ABC" (strength 1 could flip the "A")
     assert SN.editable("go ABC", "case", 3, "SUFFIX") and apply("go ABC", "case", 3, "SUFFIX") == (
         "GO ABC", {"target": "upper", "region": [0, 6], "n_edits": 2})
+
+
+def test_spacing_region_borders_and_markdown_in_a_suffix():
+    # the PREFIX region "a bb c" ends inside the text: its end may widen (one-letter words at both ends)
+    assert apply("a bb c dd ee ffff", "spacing", 3, "PREFIX")[0] == "a " + TABS + "bb " + TABS + "c" + TABS + " dd ee ffff"
+    assert apply("xx yy a bc", "spacing", 2, "SUFFIX")[0] == "xx yy \ta \tbc"  # the SUFFIX region "a bc": its start too
+    # the list marker "- " ends where the SUFFIX region starts: no space after it
+    t = "intro words here\n- item one two"
+    assert apply(t, "spacing", 3, "SUFFIX")[0] == "intro words here\n- item " + TABS + "one " + TABS + "two"
+    assert apply("- abcdef", "spacing", 1, "SUFFIX")[0] == "- abcdef" and not SN.editable("- abcdef", "spacing", 1, "SUFFIX")
+    assert _at_line_edge("a\nb\ncd", 4)  # the start of the third line
+
+
+def test_case_spans_are_half_open():
+    assert apply("x2y ab", "case", 3)[0] == "x2y AB"  # a span's first character is protected
+    assert apply("`a`b c", "case", 3)[0] == "`a`B C"  # the character after its end is not
