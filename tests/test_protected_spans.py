@@ -73,6 +73,7 @@ def test_math_and_numbers_by_hand(text, expected):
     ("a `x` b ``y`z`` c", ["`x`", "``y`z``"]),
     ("```\ncode\n", ["```\ncode\n"]),  # an unclosed fence runs to the end
     ("```\nprint(x).", ["```\nprint(x)."]),  # … its last mark included (code is not trimmed like a URL)
+    ("```\nhello.", ["```\nhello."]),
     ('Use `say "hi` and "bye" now', ['`say "hi`', '"bye"']),  # a quote inside code opens no quotation
     ("The 5 and the 6th", ["5", "6th"]),
     ("word   ", []), ("", []),
