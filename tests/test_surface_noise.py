@@ -174,6 +174,7 @@ def test_case_by_strength():
     assert apply("abc de", "case", 2, randoms=[0.1, 0.9, 0.9, 0.9, 0.9]) == (
         "Abc de", {"target": "random_case", "region": [0, 6], "n_edits": 1})  # already lower: random case
     assert apply("abc de", "case", 2, randoms=[0.5] * 5)[0] == "ABC DE"  # nothing flipped: upper instead
+    assert apply("abc de", "case", 2, randoms=[0.5, 0.9, 0.9, 0.9, 0.9])[0] == "ABC DE"  # 0.5 is not below 0.5
     assert apply("one two three", "case", 1) == ("One two three", {"target": "random_case", "region": [0, 13], "n_edits": 1})
     assert apply("Hello there", "case", 1)[0] == "hello there"
     assert apply("a b c d e", "case", 1)[0] == "A B c d e"  # more than 4 word starts: max(2, round(1.75))
