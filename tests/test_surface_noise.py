@@ -164,6 +164,7 @@ def test_punctuation_never_repeats_or_drops_brackets_and_spans():
     assert apply("wow 5!. yes", "punctuation", 3, randoms=[0.9, 0.1])[0] == "wow.. 5!... yes.."  # "!." is part of "5!": kept
     assert apply("say 'hi' ok", "punctuation", 2)[0] == "say.. 'hi' ok.."  # the quotation ends in a span
     assert apply("5 yes! no", "punctuation", 3, randoms=[0.9, 0.1])[0] == "5 yes no.."  # a span elsewhere: dropped
+    assert apply("wow x5, yes", "punctuation", 3, randoms=[0.9, 0.1])[0] == "wow.. x5 yes.."  # a span just before it
     assert not SN.editable("3.5 7", "punctuation", 1, "GLOBAL") and apply("3.5 7", "punctuation", 1)[0] == "3.5 7"
 
 
