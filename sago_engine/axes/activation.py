@@ -91,7 +91,7 @@ def delta_cos_layers(cos_layers: np.ndarray, layers: str = "all") -> np.ndarray:
     Returns (…) float64 in [−2, 0], |Δ| below ``NOISE_TOL["cos"]`` exactly 0. Raises ValueError
     for another layer set, or "blocks" / "last" with no block (L+1 < 2).
     """
-    c = np.asarray(cos_layers, dtype=np.float64)
+    c = np.asarray(cos_layers)  # float64 in delta_cos_from_layers
     if layers == "all":
         return delta_cos_from_layers(c)
     if layers not in ("blocks", "last"):

@@ -212,10 +212,13 @@ def markdown_spans(text: str) -> list[tuple[int, int]]:
     return list(_markdown(text))
 
 
-@functools.lru_cache(maxsize=4096)
-def _markdown(text: str) -> tuple[tuple[int, int], ...]:
+def _find_markdown(text: str) -> tuple[tuple[int, int], ...]:
     found = [m.span() for m in _MD_PREFIX.finditer(text)] + [m.span() for m in _MD_LINE.finditer(text)]
     return tuple(_merge(found))
+
+
+#: ``_find_markdown`` cached (wrapped here, not decorated, so that mutation testing reaches its body)
+_markdown = functools.lru_cache(maxsize=4096)(_find_markdown)
 
 
 def _mask(text: str, spans: list[tuple[int, int]]) -> str:
@@ -316,8 +319,7 @@ def protected_spans(text: str) -> list[tuple[int, int]]:
     return list(_protected(text))
 
 
-@functools.lru_cache(maxsize=4096)  # every surface variant of a prompt asks again
-def _protected(text: str) -> tuple[tuple[int, int], ...]:
+def _find_protected(text: str) -> tuple[tuple[int, int], ...]:
     spans: list[tuple[int, int]] = []
     masked = text
     for pattern in (_FENCED, _INLINE_CODE, _URL, _EMAIL):
@@ -329,7 +331,7 @@ def _protected(text: str) -> tuple[tuple[int, int], ...]:
                 a, b = a + i, a + j
             found.append((a, b))
         spans += found
-        masked = _mask(masked, found) if found else masked
+        masked = _mask(masked, found)
     wrap = _WRAPPED.fullmatch(text)
     if wrap and '"' not in wrap.group(2).replace('""', ""):
         # the whole prompt wrapped in quotes (CSV export: "What ""kissing"" disease?"): the
@@ -338,8 +340,13 @@ def _protected(text: str) -> tuple[tuple[int, int], ...]:
     for pattern in _QUOTES:
         found = [m.span() for m in pattern.finditer(masked)]
         spans += found
-        masked = _mask(masked, found) if found else masked
+        masked = _mask(masked, found)
     spans += _code_blocks(text)
     spans += _markdown(text)
     spans += _math_and_numbers(masked)
     return tuple(_merge(spans))
+
+
+#: ``_find_protected`` cached: every surface variant of a prompt asks again (wrapped here, not
+#: decorated, so that mutation testing reaches its body)
+_protected = functools.lru_cache(maxsize=4096)(_find_protected)

@@ -223,9 +223,12 @@ class SurfaceNoise:
         protected = protected_spans(text)
         while True:
             spans = [(x - a, y - a) for x, y in protected if x <= b and y >= a]
-            if self._sites(subtype, text[a:b], s, text, a, b, spans) or (a, b) == (0, len(text)):
+            if self._sites(subtype, text[a:b], s, text, a, b, spans):
                 return a, b, spans
-            a, b = _grow(text, a, b, position)  # everything editable was protected
+            grown = _grow(text, a, b, position)  # everything editable was protected
+            if grown == (a, b):  # the whole text, and nothing in it editable
+                return a, b, spans
+            a, b = grown
 
     def _sites(self, subtype, seg, s, text, a, b, spans) -> list:
         """The places the subtype may edit in the region; an edit at any of them changes the text."""
