@@ -150,9 +150,10 @@ st.caption("Family of tests for the correction: every model × axis of this tabl
 # replies that are not answers, and the noise floor, beside the SGS
 health = reply_health_table(data.query(Store.reply_health))
 if len(health):
+    st.markdown("**Reply health: replies that are not answers, per model**")
     exports.table(health, "profiles_reply_health", "sago_reply_health.csv")
-    st.caption("Replies that are not answers, per model: errors, empty (budget_spent: the token budget went to hidden "
-               "reasoning, so the text axes of those pairs are n/a), refused (content filter / safety / refusal), "
+    st.caption("Errors; empty replies (of which budget_spent: the token budget went to hidden "
+               "reasoning, so the text axes of those pairs are n/a); refused (content filter / safety / refusal), "
                "judge answers without an unambiguous YES/NO (fell back to the heuristic), replies whose server "
                "log-probs were unusable (invalid_logprobs: their Δ-Prob and Δ-Ent are n/a).")
 nf = data.query(Store.noise_floor)
