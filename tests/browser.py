@@ -143,3 +143,23 @@ new MutationObserver(() => {
   }
 }).observe(document, {subtree: true, childList: true, characterData: true});
 """
+
+
+def download(page, key: str, timeout_ms: int = 120_000) -> tuple[str, bytes]:
+    """Click the download button whose widget key is ``key``; return the file's suggested name and bytes.
+
+    A click on a long page can land while the page is still scrolling the button into view and start
+    no download: the button is clicked once more before the test fails (AssertionError naming ``key``).
+    """
+    btn = page.locator(f".st-key-{key} button").first
+    btn.wait_for(timeout=60_000)
+    try:
+        with page.expect_download(timeout=min(timeout_ms, 30_000)) as info:
+            btn.click(timeout=60_000)
+    except Exception:  # noqa: BLE001 - playwright's TimeoutError: the click started nothing; once more
+        try:
+            with page.expect_download(timeout=timeout_ms) as info:
+                btn.click(timeout=60_000)
+        except Exception as e:  # noqa: BLE001
+            raise AssertionError(f"no file from the download button {key}") from e
+    return info.value.suggested_filename, Path(info.value.path()).read_bytes()

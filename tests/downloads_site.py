@@ -14,7 +14,7 @@ import pandas as pd
 
 from dashboard.frame import VIEWS
 from sago_engine.store import open_store
-from tests.browser import browser_page, dashboard
+from tests.browser import browser_page, dashboard, download
 from tests.factories import add_judge_verdicts, add_option_axes, make_store
 from tests.test_browser import _settled
 from tests.test_browser_downloads import _png_ok, _svg_text
@@ -133,13 +133,8 @@ def download_site(store):
             for k in sorted(want | extra):
                 if k.endswith(("_png", "_svg")) and k.rsplit("_dl_", 1)[0] not in IMAGES.get(k.rsplit("_", 1)[1], ()):
                     continue
-                try:
-                    with page.expect_download(timeout=120_000) as info:
-                        page.locator(f".st-key-{k} button").first.click(timeout=60_000)
-                except Exception as e:  # noqa: BLE001 - playwright's TimeoutError: say which button
-                    raise AssertionError(f"{title}: no file from the button {k}") from e
-                name = info.value.suggested_filename
-                out[k] = _check_format(k, name, open(info.value.path(), "rb").read(), store.name)
+                name, data = download(page, k)
+                out[k] = _check_format(k, name, data, store.name)
             return out
 
         yield visit

@@ -10,7 +10,7 @@ import re
 import pandas as pd
 import pytest
 
-from tests.browser import browser_page, dashboard, require_chromium
+from tests.browser import browser_page, dashboard, download, require_chromium
 from tests.factories import make_store
 from tests.test_pages_independent import LABEL, per_prompt, raw_rows, sgs_table
 
@@ -26,12 +26,8 @@ def _ready(page) -> None:
 
 
 def _download(page, key: str) -> bytes:
-    """Click the download button whose widget key is ``key`` and return the file's bytes."""
-    btn = page.locator(f".st-key-{key} button").first
-    btn.wait_for(timeout=60_000)
-    with page.expect_download(timeout=240_000) as info:
-        btn.click()
-    return open(info.value.path(), "rb").read()
+    """The bytes of the file the download button with widget key ``key`` gives (``tests.browser.download``)."""
+    return download(page, key, timeout_ms=240_000)[1]
 
 
 def _csv(data: bytes) -> pd.DataFrame:
