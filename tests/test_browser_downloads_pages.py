@@ -54,9 +54,8 @@ from tests.test_pages_independent import (
     _option_scores,
     mark,
     p_greater,
-    per_prompt,
     raw_all_axes,
-    raw_rows,
+    reference,
     sample_size_reference,
     sgs_table,
 )
@@ -81,10 +80,7 @@ def site(store):
 @pytest.fixture(scope="module")
 def ref(store):
     """The raw rows and the per-prompt scores s_X(i) of the store (tests/test_pages_independent.py)."""
-    raw = raw_rows(store)
-    ps = per_prompt(raw)
-    return {"raw": raw, "ps": ps, "total": sgs_table(ps, ["model", "axis"]),
-            "per": sgs_table(ps, ["model", "dataset", "axis"])}
+    return reference(store)
 
 
 # ---------------------------------------------------------------- the pages

@@ -88,12 +88,17 @@ def synth(tmp_path_factory):
                       n_prompts=6, n_variants=6, seed=5, missing_axes={"model-c": ["cos", "prob"]})
 
 
-@pytest.fixture(scope="module")
-def ref(synth):
-    raw = raw_rows(synth)
+def reference(store) -> dict:
+    """The store's raw rows, per-prompt scores s_X(i), and total / per-dataset SGS tables, from the rows."""
+    raw = raw_rows(store)
     ps = per_prompt(raw)
     return {"raw": raw, "ps": ps, "total": sgs_table(ps, ["model", "axis"]),
             "per": sgs_table(ps, ["model", "dataset", "axis"])}
+
+
+@pytest.fixture(scope="module")
+def ref(synth):
+    return reference(synth)
 
 
 def _app(store, page: str | None = None, **state) -> AppTest:
