@@ -156,7 +156,6 @@ def reply_health_table(health: pd.DataFrame) -> pd.DataFrame:
             "not_answers_pct"]
     if health is None or health.empty:
         return pd.DataFrame(columns=cols)
-    health = health.assign(invalid_logprobs=health.get("invalid_logprobs", 0))
     num = ["replies", "errors", "empty", "budget_spent", "refused", "judge_unparsed", "invalid_logprobs"]
     g = health.groupby("model", sort=True)[num].sum().reset_index()
     g["not_answers_pct"] = (100.0 * (g["errors"] + g["empty"] + g["refused"]) / g["replies"].clip(lower=1)).round(1)

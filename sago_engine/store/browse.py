@@ -457,8 +457,7 @@ class Browse:
                     FROM mirroring_verdicts GROUP BY run_id""").df()
             df = df.merge(j, on="run_id", how="left")
         if "invalid_logprobs" in self.columns.get("run_usage", ()):
-            u = self.con.execute("SELECT run_id, sum(invalid_logprobs) AS invalid_logprobs FROM run_usage "
-                                 "GROUP BY run_id").df()
+            u = self.con.execute("SELECT run_id, invalid_logprobs FROM run_usage").df()  # one row per run
             df = df.merge(u, on="run_id", how="left")
         for c in ("judge_verdicts", "judge_unparsed", "invalid_logprobs"):
             df[c] = df[c].fillna(0).astype(int) if c in df else 0
