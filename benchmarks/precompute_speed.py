@@ -489,7 +489,9 @@ def main() -> int:
     if mcfg is None:
         ap.error(f"--model {a.model!r}: not in precompute/configs/demo.toml ({', '.join(m.key for m in demo.models)})")
     model = a.model
-    bs = a.batch_size or mcfg.batch_size
+    bs = a.batch_size if a.batch_size is not None else mcfg.batch_size
+    if bs < 1:
+        ap.error(f"--batch-size must be >= 1, got {bs}")
     tmp = Path(tempfile.mkdtemp(prefix="sago-bench-"))
     cfg = dataclasses.replace(
         demo, store=str(tmp / "sago.duckdb"), datasets=DATASETS, n_prompts=2, max_new_tokens=a.max_new,

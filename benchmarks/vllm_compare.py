@@ -72,6 +72,8 @@ def main() -> int:
     ap.add_argument("--batch-size", type=int, default=None, help="hf_local's batch size (default: demo.toml's)")
     ap.add_argument("--keep-server", action="store_true")
     a = ap.parse_args()
+    if a.max_new < 1:
+        ap.error(f"--max-new must be >= 1, got {a.max_new}")
     rc, msg = server("installed")
     if rc != 0:
         print("skipped: vLLM is not installed (bash scripts/vllm_server.sh install makes its virtualenv)")
@@ -80,7 +82,9 @@ def main() -> int:
     from precompute.config import load_config
 
     demo = load_config(ROOT / "precompute/configs/demo.toml", base_dir=ROOT)
-    bs = a.batch_size or next(m.batch_size for m in demo.models if m.key == MODEL)
+    bs = a.batch_size if a.batch_size is not None else next(m.batch_size for m in demo.models if m.key == MODEL)
+    if bs < 1:
+        ap.error(f"--batch-size must be >= 1, got {bs}")
     print(f"{len(texts)} prompts, max_new_tokens {a.max_new}, hf_local batch size {bs}")
 
     from sago_engine.backends.hf_local import HFLocalBackend
