@@ -230,3 +230,11 @@ def test_spacing_region_borders_and_markdown_in_a_suffix():
 def test_case_spans_are_half_open():
     assert apply("x2y ab", "case", 3)[0] == "x2y AB"  # a span's first character is protected
     assert apply("`a`b c", "case", 3)[0] == "`a`B C"  # the character after its end is not
+
+
+def test_editable_asks_the_named_subtype_for_its_sites():
+    """Texts with sites for one subtype only: digits and marks have no letter case, so a subtype name that
+    fell through to the case sites would answer "not editable"."""
+    assert SN.editable("!! ??", "punctuation", 1, "GLOBAL") and not SN.editable("!! ??", "case", 1, "GLOBAL")
+    assert SN.editable("12 34 56", "spacing", 1, "GLOBAL") and not SN.editable("12 34 56", "case", 1, "GLOBAL")
+    assert SN.editable("abc", "case", 1, "GLOBAL") and not SN.editable("abc", "spacing", 1, "GLOBAL")
