@@ -48,7 +48,7 @@ with st.sidebar:
                                    placeholder="/path/to/run.duckdb")
         if acc.shared:
             st.caption("Shared, read-only view: stores of the shared folder only.")
-typed = frame.typed_store(custom)
+typed = data.openable_store(frame.typed_store(custom))
 st.session_state["store_path"] = frame.checked_store(typed or choice)
 
 if nav.title != "Paper reference":  # the paper page needs no store

@@ -48,6 +48,22 @@ def store_path() -> str:
     return os.environ.get("SAGO_STORE") or str(DEMO_STORE)
 
 
+def openable_store(path: str | None) -> str | None:
+    """``path`` (a store typed in the sidebar, ``frame.typed_store``) if it opens as a sago store, else None:
+    then the sidebar says why (``Cannot open …: …``) and the picked store stays open. The check is the
+    page's own first query (``Store.meta``, cached), so a good store is not opened twice."""
+    if path is None:
+        return None
+    try:
+        _cached_query(path, _mtime(path), "meta", None, ())
+    except (*_store_errors(), OSError) as e:
+        why = str(e).rstrip(" .!")
+        st.sidebar.error(f"Cannot open {safe.md(Path(path).name)}: {safe.md(why)}. The picked store stays open. "
+                         "Correct or clear the path.")
+        return None
+    return path
+
+
 def _mtime(path: str) -> float:
     """File mtime (part of every cache key, so a rebuilt store is re-read). Raises OSError if missing."""
     p = Path(path)

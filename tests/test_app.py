@@ -46,12 +46,16 @@ def test_unavailable_axis_shows_na_not_zero(tmp_path):
 
 
 @pytest.mark.parametrize("content", [b"not a database at all", b""])
-def test_bad_store_gives_clear_error(tmp_path, content):
+def test_bad_store_gives_clear_error(tmp_path, monkeypatch, content):
+    """The store the dashboard opens with ($SAGO_STORE) is broken: the page says so and stops (a typed path
+    to a broken file keeps the picked store open instead: the test below)."""
     bad = tmp_path / "bad.duckdb"
     bad.write_bytes(content)
-    at = _run(bad)
+    monkeypatch.setenv("SAGO_STORE", str(bad))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    at.run()
     assert not at.exception
-    assert any("Cannot open the store" in e.value for e in at.error)
+    assert any("Cannot open the store bad\\.duckdb" in e.value for e in at.main.error), [e.value for e in at.error]
 
 
 def test_a_typed_path_to_no_file_is_named_and_the_picked_store_stays_open(tmp_path):
@@ -67,6 +71,27 @@ def test_a_typed_path_to_no_file_is_named_and_the_picked_store_stays_open(tmp_pa
     at.text_input(key="app_store_custom").set_value(str(picked)).run()
     assert not at.error and set(at.dataframe[0].value["model"]) == {"model-p"}
 
+
+
+def test_a_typed_path_to_a_file_that_is_no_store_is_named_and_the_picked_store_stays_open(tmp_path):
+    """A text file and a DuckDB file without sago's tables: the sidebar names the file and why, the page goes on
+    with the picked store (the demo)."""
+    import duckdb
+
+    notes = tmp_path / "notes.duckdb"
+    notes.write_text("not a database\n")
+    foreign = tmp_path / "foreign.duckdb"
+    with duckdb.connect(str(foreign)) as con:
+        con.execute("CREATE TABLE t (x INTEGER)")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    for bad in (notes, foreign):
+        at.session_state["app_store_custom"] = str(bad)
+        at.run()
+        assert not at.exception
+        [err] = [e.value for e in at.sidebar.error]
+        assert err.startswith(f"Cannot open {safe.md(bad.name)}: ") and err.endswith(
+            "The picked store stays open. Correct or clear the path."), err
+        assert not at.main.error and "gemma-3-270m" in set(at.dataframe[0].value["model"])
 
 # ---------------------------------------------------------------- share mode
 def _share_dir(tmp_path):
