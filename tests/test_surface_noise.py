@@ -238,3 +238,15 @@ def test_editable_asks_the_named_subtype_for_its_sites():
     assert SN.editable("!! ??", "punctuation", 1, "GLOBAL") and not SN.editable("!! ??", "case", 1, "GLOBAL")
     assert SN.editable("12 34 56", "spacing", 1, "GLOBAL") and not SN.editable("12 34 56", "case", 1, "GLOBAL")
     assert SN.editable("abc", "case", 1, "GLOBAL") and not SN.editable("abc", "spacing", 1, "GLOBAL")
+
+
+def test_editable_passes_its_strength_to_the_spacing_sites():
+    """The only gap ends at a line start (never a site); strength 3 may also split a trailing mark off a word."""
+    assert SN.editable("ab:\n  cd", "spacing", 3, "GLOBAL") and not SN.editable("ab:\n  cd", "spacing", 1, "GLOBAL")
+
+
+def test_region_bounds_when_the_cut_third_is_only_whitespace():
+    """PREFIX / SUFFIX whose third holds no word take the nearest whole word, up to the text's end / start."""
+    assert region_bounds("      word", "PREFIX") == (0, 10)
+    assert region_bounds("word      ", "SUFFIX") == (0, 10)
+    assert region_bounds("x word      ", "SUFFIX") == (2, 12)
