@@ -9,7 +9,8 @@ A link is untrusted input. Values a widget does not offer are dropped, never cla
 an error: the widget keeps its current value (or its default). Numbers must be finite (``inf``,
 ``nan``, ``1e309`` are dropped) and an ``int`` must be a whole number; a numeric field declares
 the values it offers — ``choices``, or the closed range ``lo``…``hi`` of its widget — and a
-value outside is dropped (one element at a time for lists).
+value outside is dropped (one element at a time for lists). What a link asked for and did not get
+is said once, in a toast naming the parameter and its (shortened) value.
 """
 
 from __future__ import annotations
@@ -20,10 +21,14 @@ from typing import Any
 
 import streamlit as st
 
+from dashboard import safe
+
 _FIELDS = "_url_fields"  # this run's registered fields: {param: (session key, kind)}
 _LAST = "_url_last"  # what this session last wrote per widget: {session key: [raw values]}
 
 KINDS = ("str", "int", "float", "bool", "list", "floatlist")
+#: Characters of a dropped URL value the toast shows (a link may carry a very long one).
+SHOWN_CHARS = 40
 #: Kinds whose values are numbers: ``restore`` needs their ``choices`` or their range.
 NUMERIC_KINDS = ("int", "float", "floatlist")
 
@@ -104,26 +109,46 @@ def restore(param: str, key: str, kind: str = "str", choices: Iterable | None = 
     raw = st.query_params.get_all(param)
     last = st.session_state.get(_LAST, {}).get(key)  # per widget: pages share param names
     if raw and raw != last:
-        try:
-            value = _parse(kind, raw)
-        except (ValueError, OverflowError):
-            value = None
-        if value is not None and lo is not None and hi is not None:
-            if isinstance(value, list):
-                value = [v for v in value if lo <= v <= hi]
-            elif not lo <= value <= hi:
-                value = None
-        if value is not None and choices is not None:
-            allowed = list(choices)
-            if isinstance(value, list):
-                value = [v for v in value if v in allowed]
-            elif value not in allowed:
-                value = None
+        value, dropped = _accepted(kind, raw, choices, lo, hi)
+        if dropped:
+            _say_dropped(param, dropped)
         if value is not None:
             st.session_state[key] = value
             return
     if key not in st.session_state and default is not None:
         st.session_state[key] = default
+
+
+def _accepted(kind: str, raw: list[str], choices: Iterable | None, lo: float | None, hi: float | None
+              ) -> tuple[Any, list[str]]:
+    """``(value, dropped)``: what the widget takes of the URL text ``raw`` (None: nothing, for a single
+    value; a list kind keeps its offered elements, possibly none) and the URL texts it drops."""
+    allowed = None if choices is None else list(choices)
+
+    def offered(v: Any) -> bool:
+        return (lo is None or hi is None or lo <= v <= hi) and (allowed is None or v in allowed)
+
+    if kind in ("list", "floatlist"):
+        value, dropped = [], []
+        for text in raw:
+            v = _parse(kind, [text])
+            if v and offered(v[0]):
+                value.append(v[0])
+            else:
+                dropped.append(text)
+        return value, dropped
+    try:
+        v = _parse(kind, raw)
+    except (ValueError, OverflowError):
+        return None, [raw[-1]]
+    return (v, []) if offered(v) else (None, [raw[-1]])
+
+
+def _say_dropped(param: str, dropped: list[str]) -> None:
+    """A toast: the link's ``param`` values the page does not offer (each shortened to ``SHOWN_CHARS``)."""
+    shown = ", ".join(safe.md(t if len(t) <= SHOWN_CHARS else t[:SHOWN_CHARS] + "…") for t in dropped[:5])
+    more = f" and {len(dropped) - 5} more" if len(dropped) > 5 else ""
+    st.toast(f"Link parameter {safe.md(param)}: {shown}{more} not offered here, so not applied.")
 
 
 def publish() -> None:

@@ -119,6 +119,36 @@ def test_values_a_widget_does_not_offer_are_dropped(link):
     assert _url(at)["n"] == ["3"] and _url(at)["s"] == ["p"]
 
 
+def _toasts(at) -> list[str]:
+    return [t.value for t in at.toast]
+
+
+def test_what_a_link_asks_for_and_does_not_get_is_said_in_a_toast():
+    at = _app(FIELDS, {"n": "11", "x": ["0.5", "abc", "2"], "m": ["c", "z"], "s": "q", "f": "yes"})
+    assert _toasts(at) == ["Link parameter n: 11 not offered here, so not applied.",
+                           "Link parameter x: abc, 2 not offered here, so not applied.",
+                           "Link parameter m: z not offered here, so not applied."]
+    assert _state(at, "k_x") == [0.5] and _state(at, "k_m") == ["c"] and _state(at, "k_s") == "q"
+    assert _toasts(at.run()) == []  # said once: the rerun reads the session's own echo
+    assert _toasts(_app(FIELDS, {"n": "10", "x": ["0", "1"], "m": ["a"], "s": "p", "f": "0"})) == []
+    assert _toasts(_app(FIELDS)) == []
+
+
+def test_a_dropped_value_is_shortened_and_shown_literally():
+    long = "*" + "a" * 60
+    at = _app(FIELDS, {"s": long, "m": [f"z{i}" for i in range(7)]})
+    s_toast, m_toast = _toasts(at)[1], _toasts(at)[0]
+    assert s_toast == f"Link parameter s: \\*{'a' * 39}… not offered here, so not applied."
+    assert m_toast == "Link parameter m: z0, z1, z2, z3, z4 and 2 more not offered here, so not applied."
+
+
+def test_a_hostile_link_value_renders_inert_in_its_toast():
+    from tests.rendered import active_html
+
+    at = _app(FIELDS, {"s": "![p](http://127.0.0.1:9/p.png)", "m": ["<img src=x onerror=alert(1)>", "[a](javascript:x)"]})
+    assert len(_toasts(at)) == 2 and all(active_html(t) == [] for t in _toasts(at)), _toasts(at)
+
+
 def test_without_a_link_defaults_are_seeded_and_nothing_else_is_written():
     at = _app(FIELDS)
     assert not at.exception
