@@ -94,8 +94,8 @@ def restore(param: str, key: str, kind: str = "str", choices: Iterable | None = 
         kind: one of ``KINDS`` (how the text is parsed).
         choices: the values the widget offers; a URL value outside them is dropped.
         default: set when the key has no value yet (so widgets need no ``index=``/``value=``).
-        lo, hi: the closed range a numeric widget offers (its ``min_value``/``max_value``); a
-            URL value outside it is dropped.
+        lo, hi: the closed range a numeric widget offers (its ``min_value``/``max_value``; either
+            may be None, leaving that side open); a URL value outside it is dropped.
     Raises:
         ValueError: an unknown ``kind``, or a numeric kind (``NUMERIC_KINDS``) with neither
             ``choices`` nor both ``lo`` and ``hi`` (a programming error: every number from a
@@ -126,7 +126,7 @@ def _accepted(kind: str, raw: list[str], choices: Iterable | None, lo: float | N
     allowed = None if choices is None else list(choices)
 
     def offered(v: Any) -> bool:
-        return (lo is None or hi is None or lo <= v <= hi) and (allowed is None or v in allowed)
+        return (lo is None or lo <= v) and (hi is None or v <= hi) and (allowed is None or v in allowed)
 
     if kind in ("list", "floatlist"):
         value, dropped = [], []

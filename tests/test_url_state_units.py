@@ -142,6 +142,24 @@ def test_a_dropped_value_is_shortened_and_shown_literally():
     assert m_toast == "Link parameter m: z0, z1, z2, z3, z4 and 2 more not offered here, so not applied."
 
 
+def test_the_toast_shortens_past_forty_characters_and_counts_past_five_values():
+    forty, fortyone = "b" * 40, "b" * 41
+    assert _toasts(_app(FIELDS, {"s": forty})) == [f"Link parameter s: {forty} not offered here, so not applied."]
+    assert _toasts(_app(FIELDS, {"s": fortyone})) == [f"Link parameter s: {forty}… not offered here, so not applied."]
+    five = "Link parameter m: z0, z1, z2, z3, z4"
+    assert _toasts(_app(FIELDS, {"m": [f"z{i}" for i in range(5)]})) == [f"{five} not offered here, so not applied."]
+    assert _toasts(_app(FIELDS, {"m": [f"z{i}" for i in range(6)]})) == [
+        f"{five} and 1 more not offered here, so not applied."]
+
+
+def test_one_bound_alone_limits_a_field_with_choices():
+    fields = [("c", "k_c", "float", {"choices": [0.5, 2.0], "hi": 1.0}), ("d", "k_d", "float", {"choices": [0.5, 2.0], "lo": 1.0})]
+    at = _app(fields, {"c": "2", "d": "0.5"})
+    assert _state(at, "k_c") is None and _state(at, "k_d") is None and len(_toasts(at)) == 2
+    at = _app(fields, {"c": "0.5", "d": "2"})
+    assert (_state(at, "k_c"), _state(at, "k_d"), _toasts(at)) == (0.5, 2.0, [])
+
+
 def test_a_hostile_link_value_renders_inert_in_its_toast():
     from tests.rendered import active_html
 
