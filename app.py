@@ -5,6 +5,7 @@ Share mode (``--share DIR``): network, read-only, stores from DIR only (``dashbo
 """
 
 import os
+from pathlib import Path
 
 import streamlit as st
 
@@ -42,13 +43,16 @@ with st.sidebar:
             broken = unreadable_stores(acc.share_dir)
             if broken:  # listed by file name only, never the folder's path
                 st.caption("Not offered: " + "; ".join(f"{safe.md(n)} ({why})" for n, why in broken) + ".")
-        custom = ""
+        typed = None
         if acc.free_paths:  # local mode only: share mode never opens a path a visitor types
             custom = st.text_input("…or a path to another store", key="app_store_custom",
                                    placeholder="/path/to/run.duckdb")
+            typed = data.openable_store(frame.typed_store(custom))
+            if typed:  # the link names stores of the picker only, never a typed path
+                st.caption(f"Open: {safe.md(Path(typed).name)}, from the typed path. A copied link opens the "
+                           "picked store.")
         if acc.shared:
             st.caption("Shared, read-only view: stores of the shared folder only.")
-typed = data.openable_store(frame.typed_store(custom))
 st.session_state["store_path"] = frame.checked_store(typed or choice)
 
 if nav.title != "Paper reference":  # the paper page needs no store

@@ -50,16 +50,22 @@ def store_path() -> str:
 
 def openable_store(path: str | None) -> str | None:
     """``path`` (a store typed in the sidebar, ``frame.typed_store``) if it opens as a sago store, else None:
-    then the sidebar says why (``Cannot open …: …``) and the picked store stays open. The check is the
-    page's own first query (``Store.meta``, cached), so a good store is not opened twice."""
+    then the box's section says why (the error, naming the file once), a toast points there, and the picked
+    store stays open. Call it inside that section. The check is the page's own first query (``Store.meta``,
+    cached), so a good store is not opened twice."""
     if path is None:
         return None
     try:
         _cached_query(path, _mtime(path), "meta", None, ())
     except (*_store_errors(), OSError) as e:
-        why = str(e).rstrip(" .!")
-        st.sidebar.error(f"Cannot open {safe.md(Path(path).name)}: {safe.md(why)}. The picked store stays open. "
-                         "Correct or clear the path.")
+        name = Path(path).name
+        why = str(e)
+        for full in sorted({str(Path(path).resolve()), str(path)}, key=len, reverse=True):
+            why = why.replace(full, name)  # the box shows the path already: the message names the file once
+        why = why.rstrip(" .!")
+        shown = why if why.startswith(name) else f"Cannot open {name}: {why}"
+        st.error(f"{safe.md(shown)}. The picked store stays open. Correct or clear the path.")
+        st.toast("The typed store path cannot be opened: the sidebar says why.")
         return None
     return path
 

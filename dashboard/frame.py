@@ -175,12 +175,16 @@ def store_tokens(options: list[str]) -> dict[str, str]:
 
 def typed_store(typed: str) -> str | None:
     """The path typed in the sidebar's "path to another store" box (local mode), or None when the box is
-    empty or names no file — then the sidebar says so and the picked store stays open."""
+    empty or names no file (or a folder) — then the box's section says so, a toast points there, and the
+    picked store stays open. Call it inside that section."""
     path = typed.strip()
     if not path:
         return None
-    if not Path(path).expanduser().is_file():
-        st.sidebar.error(f"No file at {safe.md(path)}: the picked store stays open. Correct or clear the path.")
+    where = Path(path).expanduser()
+    if not where.is_file():
+        what = "is a folder, not a store file" if where.is_dir() else "names no file"
+        st.error(f"{safe.md(path)} {what}: the picked store stays open. Correct or clear the path.")
+        st.toast("The typed store path cannot be opened: the sidebar says why.")
         return None
     return str(Path(path).expanduser())
 

@@ -65,11 +65,18 @@ def test_a_typed_path_to_no_file_is_named_and_the_picked_store_stays_open(tmp_pa
     at.run()
     assert not at.exception
     assert [e.value for e in at.sidebar.error] == [
-        f"No file at {safe.md(str(tmp_path / 'nope.duckdb'))}: the picked store stays open. Correct or clear the path."]
+        f"{safe.md(str(tmp_path / 'nope.duckdb'))} names no file: the picked store stays open. Correct or clear the path."]
+    assert [t.value for t in at.toast] == ["The typed store path cannot be opened: the sidebar says why."]
     assert not at.main.error and at.get("plotly_chart")  # the page still shows the picked store (the demo)
     assert "gemma-3-270m" in set(at.dataframe[0].value["model"])
+    at.text_input(key="app_store_custom").set_value(str(tmp_path)).run()
+    assert [e.value for e in at.sidebar.error] == [
+        f"{safe.md(str(tmp_path))} is a folder, not a store file: the picked store stays open. Correct or clear the path."]
     at.text_input(key="app_store_custom").set_value(str(picked)).run()
     assert not at.error and set(at.dataframe[0].value["model"]) == {"model-p"}
+    # the link still names the picked store, so the sidebar says which store is open and that a link does not carry it
+    assert "Open: picked\\.duckdb, from the typed path. A copied link opens the picked store." in [
+        c.value for c in at.sidebar.caption]
 
 
 
@@ -89,8 +96,9 @@ def test_a_typed_path_to_a_file_that_is_no_store_is_named_and_the_picked_store_s
         at.run()
         assert not at.exception
         [err] = [e.value for e in at.sidebar.error]
-        assert err.startswith(f"Cannot open {safe.md(bad.name)}: ") and err.endswith(
+        assert err.startswith(safe.md(bad.name)) and err.endswith(
             "The picked store stays open. Correct or clear the path."), err
+        assert str(tmp_path) not in err.replace("\\", "") and err.count(safe.md(bad.name)) <= 2, err  # named, not its path
         assert not at.main.error and "gemma-3-270m" in set(at.dataframe[0].value["model"])
 
 # ---------------------------------------------------------------- share mode
