@@ -115,12 +115,15 @@ ds = dose_s[(dose_s["axis"] == axis) & (dose_s["family"] == family)].sort_values
 if ds.empty:
     st.info(f"No {ax_label} values for variants of the chosen family under the current filters.")
 else:
+    rows = -(-ds["subtype"].nunique() // 3)
     fig = px.line(ds, x="strength", y="mean_abs", color="model", facet_col="subtype", facet_col_wrap=3, markers=True,
                   error_y="se_abs", color_discrete_map=colors, hover_data=["n", "rms", "mean_signed"],
+                  facet_row_spacing=0.16 if rows > 1 else 0.03,  # room for a row's x ticks above the next row's titles
                   labels={"mean_abs": f"mean |Δ̃| ({ax_label})", "strength": "strength s"})
-    fig.update_xaxes(matches=None, showticklabels=True)  # each panel has its own strength scale: label every one
+    # each panel has its own strength scale: label every one, in whole steps where the strengths are whole
+    fig.update_xaxes(matches=None, showticklabels=True, dtick=1 if (ds["strength"] % 1 == 0).all() else None)
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
-    fig.update_layout(height=controls.chart_height(420), legend_title_text="model")
+    fig.update_layout(height=controls.chart_height(300 + 140 * rows), legend_title_text="model")
     exports.chart(fig, key="variants_dose_strength", data=ds,
                  caption="Each line is one model: how much the axis moves on average as the variant gets stronger "
                          "(whiskers: ± one standard error over variants); a rising line is a dose-response.")
@@ -146,7 +149,8 @@ else:
     long = tone_bars(tone)
     long["axis_label"] = long["axis"].map(AXIS_LABELS)
     fig = px.bar(long, x="model", y="mean_abs", color="tone", barmode="group", facet_col="axis_label",
-                 facet_col_wrap=3, color_discrete_map={"negative": "#D55E00", "polite": "#0072B2"},
+                 facet_col_wrap=3, facet_col_spacing=0.07,  # each panel's own y ticks clear of the panel before
+                 color_discrete_map={"negative": "#D55E00", "polite": "#0072B2"},
                  category_orders={"axis_label": [AXIS_LABELS[a] for a in AXES], "tone": ["negative", "polite"]},
                  labels={"mean_abs": "mean |Δ̃|", "axis_label": "axis"})
     fig.update_yaxes(matches=None, showticklabels=True)
