@@ -74,7 +74,7 @@ with st.expander("Pick a prompt from a dataset"):
 text = st.text_area("Prompt", key="live_prompt", placeholder="Type a prompt, e.g. What is the capital of Australia?",
                     height=90)
 
-c1, c2, c3 = st.columns([2, 2, 1])
+c1, c2, c3 = st.columns([5, 8, 3])  # the families box holds all three chips at 1280 px
 with c1:
     from sago_engine.models import valid_keys
 
