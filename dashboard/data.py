@@ -59,13 +59,10 @@ def openable_store(path: str | None) -> str | None:
         _cached_query(path, _mtime(path), "meta", None, ())
     except (*_store_errors(), OSError) as e:
         name = Path(path).name
-        why = str(e)
-        for full in sorted({str(Path(path).resolve()), str(path)}, key=len, reverse=True):
-            why = why.replace(full, name)  # the box shows the path already: the message names the file once
-        why = why.rstrip(" .!")
+        why = _file_named(str(e), path).rstrip(" .!")  # the box shows the path already: name the file once
         shown = why if why.startswith(name) else f"Cannot open {name}: {why}"
         st.error(f"{safe.md(shown)}. The picked store stays open. Correct or clear the path.")
-        st.toast("The typed store path cannot be opened: the sidebar says why.")
+        st.toast(frame.TYPED_PATH_TOAST)
         return None
     return path
 
@@ -198,10 +195,14 @@ def path_free(msg: str, path: str | Path) -> str:
     """``msg`` (an error about the file ``path``) as a visitor may read it: in share mode every spelling
     of the file's server path is replaced by its name, so the page never shows where the host keeps
     files; unchanged in local mode."""
-    if frame.access().shared:
-        name = Path(path).name
-        for full in sorted({str(Path(path).resolve()), str(path)}, key=len, reverse=True):
-            msg = msg.replace(full, name)
+    return _file_named(msg, path) if frame.access().shared else msg
+
+
+def _file_named(msg: str, path: str | Path) -> str:
+    """``msg`` with every spelling of ``path`` (as given, resolved) replaced by the file's name."""
+    name = Path(path).name
+    for full in sorted({str(Path(path).resolve()), str(path)}, key=len, reverse=True):
+        msg = msg.replace(full, name)
     return msg
 
 

@@ -173,6 +173,10 @@ def store_tokens(options: list[str]) -> dict[str, str]:
     return out
 
 
+#: The toast when the typed store path cannot be opened (the box's section says why; it may be below the fold).
+TYPED_PATH_TOAST = "The typed store path cannot be opened: the sidebar says why."
+
+
 def typed_store(typed: str) -> str | None:
     """The path typed in the sidebar's "path to another store" box (local mode), or None when the box is
     empty or names no file (or a folder) — then the box's section says so, a toast points there, and the
@@ -184,7 +188,7 @@ def typed_store(typed: str) -> str | None:
     if not where.is_file():
         what = "is a folder, not a store file" if where.is_dir() else "names no file"
         st.error(f"{safe.md(path)} {what}: the picked store stays open. Correct or clear the path.")
-        st.toast("The typed store path cannot be opened: the sidebar says why.")
+        st.toast(TYPED_PATH_TOAST)
         return None
     return str(Path(path).expanduser())
 
