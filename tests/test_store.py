@@ -19,13 +19,13 @@ from sago_engine.store import APP_ID, SCHEMA_VERSION, TABLES, StoreError, open_s
 def test_create_sets_schema_version_and_meta(tmp_path):
     path = tmp_path / "s.duckdb"
     with open_store(path, read_only=False, create=True) as st:
-        assert int(st.meta()["schema_version"]) == SCHEMA_VERSION == 4
+        assert int(st.meta()["schema_version"]) == SCHEMA_VERSION == 5
         meta = dict(st.con.execute("SELECT key, value FROM meta").fetchall())
         assert meta == {"app": APP_ID, "schema_version": str(SCHEMA_VERSION), "layout_version": "1"}
         assert st.counts() == {t: 0 for t in TABLES}
     # reopen read-only, and again with create=True (existing store is kept, not re-initialised)
     with open_store(path) as st:
-        assert st.read_only and int(st.meta()["schema_version"]) == 4
+        assert st.read_only and int(st.meta()["schema_version"]) == 5
     with open_store(path, read_only=False, create=True) as st:
         assert st.con.execute("SELECT count(*) FROM meta").fetchone()[0] == 3
 
@@ -104,7 +104,7 @@ def test_older_schema_version(tmp_path):
     with pytest.raises(StoreError) as ei:
         open_store(path)
     msg = str(ei.value)
-    assert "version 0" in msg and f"versions 1, 2, 3, {SCHEMA_VERSION}" in msg
+    assert "version 0" in msg and f"versions 1, 2, 3, 4, {SCHEMA_VERSION}" in msg
 
 
 def test_missing_schema_version_counts_as_zero(tmp_path):

@@ -15,7 +15,7 @@ import duckdb
 from sago_engine.store import layout, suffstats, trust
 from sago_engine.store.errors import StoreError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 APP_ID = "sago-store"
 
 _DDL = """
@@ -269,10 +269,46 @@ USAGE_EXTRA_COUNTERS += ("invalid_logprobs",)
 EXTRA_TABLES += ("imported_rows",)
 # ================================================================== end schema v4
 
+# ====================================================================== schema v5
+#: Schema version 5 (one change for the whole round; every addition is additive and idempotent):
+#:
+#: - ``responses.flags`` / ``base_repeats.flags`` (VARCHAR[]): what sago noticed about a reply's
+#:   text at the boundary or afterwards — e.g. ``surrogates_replaced``, ``nul_removed``,
+#:   ``invalid_utf8``, ``cut_huge`` (text normalised on arrival), ``hit_cap`` (the reply stopped at
+#:   the token cap), ``degenerate:loop`` / ``degenerate:echo`` / ``degenerate:salad``; NULL when
+#:   nothing was noticed or the store predates it.
+#: - ``correctness``: the verdict of a named, versioned correctness scorer on one stored reply
+#:   (base, variant or base repeat) against its prompt's reference: ``correct``, ``wrong``,
+#:   ``undecided`` or ``unavailable`` (with ``reason``), a score in [0, 1] where the scorer has one,
+#:   and a judge's raw answer where the scorer is an LLM judge.
+_CORRECTNESS_DDL = """
+CREATE TABLE IF NOT EXISTS correctness (
+    run_id VARCHAR NOT NULL,
+    response_id VARCHAR NOT NULL,
+    prompt_id VARCHAR NOT NULL,
+    variant_id VARCHAR,
+    repeat INTEGER,
+    scorer VARCHAR NOT NULL,
+    scorer_version VARCHAR NOT NULL,
+    verdict VARCHAR NOT NULL,
+    score DOUBLE,
+    reason VARCHAR,
+    raw VARCHAR,
+    PRIMARY KEY (run_id, response_id, scorer)
+);
+"""
+_V5_DDL = """
+ALTER TABLE responses ADD COLUMN IF NOT EXISTS flags VARCHAR[];
+ALTER TABLE base_repeats ADD COLUMN IF NOT EXISTS flags VARCHAR[];
+""" + _CORRECTNESS_DDL
+_MIGRATIONS = _MIGRATIONS + (_V5_DDL,)
+EXTRA_TABLES += ("correctness",)
+# ================================================================== end schema v5
+
 #: Every table of a fresh store (the statistics tables last).
-CREATE_SQL = _DDL + _FIDELITY_DDL + _V4_DDL + suffstats.STATS_DDL
+CREATE_SQL = _DDL + _FIDELITY_DDL + _V4_DDL + _V5_DDL + suffstats.STATS_DDL
 #: Schema versions this sago opens (older ones are migrated on a writable open).
-READABLE_VERSIONS = (1, 2, 3, SCHEMA_VERSION)
+READABLE_VERSIONS = (1, 2, 3, 4, SCHEMA_VERSION)
 
 
 #: What reading a store can raise for a missing, locked, foreign or damaged file (pages catch these).
