@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from precompute.config_errors import ConfigError, int_setting, unknown
+from precompute.data_config import check_data
 from precompute.model_config import CHECK_DEVICES_HERE, ModelConfig, check_model
 from sago_engine.backends.api_keys import missing_key_vars
 from sago_engine.backends.base import BACKENDS, settings_for
-from sago_engine.datasets import DATASETS
 from sago_engine.scoring import resolve_normalizers
 from sago_engine.types import DEFAULT_MAX_NEW_TOKENS
 
@@ -83,7 +83,7 @@ class RunConfig:
     data_dir: str
     """Folder with <dataset>.jsonl files."""
     datasets: tuple[str, ...]
-    """Datasets to use (SAGO §Datasets)."""
+    """Datasets to use from ``data_dir`` (SAGO §Datasets; none by default when ``sources`` are given)."""
     n_prompts: int
     """Prompts per dataset (the first n in file order; files are pre-shuffled)."""
     families: tuple[str, ...]
@@ -113,6 +113,9 @@ class RunConfig:
     base-reply and authors' Δ-MR options are opt-in); ``[]`` = none.
     The ``cos@…`` ones need activations, so API-only runs store none of them. Not part of the
     run id (the six axes' numbers do not depend on it); recorded in the run's ``config``."""
+    sources: tuple[dict[str, Any], ...] = ()
+    """``[[data.sources]]``: prompt files, Hugging Face datasets, Inspect tasks with their field
+    mapping (``precompute.data_config.check_source``; read by ``sago_engine.sources.load_source``)."""
     raw: dict[str, Any] = field(default_factory=dict, compare=False)
     """The TOML as read (stored with the run)."""
 
@@ -128,7 +131,7 @@ SECTIONS: tuple[str, ...] = ("run", "data", "variants", "semantic_filter", "norm
 #: ``[judge]`` / ``[rewriter]``: ``LLM_OWN_KEYS`` and their backend's keys).
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "run": ("store", "seed", "max_new_tokens", "chunk_prompts", "axis_options"),
-    "data": ("dir", "datasets", "n_prompts"),
+    "data": ("dir", "datasets", "n_prompts", "sources"),
     "variants": ("families", "per_family", "subtypes", "strengths", "positions"),
     "semantic_filter": ("threshold", "scale", "level", "enabled"),
 }
@@ -261,11 +264,7 @@ def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool
             if k not in allowed:
                 raise unknown("key", k, sorted(allowed))
     base = Path(base_dir) if base_dir else Path.cwd()
-    datasets = tuple(data.get("datasets", DATASETS))
-    data_dir = str(base / data.get("dir", "data/datasets"))
-    for d in datasets:
-        if not (Path(data_dir) / f"{d}.jsonl").exists():
-            raise unknown("dataset", d, [p.stem for p in sorted(Path(data_dir).glob("*.jsonl"))] or DATASETS)
+    data_dir, datasets, sources = check_data(data, base)
     fams = tuple(var.get("families", list_families()))
     for f in fams:
         if f not in list_families():
@@ -342,6 +341,7 @@ def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool
         max_new_tokens=int(run.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)),
         data_dir=data_dir,
         datasets=datasets,
+        sources=sources,
         n_prompts=n_prompts,
         families=fams,
         per_family=dict(per_family) if per_family else None,

@@ -39,6 +39,9 @@ class Plan:
     noops: dict[str, str] = field(default_factory=dict)
     """variant_id → why it is a no-op (its text equals the base prompt; ``noop.text_noop_reason``):
     stored with ``kept = false`` and that ``skip_reason``, never generated (part of ``skip``)."""
+    sources: list[dict] = field(default_factory=list)
+    """What each ``[[data.sources]]`` entry read (``sago_engine.sources.load_source``'s record):
+    stored in the run record's ``config["data_sources"]``."""
 
     def to_generate(self, prompt_id: str) -> list[Variant]:
         """The variants of ``prompt_id`` the models answer: all of them except ``skip``."""
@@ -133,9 +136,7 @@ def make_plan(cfg: RunConfig, store: Store | None = None, backend_factory: Calla
     ``request_rewrites=False`` (``--plan``) sends no rewrite request: rewrites not in ``store``
     are placeholders (``meta["pending_rewrite"]``, not filtered, not in ``variant_rows``).
     """
-    prompts: list[Prompt] = []
-    for d in cfg.datasets:
-        prompts.extend(load_dataset(Path(cfg.data_dir) / f"{d}.jsonl", n=cfg.n_prompts, dataset=d))
+    prompts, sources = load_prompts(cfg)
     specs_by_prompt = _grid(cfg, prompts)
     base_texts = {p.prompt_id: p.text for p in prompts}
     llm: dict[tuple, Variant] = {}
@@ -155,7 +156,28 @@ def make_plan(cfg: RunConfig, store: Store | None = None, backend_factory: Calla
 
     sc = screen(all_v, base_texts, None if cfg.filter is None else FilterConfig(**cfg.filter), stored=stored,
                 stored_kept=stored_kept)
-    return Plan(prompts, variants, sc.variant_rows(json_meta=False), sc.info, sc.skip, templates, dict(sc.noops))
+    return Plan(prompts, variants, sc.variant_rows(json_meta=False), sc.info, sc.skip, templates, dict(sc.noops),
+                sources)
+
+
+def load_prompts(cfg: RunConfig) -> tuple[list[Prompt], list[dict]]:
+    """The first ``n_prompts`` prompts of each bundled dataset (``data.datasets``) and of each
+    ``[[data.sources]]`` entry, in config order, and the sources' records of what was read.
+
+    Raises:
+        DatasetError: every problem of the first source that has one (file and line or row each).
+    """
+    from sago_engine.sources import load_source
+
+    prompts: list[Prompt] = []
+    for d in cfg.datasets:
+        prompts.extend(load_dataset(Path(cfg.data_dir) / f"{d}.jsonl", n=cfg.n_prompts, dataset=d))
+    records = []
+    for spec in cfg.sources:
+        got, rec = load_source(spec, Path(spec.get("base", ".")), n=cfg.n_prompts)
+        prompts.extend(got)
+        records.append(rec)
+    return prompts, records
 
 
 def plan_chunks(prompts: list[Prompt], chunk_prompts: int, shard: tuple[int, int] | None = None) -> list[list[Prompt]]:

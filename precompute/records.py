@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from precompute.config import RunConfig
@@ -72,10 +73,13 @@ def run_model_record(cfg: RunConfig, m: ModelConfig) -> dict | None:
 
 
 def config_record(cfg: RunConfig, plan: Plan, judge, m: ModelConfig | None = None) -> dict:
-    """The run record's ``config``: the TOML as read; with ``[judge]``/``[rewriter]`` also an
+    """The run record's ``config``: the TOML as read; with ``[[data.sources]]`` also ``data_sources``
+    (``Plan.sources``: what each read); with ``[judge]``/``[rewriter]`` also an
     ``llm`` entry (judge model, template id and backend info; rewriter generator and template);
     for a labelled run or one with its own cap also ``run_model`` (``run_model_record``)."""
     rm = run_model_record(cfg, m) if m is not None else None
+    if plan.sources:  # what each [[data.sources]] entry read (file digest, split, rows, scorer), beside the TOML
+        cfg = replace(cfg, raw={**cfg.raw, "data_sources": plan.sources})
     if cfg.judge is None and cfg.rewriter is None:
         return cfg.raw if rm is None else {**cfg.raw, "run_model": rm}
     llm: dict = {}

@@ -1,8 +1,16 @@
-"""Load the bundled dataset samples (JSONL: id, prompt, reference, category) with clear errors."""
+"""Prompt records → base prompts, with every problem of a file reported at once.
+
+A record is one row of a prompt file (a JSON object, a CSV row, a Parquet or Hugging Face row,
+an Inspect sample as a dict); a ``FieldMap`` says which of its fields is the prompt, the
+reference answer(s), the id and the category. ``load_dataset`` reads the bundled JSONL files
+(and any JSONL with the default field names); ``sago_engine.sources`` reads the other formats.
+"""
 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,9 +21,13 @@ DATASETS: tuple[str, ...] = ("truthfulqa", "nq_open", "alpaca", "simpleqa_verifi
 #: Prompts longer than this (characters) are refused with a clear error (not truncated).
 MAX_PROMPT_CHARS = 4000
 
+#: At most this many problems of one file are listed (then their count): enough to fix a file in one go.
+MAX_LISTED_PROBLEMS = 200
+
 
 class DatasetError(ValueError):
-    """A dataset file that cannot be used, with the file and line named."""
+    """A prompt source that cannot be used; the message names the file and the line or row of
+    every problem found (one per line after the first)."""
 
 
 @dataclass(frozen=True)
@@ -28,14 +40,169 @@ class Prompt:
     source_id: str
     text: str
     reference: Any
+    """The accepted answer: a string, a list of accepted strings, or any JSON value; None = none."""
     category: str | None
 
 
-def load_dataset(path: str | Path, n: int | None = None, dataset: str | None = None) -> list[Prompt]:
-    """Read the first ``n`` usable prompts of a JSONL file, in file order.
+@dataclass(frozen=True)
+class FieldMap:
+    """Which record fields hold the prompt, the reference answer(s), the id and the category.
+
+    ``reference`` names one field, or several (``references``: each a further accepted answer);
+    ``reference_sep`` splits a text reference into several accepted answers (e.g. ``"|"``).
+    ``id = None``: the row's position (1-based line or row number) is its id. ``category = None``:
+    no category. A field named by default but absent from a record is not a problem (``reference``,
+    ``category``); one the user named (``required``) is.
+    """
+
+    prompt: str = "prompt"
+    id: str | None = "id"
+    reference: tuple[str, ...] = ("reference",)
+    reference_sep: str | None = None
+    category: str | None = "category"
+    required: frozenset[str] = frozenset({"prompt", "id"})
+    """Which of the mapped fields every record must have (``"prompt"``, ``"id"``, ``"reference"``, ``"category"``)."""
+
+
+#: The bundled files' record format: ``id`` and ``prompt`` required, ``reference`` and ``category`` optional.
+DEFAULT_FIELDS = FieldMap()
+
+
+def _missing(value: Any) -> bool:
+    """An absent cell: None, or a float NaN (pandas / Parquet nulls)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _reference(obj: Mapping, fields: FieldMap) -> Any:
+    """The record's accepted answer(s): one field as stored (split by ``reference_sep`` when it is
+    text), several fields as the list of their non-empty values; None when none is present."""
+    values = [obj.get(f) for f in fields.reference]
+    values = [v for v in values if not _missing(v) and v != ""]
+    if fields.reference_sep is not None:
+        split: list[Any] = []
+        for v in values:
+            split.extend([s.strip() for s in v.split(fields.reference_sep) if s.strip()] if isinstance(v, str) else [v])
+        values = split
+        return values or None
+    if len(fields.reference) == 1:
+        return values[0] if values else None
+    return values or None
+
+
+def _check(obj: Any, fields: FieldMap, pos: int) -> tuple[tuple[str, str, Any, str | None] | None, list[str]]:
+    """One record: ((source id, prompt, reference, category), []) or (None, its problems)."""
+    if not isinstance(obj, Mapping):
+        return None, [f"expected a JSON object (fields by name), got {type(obj).__name__}"]
+    problems = []
+    for role in ("prompt", "id", "reference", "category"):
+        names = fields.reference if role == "reference" else (getattr(fields, role),)
+        if role in fields.required:
+            problems += [f"missing field {n!r}" for n in names if n is not None and n not in obj]
+    prompt = obj.get(fields.prompt)
+    if fields.prompt in obj:
+        if not isinstance(prompt, str) or not prompt.strip():
+            problems.append(f"empty or non-text prompt (field {fields.prompt!r})")
+        elif "\x00" in prompt:
+            problems.append("prompt contains a NUL byte")
+        elif len(prompt) > MAX_PROMPT_CHARS:
+            problems.append(f"prompt has {len(prompt)} characters (limit {MAX_PROMPT_CHARS})")
+    sid = str(pos) if fields.id is None else obj.get(fields.id)
+    if fields.id is not None and fields.id in obj:
+        if _missing(sid) or not str(sid).strip():
+            problems.append(f"empty id (field {fields.id!r})")
+        elif isinstance(sid, float) and sid.is_integer():
+            sid = int(sid)  # a CSV/Parquet integer column read as float
+    cat = None if fields.category is None else obj.get(fields.category)
+    if problems:
+        return None, problems
+    return (str(sid), prompt, _reference(obj, fields), None if _missing(cat) else str(cat)), []
+
+
+def problem_report(where: str, problems: list[tuple[str, str]]) -> str:
+    """The message of a ``DatasetError``: ``"<where>:<pos>: <problem>"`` per problem, the first on
+    the first line, at most ``MAX_LISTED_PROBLEMS`` of them and then their count."""
+    lines = [f"{where}:{pos}: {msg}" for pos, msg in problems[:MAX_LISTED_PROBLEMS]]
+    if len(problems) > MAX_LISTED_PROBLEMS:
+        lines.append(f"… and {len(problems) - MAX_LISTED_PROBLEMS} more problems in {where}")
+    if len(problems) > 1:
+        lines.insert(0, f"{where}: {len(problems)} problems (fix them all, then rerun):")
+    return "\n  ".join(lines)
+
+
+def prompts_from_records(records: Iterable[tuple[int | str, Any]], where: str, dataset: str,
+                         fields: FieldMap = DEFAULT_FIELDS, n: int | None = None,
+                         problems: list[tuple[str, str]] | None = None) -> list[Prompt]:
+    """Check every record and return the first ``n`` prompts, in record order.
 
     Args:
-        path: a JSONL file with objects holding at least ``id`` and ``prompt``.
+        records: ``(position, record)`` pairs; the position (a line or row number, or a sample
+            label) names the record in messages and is its id when ``fields.id`` is None.
+        where: the file (or task) named in messages.
+        dataset: the dataset name; prompt ids are ``"<dataset>:<id>"``.
+        problems: problems found before the records (e.g. undecodable lines) as (position, text);
+            they are reported with the records' own.
+    Returns:
+        list of ``Prompt`` (length ≤ n).
+    Raises:
+        DatasetError: listing every problem of every record (missing or empty field, NUL byte, a
+            prompt over ``MAX_PROMPT_CHARS``, a duplicate id) with its position — never a partial list.
+    """
+    problems = list(problems or [])
+    out: list[Prompt] = []
+    first_at: dict[str, Any] = {}
+    for pos, obj in records:
+        row, errs = _check(obj, fields, pos)
+        problems += [(str(pos), e) for e in errs]
+        if row is None:
+            continue
+        sid, text, ref, cat = row
+        if sid in first_at:
+            problems.append((str(pos), f"duplicate id {sid!r} (first at {first_at[sid]})"))
+            continue
+        first_at[sid] = pos
+        out.append(Prompt(f"{dataset}:{sid}", dataset, sid, text, ref, cat))
+    if problems:
+        raise DatasetError(problem_report(where, problems))
+    return out if n is None else out[:n]
+
+
+def decoded_lines(path: Path) -> tuple[list[tuple[int, str]], list[tuple[str, str]]]:
+    """The lines of a UTF-8 text file (a leading byte-order mark dropped): ((line number, text) pairs,
+    problems) where every line that is not valid UTF-8 is a problem naming its line."""
+    raw = path.read_bytes()
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    lines, problems = [], []
+    for lineno, chunk in enumerate(raw.split(b"\n"), start=1):
+        try:
+            lines.append((lineno, chunk.decode("utf-8")))
+        except UnicodeDecodeError as e:
+            problems.append((str(lineno), f"not valid UTF-8 ({e.reason} at byte {e.start}); save the file as UTF-8"))
+    return lines, problems
+
+
+def jsonl_records(path: Path) -> tuple[list[tuple[int, Any]], list[tuple[str, str]]]:
+    """The JSON objects of a JSONL file by line number (blank lines skipped), and the lines that
+    are not valid UTF-8 or not JSON as problems."""
+    lines, problems = decoded_lines(path)
+    records = []
+    for lineno, line in lines:
+        if not line.strip():
+            continue
+        try:
+            records.append((lineno, json.loads(line)))
+        except json.JSONDecodeError as e:
+            problems.append((str(lineno), f"broken JSON ({e.msg})"))
+    return records, problems
+
+
+def load_dataset(path: str | Path, n: int | None = None, dataset: str | None = None,
+                 fields: FieldMap = DEFAULT_FIELDS) -> list[Prompt]:
+    """Read the first ``n`` usable prompts of a JSONL file, in file order; the whole file is checked.
+
+    Args:
+        path: a JSONL file with one object per line holding at least ``id`` and ``prompt``
+            (``reference`` and ``category`` optional; ``fields`` maps other names).
         n: how many prompts (None = all). Files are already shuffled (data/datasets/SOURCES.md),
             so the first n are a seeded random sample.
         dataset: the dataset name (default: the file stem).
@@ -43,45 +210,10 @@ def load_dataset(path: str | Path, n: int | None = None, dataset: str | None = N
         list of ``Prompt`` (length ≤ n).
     Raises:
         FileNotFoundError: no such file.
-        DatasetError: invalid UTF-8 or JSON, a missing/empty ``prompt`` or ``id``, a NUL byte, a
-            prompt over ``MAX_PROMPT_CHARS``, or a duplicate id — naming the file and line.
+        DatasetError: every line that is not UTF-8, not JSON, not an object, lacks ``prompt`` or
+            ``id``, has an empty one, a NUL byte, a prompt over ``MAX_PROMPT_CHARS`` or a
+            duplicate id — each with the file and line.
     """
     path = Path(path)
-    name = dataset or path.stem
-    raw = path.read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = raw[: e.start].count(b"\n") + 1
-        raise DatasetError(f"{path}:{line}: not valid UTF-8 ({e.reason})") from e
-    out: list[Prompt] = []
-    seen: set[str] = set()
-    for lineno, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DatasetError(f"{path}:{lineno}: broken JSON ({e.msg})") from e
-        if not isinstance(obj, dict):
-            raise DatasetError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
-        for field in ("id", "prompt"):
-            if field not in obj:
-                raise DatasetError(f"{path}:{lineno}: missing field {field!r}")
-        prompt = obj["prompt"]
-        if not isinstance(prompt, str) or not prompt.strip():
-            raise DatasetError(f"{path}:{lineno}: empty or non-text prompt")
-        if "\x00" in prompt:
-            raise DatasetError(f"{path}:{lineno}: prompt contains a NUL byte")
-        if len(prompt) > MAX_PROMPT_CHARS:
-            raise DatasetError(f"{path}:{lineno}: prompt has {len(prompt)} characters (limit {MAX_PROMPT_CHARS})")
-        sid = str(obj["id"])
-        if not sid.strip():
-            raise DatasetError(f"{path}:{lineno}: empty id")
-        if sid in seen:
-            raise DatasetError(f"{path}:{lineno}: duplicate id {sid!r}")
-        seen.add(sid)
-        out.append(Prompt(f"{name}:{sid}", name, sid, prompt, obj.get("reference"), obj.get("category")))
-        if n is not None and len(out) >= n:
-            break
-    return out
+    records, problems = jsonl_records(path)
+    return prompts_from_records(records, str(path), dataset or path.stem, fields, n, problems)

@@ -100,11 +100,31 @@ def test_hostile_file_refused_naming_file_and_line(fname, line, pattern):
 
 
 def test_hostile_lines_before_the_bad_one_are_not_silently_returned():
-    # n large enough to reach the bad line: the whole call fails, no partial list.
+    # the whole file is checked, whatever n: no partial list, and a problem past n still counts
     with pytest.raises(DatasetError):
         load_dataset(HOSTILE / "duplicate_ids.jsonl", n=10)
-    # but n that stops before the bad line is fine (the file is read in order)
-    assert [p.source_id for p in load_dataset(HOSTILE / "duplicate_ids.jsonl", n=2)] == ["a", "b"]
+    with pytest.raises(DatasetError, match=r"duplicate_ids.jsonl:3: duplicate id 'a' \(first at 1\)"):
+        load_dataset(HOSTILE / "duplicate_ids.jsonl", n=2)
+
+
+def test_every_problem_of_a_file_is_reported_at_once(tmp_path):
+    p = tmp_path / "mine.jsonl"
+    p.write_bytes(b'{"id": "1", "prompt": "fine"}\n'
+                  b'{"id": "2"}\n'                                # missing prompt
+                  b'{"prompt": "no id"}\n'                        # missing id
+                  b'{"id": "4", "prompt": "  "}\n'                # empty prompt
+                  b'{"id": "1", "prompt": "again"}\n'             # duplicate id
+                  b'{"id": "6", "prompt": "caf\xe9"}\n'           # Latin-1, not UTF-8
+                  b'{"id": "7", "prompt": \n'                     # broken JSON
+                  b'["not", "an", "object"]\n')
+    with pytest.raises(DatasetError) as ei:
+        load_dataset(p)
+    msg = str(ei.value)
+    assert msg.startswith(f"{p}: 7 problems"), msg
+    for line, what in ((2, "missing field 'prompt'"), (3, "missing field 'id'"), (4, "empty or non-text prompt"),
+                       (5, "duplicate id '1' (first at 1)"), (6, "not valid UTF-8"), (7, "broken JSON"),
+                       (8, "expected a JSON object")):
+        assert f"{p}:{line}: {what}" in msg, (line, msg)
 
 
 def test_dataset_error_is_a_value_error():
