@@ -106,6 +106,14 @@ def rescore_main(argv: list[str]) -> int:
     return 0
 
 
+def report_main(argv: list[str]) -> int:
+    """``python -m precompute report STORE --html OUT.html --json OUT.json``: a result you can send (one
+    self-contained HTML file, no network, no script; the same numbers as JSON)."""
+    from precompute.report_file import main as report_file_main
+
+    return report_file_main(argv)
+
+
 def print_plan(cfg, runner, shard, only_models=None) -> None:
     """Print prompts, variants, kept counts, no-op variants (text equals the base prompt), pending
     prompt units per model and, per local model, the inputs whose tokens plus the reply cap exceed
@@ -177,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         return import_authors_main(argv[1:])
     if argv and argv[0] == "rescore":
         return rescore_main(argv[1:])
+    if argv and argv[0] == "report":
+        return report_main(argv[1:])
     ap = argparse.ArgumentParser(
         prog="python -m precompute",
         description=(
@@ -186,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
             "The runner writes a private working copy and publishes consistent snapshots to the store, so the "
             "dashboard can read it during a run; a killed run resumes with the same command. "
             "Subcommands: `python -m precompute merge --out OUT IN...` combines --shard outputs; "
-            "`python -m precompute import-authors DIR --store OUT` imports the SAGO authors' released rows."
+            "`python -m precompute import-authors DIR --store OUT` imports the SAGO authors' released rows; "
+            "`python -m precompute report STORE --html OUT.html` writes a report you can send."
         ),
     )
     ap.add_argument("--config", required=True, help="TOML run config, e.g. precompute/configs/demo.toml")

@@ -40,7 +40,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "sago_engine.report", "sago_engine.detail", "sago_engine.method_choices", "sago_engine.choice_scores",
         "sago_engine.assumptions",
         "sago_engine.live", "sago_engine.live_save", "sago_engine.live_models", "sago_engine.live_job", "sago_engine.replay",
-        "sago_engine.rescore", "sago_engine.rendered", "sago_engine.tables", "sago_engine.worst")),
+        "sago_engine.rescore", "sago_engine.rendered", "sago_engine.tables", "sago_engine.worst", "sago_engine.report_data")),
     ("front ends", ("precompute", "dashboard")),
     ("pages", ("pages", "app")),
 )

@@ -1,0 +1,208 @@
+"""``sago report STORE --html OUT.html --json OUT.json``: a result you can send.
+
+The HTML is one self-contained file: the tables of ``sago_engine.report_data.report_numbers`` and two
+charts as inline SVG (Altair → vl-convert, rendered here, offline), no script at all, every store
+string escaped (``html.escape``) and cut at ``MAX_TEXT`` characters, and a Content-Security-Policy
+that forbids any fetch, so a store's text can neither run nor call out. The JSON holds the same
+numbers (docs/REPORT.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import sys
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+#: Characters of a store text (prompt, variant, reply) shown in the HTML; the rest is counted.
+MAX_TEXT = 2000
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'none'; base-uri 'none'"
+
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#222;line-height:1.4}
+table{border-collapse:collapse;margin:.5rem 0 1.5rem;font-size:.9rem}
+th,td{border:1px solid #ccc;padding:.25rem .5rem;text-align:left;vertical-align:top;unicode-bidi:isolate}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+pre{white-space:pre-wrap;word-break:break-word;margin:0;max-width:30rem;unicode-bidi:isolate}
+.note{color:#555;font-size:.9rem}
+"""
+
+
+def esc(value: Any) -> str:
+    """A store value as HTML text: escaped (quotes too), None as "—", long text cut at ``MAX_TEXT``."""
+    if value is None:
+        return "—"
+    text = str(value)
+    if len(text) > MAX_TEXT:
+        text = f"{text[:MAX_TEXT]} … ({len(text) - MAX_TEXT:,} more characters)"
+    return html.escape(text, quote=True)
+
+
+def num(value: Any, digits: int = 3) -> str:
+    """A number with ``digits`` decimals, ``n/a`` for a missing one (the JSON's null)."""
+    return "n/a" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else esc(value)
+
+
+def format_p(p: float) -> str:
+    """A p-value as the Model-vs-model page writes it (``pairwise.format_p``)."""
+    from sago_engine.pairwise import format_p as fmt
+
+    return fmt(p)
+
+
+def _table(rows: list[dict], cols: list[tuple[str, str]], pre: tuple[str, ...] = ()) -> str:
+    head = "".join(f"<th>{esc(label)}</th>" for _, label in cols)
+    body = []
+    for r in rows:
+        cells = []
+        for key, _ in cols:
+            v = r.get(key)
+            if key in pre:
+                cells.append(f"<td><pre>{esc(v)}</pre></td>")
+            elif key == "p_adj":
+                cells.append(f'<td class="num">{"n/a" if v is None else esc(format_p(v))}</td>')
+            elif isinstance(v, float) or (v is None and key not in pre):
+                cells.append(f'<td class="num">{num(v)}</td>')
+            else:
+                cells.append(f"<td>{esc(v)}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+#: Characters of a name (model, pair) on a chart axis.
+MAX_LABEL = 60
+
+
+def chart_label(text: Any) -> str:
+    """A store string as a chart label: control and surrogate characters as U+FFFD (vl-convert aborts
+    the process on some control characters), cut at ``MAX_LABEL`` characters."""
+    clean = "".join("\ufffd" if unicodedata.category(c) in ("Cc", "Cs") else c for c in str(text))
+    return clean if len(clean) <= MAX_LABEL else clean[: MAX_LABEL - 1] + "…"
+
+
+def _svg(chart) -> str:
+    """An Altair chart as SVG markup (vl-convert, offline); the XML prolog dropped for inline use."""
+    import vl_convert as vlc
+
+    svg = vlc.vegalite_to_svg(chart.to_json())
+    return svg[svg.index("<svg"):]
+
+
+def sgs_chart(rows: list[dict]) -> str:
+    """SGS per model (dot) with its 95 % CI (bar), one panel per axis, as inline SVG ('' without rows)."""
+    import altair as alt
+    import pandas as pd
+
+    df = pd.DataFrame([{**r, "model": chart_label(r["model"]), "axis_label": chart_label(r["axis_label"])}
+                       for r in rows if r["sgs"] is not None])
+    if df.empty:
+        return ""
+    base = alt.Chart(df).encode(y=alt.Y("model:N", title=None))
+    layer = alt.layer(base.mark_rule().encode(x=alt.X("lo:Q", title="SGS (lower = more stable)"), x2="hi:Q"),
+                      base.mark_point(filled=True, size=50).encode(x="sgs:Q"))
+    return _svg(layer.properties(width=140).facet(column=_panels(df)))
+
+
+def _panels(df):
+    """One panel per axis, in the rows' (the paper's) order."""
+    import altair as alt
+
+    return alt.Column("axis_label:N", title=None, sort=list(dict.fromkeys(df["axis_label"])))
+
+
+def pair_chart(rows: list[dict]) -> str:
+    """Paired differences s_a − s_b with 95 % CI per pair, one panel per axis ('' without rows)."""
+    import altair as alt
+    import pandas as pd
+
+    df = pd.DataFrame([{**r, "pair": chart_label(f"{r['model_a']} − {r['model_b']}"), "axis_label": chart_label(r["axis_label"])}
+                       for r in rows
+                       if r["diff"] is not None and r["ci_low"] is not None])
+    if df.empty:
+        return ""
+    base = alt.Chart(df).encode(y=alt.Y("pair:N", title=None))
+    layer = alt.layer(base.mark_rule().encode(x=alt.X("ci_low:Q", title="mean difference (negative: first more stable)"),
+                                              x2="ci_high:Q"),
+                      base.mark_point(filled=True, size=50).encode(x="diff:Q"),
+                      base.mark_rule(strokeDash=[3, 3], color="#888").encode(x=alt.datum(0)))
+    return _svg(layer.properties(width=140).facet(column=_panels(df)))
+
+
+def render_html(numbers: dict[str, Any], title: str) -> str:
+    """The report as one HTML document (no script, no external resource; see the module doc)."""
+    s = numbers["settings"]
+    parts = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+             f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">"
+             f"<title>{esc(title)}</title><style>{STYLE}</style></head><body>",
+             f"<h1>sago report: {esc(title)}</h1>",
+             f"<p class=\"note\">SGS per axis (lower = more stable), mean of the per-prompt scores s_X(i); "
+             f"{int(s['ci_level'] * 100)} % percentile bootstrap CI over prompts ({s['n_resamples']} resamples, seed "
+             f"{s['seed']}); one-sided t-test of E[s] &gt; ε = {s['eps']} (correction: {esc(s['correction'])}; "
+             f"† p&lt;0.001, ** p&lt;0.01, * p&lt;0.05). Written by sago {esc(numbers['sago_version'])}; the same "
+             f"numbers: sago report --json ({esc(numbers['schema'])}).</p>",
+             "<h2>SGS per model × axis</h2>", sgs_chart(numbers["sgs"]),
+             _table(numbers["sgs"], [("model", "model"), ("axis_label", "axis"), ("sgs", "SGS"), ("lo", "CI low"),
+                                     ("hi", "CI high"), ("n_prompts", "prompts"), ("p_adj", "p"),
+                                     ("marker", "marker"), ("verdict", "vs ε")]),
+             "<h2>Model vs model</h2>"]
+    if numbers["pairwise"]:
+        parts += [pair_chart(numbers["pairwise"]),
+                  _table(numbers["pairwise"], [("axis_label", "axis"), ("model_a", "model a"), ("model_b", "model b"),
+                                               ("n_prompts", "shared prompts"), ("diff", "s_a − s_b"),
+                                               ("ci_low", "CI low"), ("ci_high", "CI high"), ("p_adj", "p"),
+                                               ("verdict", "verdict"), ("better", "more stable")]),
+                  "<p class=\"note\">Paired over shared prompts: bootstrap CI of the mean difference and a "
+                  "Wilcoxon signed-rank test; verdict a / b names the more stable model, none = no difference "
+                  "shown, mixed = mean and ranks disagree.</p>"]
+    else:
+        parts.append("<p>One model only: nothing to compare.</p>")
+    parts.append(f"<h2>Worst prompts ({s['worst_per_axis']} per axis)</h2>")
+    parts.append(_table(numbers["worst"], [("axis_label", "axis"), ("rank", "rank"), ("model", "model"),
+                                           ("dataset", "dataset"), ("s", "s_X(i)"), ("label", "worst variant"),
+                                           ("prompt_text", "prompt"), ("variant_text", "variant"),
+                                           ("base_reply", "reply to the prompt"), ("variant_reply", "reply to the variant")],
+                        pre=("prompt_text", "variant_text", "base_reply", "variant_reply")))
+    parts.append("<h2>Runs</h2>")
+    parts.append(_table(numbers["runs"], [("model", "model"), ("run_id", "run"), ("status", "status"),
+                                          ("backend", "backend"), ("fingerprint", "signature"),
+                                          ("weights_sha256", "weights sha256"), ("seed", "seed"),
+                                          ("finished_at", "finished")]))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def main(argv: list[str]) -> int:
+    """``report STORE [--html OUT.html] [--json OUT.json]``; exit 0, or 2 with the reason (no store, no output)."""
+    ap = argparse.ArgumentParser(prog="sago report", description="Write a store's headline numbers as one "
+                                 "self-contained HTML file (charts inline, no network, no script) and/or JSON.")
+    ap.add_argument("store", help="a DuckDB store written by sago")
+    ap.add_argument("--html", metavar="OUT.html", help="the HTML report to write")
+    ap.add_argument("--json", metavar="OUT.json", help="the same numbers as JSON (docs/REPORT.md)")
+    ap.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples (default 1000, as the dashboard)")
+    ap.add_argument("--worst", type=int, default=3, help="worst prompts per axis (default 3)")
+    args = ap.parse_args(argv)
+    if not (args.html or args.json):
+        ap.error("give --html OUT.html and/or --json OUT.json")
+    from sago_engine.report_data import report_numbers
+    from sago_engine.store import StoreError, open_store
+
+    if not Path(args.store).is_file():
+        print(f"error: {args.store}: no such store file", file=sys.stderr)
+        return 2
+    try:
+        with open_store(args.store, read_only=True) as st:
+            numbers = report_numbers(st, n_resamples=args.resamples, worst_per_axis=args.worst)
+    except StoreError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        Path(args.json).write_text(json.dumps(numbers, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    if args.html:
+        Path(args.html).write_text(render_html(numbers, Path(args.store).name), encoding="utf-8")
+    print(json.dumps({"store": args.store, "html": args.html, "json": args.json, "models": len({r["model"] for r in numbers["runs"]}),
+                      "sgs_rows": len(numbers["sgs"]), "pairs": len(numbers["pairwise"])}))
+    return 0
