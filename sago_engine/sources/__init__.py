@@ -83,7 +83,7 @@ def load_source(spec: Mapping[str, Any], base: Path, n: int | None = None) -> tu
         from sago_engine.sources.inspect_task import inspect_records
 
         records, info = inspect_records(spec["inspect"], base)
-        records, columns, where = _select(records, rows), None, spec["inspect"]
+        records, columns, where = _select(records, rows), None, f"{spec['inspect']} sample"
         problems: list[tuple[str, str]] = []
         record.update(info)
     elif "hf" in spec:
