@@ -107,8 +107,8 @@ def rescore_main(argv: list[str]) -> int:
 
 
 def report_main(argv: list[str]) -> int:
-    """``python -m precompute report STORE --html OUT.html --json OUT.json``: a result you can send (one
-    self-contained HTML file, no network, no script; the same numbers as JSON)."""
+    """``python -m precompute report STORE --html OUT.html --json OUT.json``: a result you can send, one
+    self-contained HTML file (no network, no script) and the same numbers as JSON."""
     from precompute.report_file import main as report_file_main
 
     return report_file_main(argv)

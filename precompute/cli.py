@@ -42,9 +42,18 @@ def forwarded() -> dict[str, tuple[Callable[[list[str]], int], str]]:
         except (TypeError, ValueError):
             continue
         if params == ["argv"]:
-            doc = (inspect.getdoc(fn) or "").split("\n")[0]
-            out[attr[: -len("_main")].replace("_", "-")] = (fn, doc)
+            out[attr[: -len("_main")].replace("_", "-")] = (fn, summary(inspect.getdoc(fn) or ""))
     return dict(sorted(out.items()))
+
+
+def summary(doc: str) -> str:
+    """A subcommand's one-line help from its docstring ``"``usage``: what it does; more."``: "what it does"."""
+    text = " ".join(doc.split())
+    if text.startswith("``") and "``:" in text:
+        text = text.split("``:", 1)[1]
+    for stop in ("; ", ". "):
+        text = text.split(stop, 1)[0]
+    return text.replace("``", "").strip().rstrip(".")
 
 
 def usage() -> str:
@@ -52,7 +61,7 @@ def usage() -> str:
     from sago_engine import __version__
 
     rows = [(name, text) for name, text in OWN.items()]
-    rows += [(name, doc.replace("``", "")) for name, (_, doc) in forwarded().items()]
+    rows += [(name, doc) for name, (_, doc) in forwarded().items()]
     width = max(len(n) for n, _ in rows)
     lines = [f"sago {__version__} — how stable is an LLM when the same request is phrased differently (SAGO)",
              "", "usage: sago SUBCOMMAND [options]   (sago SUBCOMMAND --help for its options)", "", "subcommands:"]
