@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from precompute.config_errors import ConfigError, unknown
-from sago_engine.datasets import DATASETS
+from sago_engine.datasets import DATASETS, bundled_dir
 from sago_engine.sources.tabular import SUFFIXES
 
 #: Keys of one ``[[data.sources]]`` table.
@@ -77,7 +77,8 @@ def check_data(data: dict, base: Path) -> tuple[str, tuple[str, ...], tuple[dict
     """``[data]``'s folder, bundled dataset names and sources.
 
     ``datasets`` defaults to the six bundled ones when no source is given, to none otherwise;
-    ``dir`` (default ``data/datasets``) must exist and hold ``<name>.jsonl`` for each name.
+    ``dir`` (default: the bundled samples, ``datasets.bundled_dir``) must exist and hold
+    ``<name>.jsonl`` for each name.
 
     Returns:
         (data_dir, datasets, sources).
@@ -93,7 +94,7 @@ def check_data(data: dict, base: Path) -> tuple[str, tuple[str, ...], tuple[dict
     datasets = data.get("datasets", [] if sources else list(DATASETS))
     if not (isinstance(datasets, list) and all(isinstance(d, str) for d in datasets)):
         raise ConfigError(f"data.datasets must be a list of names, got {datasets!r}")
-    data_dir = base / data.get("dir", "data/datasets")
+    data_dir = base / data["dir"] if "dir" in data else bundled_dir()
     if datasets or "dir" in data:
         if not data_dir.is_dir():
             raise ConfigError(f"data.dir: {data_dir} does not exist" if not data_dir.exists()

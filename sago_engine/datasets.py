@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,13 @@ from typing import Any
 
 #: The six datasets of SAGO (arXiv 2610.01428) §Datasets, by file stem in data/datasets/.
 DATASETS: tuple[str, ...] = ("truthfulqa", "nq_open", "alpaca", "simpleqa_verified", "triviaqa", "hotpotqa")
+
+def bundled_dir() -> Path:
+    """The folder of the bundled dataset samples: ``data/datasets`` of a clone, else the copy an
+    installed wheel puts under ``<prefix>/share/sago/datasets`` (pyproject.toml's data-files)."""
+    clone = Path(__file__).resolve().parents[1] / "data" / "datasets"
+    return clone if clone.is_dir() else Path(sys.prefix) / "share" / "sago" / "datasets"
+
 
 #: Prompts longer than this (characters) are refused with a clear error (not truncated).
 MAX_PROMPT_CHARS = 4000

@@ -28,7 +28,7 @@ def installed(tmp_path_factory):
     src.mkdir()
     for name in ("pyproject.toml", "README.md", "app.py"):
         shutil.copy2(ROOT / name, src / name)
-    for pkg in ("sago_engine", "precompute", "dashboard", "pages"):
+    for pkg in ("sago_engine", "precompute", "dashboard", "pages", "data/datasets"):
         shutil.copytree(ROOT / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "-q",
                     "-w", str(wheels)], check=True, cwd=tmp, capture_output=True)
@@ -63,9 +63,13 @@ def test_sago_help_from_the_installed_wheel(installed):
     assert out.returncode == 0, out.stderr
     for sub in ("run", "plan", "dashboard", "merge", "rescore", "import-authors", "report"):
         assert f"\n  {sub} " in out.stdout, (sub, out.stdout)
-    where = subprocess.run([str(bin_dir / "python"), "-c", "import precompute, sago_engine; print(precompute.__file__)"],
+    where = subprocess.run([str(bin_dir / "python"), "-c", "import precompute; from sago_engine.datasets import "
+                            "bundled_dir; print(precompute.__file__); print(bundled_dir())"],
                            cwd=tmp, capture_output=True, text=True, env=_env())
-    assert str(bin_dir.parent) in where.stdout and str(ROOT) not in where.stdout  # the installed copy ran
+    module, bundled = where.stdout.split()
+    assert module.startswith(str(bin_dir.parent)) and str(ROOT) not in where.stdout  # the installed copy ran
+    assert Path(bundled) == bin_dir.parent / "share" / "sago" / "datasets"  # the wheel's copy of the samples
+    assert sorted(p.name for p in Path(bundled).glob("*.jsonl")) == sorted(p.name for p in (ROOT / "data" / "datasets").glob("*.jsonl"))
 
 
 def test_sago_plan_on_own_prompts_from_the_installed_wheel(installed):

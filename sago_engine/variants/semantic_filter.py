@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import bertscore
+from ..datasets import bundled_dir
 from ..seeds import make_rng
 from ..types import Variant
 
-DATASETS_DIR = Path(__file__).resolve().parents[2] / "data" / "datasets"
+DATASETS_DIR = bundled_dir()
 REF_MODEL = "roberta-large"
 BASELINE_PAIRS = 300
 BASELINE_SEED = 0
