@@ -105,7 +105,7 @@ def check_data(data: dict, base: Path) -> tuple[str, tuple[str, ...], tuple[dict
                               "formats: [[data.sources]])")
         for d in datasets:
             if d not in have:
-                raise unknown(f"dataset (no {d}.jsonl in {data_dir})", d, have)
+                raise ConfigError(f"{unknown('dataset', d, have)} (the .jsonl files of data.dir {data_dir})")
     if not datasets and not sources:
         raise ConfigError("data: no prompts: list data.datasets or give [[data.sources]] (docs/CONFIG.md, \"Your prompts\")")
     names = [*datasets, *(s["name"] for s in sources)]

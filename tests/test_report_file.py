@@ -113,6 +113,9 @@ def test_report_is_inert_on_the_hostile_corpus(tmp_path):
             assert not (tmp_path / f"{name}.json").exists()
         text = out.read_text(encoding="utf-8")
         assert "<script" not in text.lower() and SECRET not in text
+        huge = tmp_path / "huge.html"  # 1 MB strings: each shown cut, the file stays small
+        assert runner_main(["report", str(corpus.stores["huge"]), "--html", str(huge), "--resamples", "50"]) == 0
+        assert huge.stat().st_size < 400_000 and "more characters)" in huge.read_text(encoding="utf-8")
         with browser_page(1400, 1200) as page:
             left: list[str] = []
 

@@ -50,9 +50,13 @@ def hf_records(ref: str, base: Path, *, split: str | None = None, revision: str 
         "subset", "data_files", "rows", "num_rows", "fingerprint"}``).
     Raises:
         DatasetError: a folder that does not exist (named as missing), a hub id on a machine
-            set offline, an unknown split, a row range outside the dataset.
+            set offline, an unknown split, a row range outside the dataset, ``datasets`` not
+            installed (the ``hf`` extra).
     """
-    import datasets
+    try:
+        import datasets
+    except ImportError:
+        raise DatasetError(f"hf = {ref!r} needs the package datasets: pip install 'sago[hf]'") from None
 
     folder = base / ref
     where = str(folder if folder.exists() or _looks_like_path(ref) else ref)
