@@ -1,9 +1,9 @@
 """The ``sago`` command (installed by ``pip install .``): one entry point over the runner's subcommands.
 
 ``sago run`` and ``sago plan`` are ``python -m precompute`` (``--plan`` for plan); ``sago dashboard``
-starts the Streamlit dashboard; every other subcommand is found in ``precompute.__main__`` — each
-function ``<name>_main(argv)`` there is the subcommand ``<name>`` (underscores as hyphens) — so a
-subcommand added to the runner is a ``sago`` subcommand too, with no change here.
+starts the Streamlit dashboard; every other subcommand is the runner's own (``forwarded``: the names
+``python -m precompute`` dispatches on), passed to it unchanged — so a subcommand added to the
+runner is a ``sago`` subcommand too, with no change here.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -24,26 +25,43 @@ OWN: dict[str, str] = {
 }
 
 
-def forwarded() -> dict[str, tuple[Callable[[list[str]], int], str]]:
-    """The runner's subcommands: name → (function, first line of its docstring).
+def forwarded() -> dict[str, str]:
+    """The runner's subcommands: name → one line of help.
 
-    Every function of ``precompute.__main__`` named ``<name>_main`` whose only parameter is
-    ``argv`` (``merge_main``, ``rescore_main``, …); ``main`` itself and ``ray_main`` (which
-    takes a config) are not subcommands.
+    A subcommand is a name ``python -m precompute``'s ``main`` dispatches on (``argv[0] == "name"``)
+    or a function ``<name>_main(argv)`` of ``precompute.__main__`` (underscores as hyphens);
+    ``ray_main`` (which takes a config) is not one. The help is the first sentence of the
+    ``<name>_main`` docstring, found in ``precompute.__main__`` or in ``precompute.<name>``.
     """
     import precompute.__main__ as runner_cli
 
-    out = {}
+    names = set(re.findall(r"""argv\[0\] == ["']([a-z][a-z0-9-]*)["']""", inspect.getsource(runner_cli.main)))
     for attr, fn in vars(runner_cli).items():
-        if not (attr.endswith("_main") and callable(fn)) or attr == "main":
-            continue
-        try:
-            params = list(inspect.signature(fn).parameters)
-        except (TypeError, ValueError):
-            continue
-        if params == ["argv"]:
-            out[attr[: -len("_main")].replace("_", "-")] = (fn, summary(inspect.getdoc(fn) or ""))
-    return dict(sorted(out.items()))
+        if attr.endswith("_main") and attr != "main" and callable(fn) and _argv_only(fn):
+            names.add(attr[: -len("_main")].replace("_", "-"))
+    return {name: summary(inspect.getdoc(_entry(name)) or "") for name in sorted(names)}
+
+
+def _argv_only(fn) -> bool:
+    try:
+        return list(inspect.signature(fn).parameters) == ["argv"]
+    except (TypeError, ValueError):
+        return False
+
+
+def _entry(name: str) -> Callable | None:
+    """The function behind a runner subcommand, for its docstring (None when none is found)."""
+    import importlib
+
+    attr = name.replace("-", "_") + "_main"
+    import precompute.__main__ as runner_cli
+
+    if hasattr(runner_cli, attr):
+        return getattr(runner_cli, attr)
+    try:
+        return getattr(importlib.import_module(f"precompute.{name.replace('-', '_')}"), attr, None)
+    except ImportError:
+        return None
 
 
 def summary(doc: str) -> str:
@@ -61,7 +79,7 @@ def usage() -> str:
     from sago_engine import __version__
 
     rows = [(name, text) for name, text in OWN.items()]
-    rows += [(name, doc) for name, (_, doc) in forwarded().items()]
+    rows += list(forwarded().items())
     width = max(len(n) for n, _ in rows)
     lines = [f"sago {__version__} — how stable is an LLM when the same request is phrased differently (SAGO)",
              "", "usage: sago SUBCOMMAND [options]   (sago SUBCOMMAND --help for its options)", "", "subcommands:"]
@@ -137,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         return subprocess.call(cmd, env=env)
     subs = forwarded()
     if sub in subs:
-        return subs[sub][0](rest)
+        return runner_main([sub, *rest])
     near = difflib.get_close_matches(sub, [*OWN, *subs], n=1)
     print(f"error: unknown subcommand {sub!r}" + (f"; did you mean {near[0]!r}?" if near else "")
           + " (sago --help lists them)", file=sys.stderr)

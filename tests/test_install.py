@@ -98,11 +98,15 @@ key = "tiny-random"
     assert "tiny-random: run " in out.stdout and "2 prompts pending" in out.stdout
 
 
-def test_runner_subcommands_are_found_generically():
+def test_runner_subcommands_are_found_generically(capsys):
     subs = forwarded()
     assert {"merge", "rescore", "import-authors", "report"} <= set(subs)
     assert "ray" not in subs  # ray_main(cfg, args) is not a subcommand
-    assert all(doc for _, doc in subs.values())
+    assert subs["report"].startswith("a result you can send") and all(subs.values())
+    for name in subs:  # each reaches the runner's own parser
+        with pytest.raises(SystemExit) as ei:
+            main([name, "--help"])
+        assert ei.value.code == 0 and f"{name}" in capsys.readouterr().out
 
 
 def test_unknown_subcommand_suggests_the_closest(capsys):
