@@ -127,3 +127,38 @@ def test_dashboard_command_is_the_local_streamlit_app(tmp_path):
     assert env["SAGO_STORE"] == str(store.resolve()) and "SAGO_SHARE_DIR" not in env
     with pytest.raises(SystemExit):
         dashboard_command([str(tmp_path / "missing.duckdb")])
+
+
+def test_sago_dashboard_from_the_installed_wheel_serves_a_store(installed):
+    """The installed app.py and pages/ (site-packages) run: the server answers, and the Profiles page of the
+    store renders in chromium with the store's models."""
+    from tests.browser import browser_page, free_port, require_chromium
+    from tests.factories import make_store
+
+    require_chromium()
+    bin_dir, tmp, _ = installed
+    store = make_store(tmp / "dash.duckdb", models=("model-x", "model-y"))
+    port = free_port()
+    proc = subprocess.Popen([str(bin_dir / "sago"), "dashboard", str(store), "--port", str(port)], cwd=tmp,
+                            env={**_env(), "SAGO_LIVE_WARMUP": "0"}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        import time
+        import urllib.request
+
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline and proc.poll() is None, "the dashboard did not start"
+            time.sleep(1)
+        with browser_page(1300, 900) as page:
+            page.goto(f"http://127.0.0.1:{port}/")
+            page.get_by_text("model-y").first.wait_for(timeout=90_000)
+            assert page.locator("[data-testid='stException']").count() == 0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
