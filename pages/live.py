@@ -14,7 +14,6 @@ from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_MAX_NEW_TOKENS, POSITIO
 
 frame.require_frame()
 
-ROOT = Path(__file__).resolve().parent.parent
 ss = st.session_state
 
 
@@ -33,9 +32,9 @@ def _warm_note() -> None:
 
 @st.cache_data(show_spinner=False)
 def _dataset_prompts(name: str) -> list[str]:
-    from sago_engine.datasets import load_dataset
+    from sago_engine.datasets import bundled_dir, load_dataset
 
-    return [p.text for p in load_dataset(ROOT / "data" / "datasets" / f"{name}.jsonl", n=50, dataset=name)]
+    return [p.text for p in load_dataset(bundled_dir() / f"{name}.jsonl", n=50, dataset=name)]
 
 
 @st.cache_data(show_spinner=False)
