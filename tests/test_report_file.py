@@ -135,3 +135,13 @@ def test_report_is_inert_on_the_hostile_corpus(tmp_path):
             assert "sago-payload" in page.inner_text("body")  # shown, as text
     assert dialogs == [] and pixel.hits == []
     assert all(u.startswith("http://127.0.0.1") for u in left) and left == []
+
+
+def test_json_is_the_same_bytes_when_written_again(written, tmp_path):
+    """Two reports of one store are identical (no timestamp, a stable order): a diff shows only real changes."""
+    store, _, _ = written
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    for out in (a, b):
+        assert runner_main(["report", str(store), "--json", str(out), "--resamples", "200"]) == 0
+    assert a.read_bytes() == b.read_bytes()
+    assert runner_main(["report", str(tmp_path / "missing.duckdb"), "--json", str(a)]) == 2
