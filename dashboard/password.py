@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from dashboard.access import PASSWORD_SECRET
+from sago_engine.textsafe import terminal
 
 _log = logging.getLogger("sago.dashboard")
 _logged = False
@@ -128,7 +129,7 @@ def main(argv: Sequence[str]) -> int:
     try:
         meeting_password(secrets_files(argv))
     except PasswordError as e:
-        print(f"sago: refusing to share: {e}", file=sys.stderr)
+        print(f"sago: refusing to share: {terminal(e)}", file=sys.stderr)
         return 2
     return 0
 

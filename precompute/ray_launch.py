@@ -281,10 +281,15 @@ class _Bars:
     """One tqdm line per shard, fed from ``ProgressBoard.snapshot``."""
 
     def __init__(self, keys: list[str], enabled: bool) -> None:
+        import sys
+
         from tqdm import tqdm
 
-        self.bars = {k: tqdm(total=0, desc=k, unit="gen", position=i, leave=True, dynamic_ncols=True,
-                             disable=not enabled) for i, k in enumerate(keys)}
+        from sago_engine.textsafe import one_line, raw_stream
+
+        # the bars draw with control sequences of their own (raw stream); their labels are made inert
+        self.bars = {k: tqdm(total=0, desc=one_line(k), unit="gen", position=i, leave=True, dynamic_ncols=True,
+                             disable=not enabled, file=raw_stream(sys.stderr)) for i, k in enumerate(keys)}
 
     def show(self, snap: dict[str, dict]) -> None:
         for k, r in snap.items():
