@@ -6,6 +6,7 @@ import csv
 import hashlib
 import json
 import math
+import re
 
 import duckdb
 import pandas as pd
@@ -385,17 +386,43 @@ def test_u6_an_unbalanced_quote_that_swallows_a_row_is_refused_naming_file_and_l
     assert not out.exists()
 
 
-@pytest.mark.parametrize("text, line", [
-    ('model,prompt_id\n"G-2B,0\n', 2),  # a quote never closed: the file ends inside a cell
-    ("model,prompt_id,place\nG-2B,0,prefix\nG-2B,1\n", 3),  # a row with too few cells
-    ("model,prompt_id,place\nG-2B,0,prefix,extra\n", 2),  # a row with too many
+@pytest.mark.parametrize("edit, line, why", [
+    (lambda row: row.replace("gpt-5.4,", 'gpt-5.4,"', 1), 3, "quote is never closed"),  # the file ends inside a cell
+    (lambda row: row.rsplit(",", 1)[0], 3, "20 cells, the header has 21"),
+    (lambda row: row + ",extra", 3, "22 cells, the header has 21"),
+    (lambda row: row.replace(",-58.0,", ",a lot,"), 3, "column delta_bleu holds 'a lot', not a number"),
+    (lambda row: row.replace(",-10,", ",loud,"), 3, "politeness strength 'loud' is not a finite number"),
+    (lambda row: row.replace(",suffix,", ",middle,"), 3, "unknown place 'middle'"),
 ])
-def test_u6_every_format_error_names_the_file_and_its_line(tmp_path, text, line):
+def test_u6_every_format_error_names_the_file_and_its_line(tmp_path, edit, line, why):
     root = make_clone(tmp_path)
-    (root / CLOSED).write_text(text)
+    path = root / CLOSED
+    lines = path.read_text().split("\n")
+    lines[line - 1] = edit(lines[line - 1])
+    path.write_text("\n".join(lines))
     src = next(s for s in discover(root) if s.rel == CLOSED)
-    with pytest.raises(AuthorsFormatError, match=rf"^{CLOSED}:{line}: "):
+    with pytest.raises(AuthorsFormatError, match=rf"^{CLOSED}:{line}: .*{re.escape(why)}"):
         read_rows(src)
+
+
+def test_multi_line_replies_commas_bom_crlf_and_nul_still_import(tmp_path):
+    """What the authors' files legitimately hold is read as before: a reply over several lines (one
+    listing many things with commas), a byte-order mark, CRLF row ends, a NUL byte in a reply."""
+    from authors_files import GPT_ROWS, NEW, write_csv
+
+    root = make_clone(tmp_path)
+    listing = "Here:\n" + ", ".join(f"item {i}" for i in range(30)) + "\nDone."
+    write_csv(root / CLOSED, NEW, [dict(GPT_ROWS[0], response_orig=listing),
+                                   dict(GPT_ROWS[1], response_pert="Bram\x00 Stoker.")])
+    data = (root / CLOSED).read_bytes()
+    for variant in (data, b"\xef\xbb\xbf" + data.replace(b"\n", b"\r\n")):
+        (root / CLOSED).write_bytes(variant)
+        src = next(s for s in discover(root) if s.rel == CLOSED)
+        df = read_rows(src)
+        assert list(df.columns) == NEW and len(df) == 2
+        assert df["response_orig"].iloc[0].replace("\r\n", "\n") == listing
+        assert df["response_pert"].iloc[1] == "Bram\x00 Stoker."
+        assert df.attrs["lines"] == [2, 5] and df.attrs["sha256"] == hashlib.sha256(variant).hexdigest()
 
 
 def test_numbers_out_of_bounds_are_counted_and_shown_never_stored(tmp_path, capsys):

@@ -22,6 +22,8 @@ from sago_engine.external.authors_format import (
     AUTHORS_NORMALIZERS,
     AXIS_COLUMNS,
     DATASETS,
+    MAX_ABS_VALUE,
+    REFUSED,
     RowRole,
     SourceFile,
     authors_value,
@@ -166,6 +168,14 @@ def recomputed_deltas(run_id: str, mf: ModelFrames) -> pd.DataFrame:
     d.loc[mask & ~not_text, "available"] = False
     d.loc[mask & ~not_text, "reason"] = DEGENERATE
     return d.drop_duplicates(["run_id", "variant_id", "axis"])
+
+
+def refused_summary(deltas: pd.DataFrame) -> dict:
+    """Values of the authors' run refused as not finite or beyond ±``MAX_ABS_VALUE``: their count,
+    the rule and up to five examples (prompt, variant, axis, reason); each is stored unavailable."""
+    bad = deltas[deltas["reason"].fillna("").str.startswith(REFUSED)]
+    return {"count": int(len(bad)), "rule": f"a value must be a finite number within ±{MAX_ABS_VALUE:g}",
+            "examples": bad[["prompt_id", "variant_id", "axis", "reason"]].head(5).to_dict("records")}
 
 
 def imported_row_frame(run_id: str, mf: ModelFrames) -> pd.DataFrame:
