@@ -135,7 +135,7 @@ def make_plan(cfg: RunConfig, store: Store | None = None, backend_factory: Calla
     """
     prompts: list[Prompt] = []
     for d in cfg.datasets:
-        prompts.extend(load_dataset(Path(cfg.data_dir) / f"{d}.jsonl", n=cfg.n_prompts, dataset=d))
+        prompts.extend(load_dataset(Path(cfg.data_dir) / f"{d}.jsonl", n=cfg.n_prompts, dataset=d, root=cfg.data_dir))
     specs_by_prompt = _grid(cfg, prompts)
     base_texts = {p.prompt_id: p.text for p in prompts}
     llm: dict[tuple, Variant] = {}
