@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from dashboard.access import PASSWORD_SECRET
-from sago_engine.textsafe import terminal
+from sago_engine.textsafe import guarded_terminal, terminal
 
 _log = logging.getLogger("sago.dashboard")
 _logged = False
@@ -135,4 +135,5 @@ def main(argv: Sequence[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    with guarded_terminal():  # replies, labels and messages reach the terminal inert
+        sys.exit(main(sys.argv[1:]))

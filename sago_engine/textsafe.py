@@ -18,7 +18,9 @@ in ``keep``; the three uses differ only in what they keep:
 
 ``guarded_terminal`` applies the rule to everything a command line tool writes: ``sys.stdout``
 and ``sys.stderr`` pass their text through ``terminal`` and every log record's message and
-arguments go through ``terminal`` / ``one_line`` while it is active.
+arguments go through ``terminal`` / ``one_line`` while it is active (every ``python -m
+precompute`` command, ``python -m dashboard.password``, the benchmarks). ``inert_logs`` does the
+latter for a whole process (the dashboard server, whose log is Streamlit's).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
@@ -111,6 +113,24 @@ def inert_record(record: logging.LogRecord) -> logging.LogRecord:
     return record
 
 
+def _inert_factory(factory: Callable[..., logging.LogRecord]) -> Callable[..., logging.LogRecord]:
+    """A log record factory that makes ``factory``'s records inert (``inert_record``)."""
+    if getattr(factory, "sago_inert", False):
+        return factory
+
+    def make(*args, **kwargs) -> logging.LogRecord:
+        return inert_record(factory(*args, **kwargs))
+
+    make.sago_inert = True  # type: ignore[attr-defined]
+    return make
+
+
+def inert_logs() -> None:
+    """Make every log record of this process inert from now on (``inert_record``, through the log
+    record factory), whatever handler writes it (the dashboard server's log included). Idempotent."""
+    logging.setLogRecordFactory(_inert_factory(logging.getLogRecordFactory()))
+
+
 @contextmanager
 def guarded_terminal() -> Iterator[None]:
     """For the ``with`` block: ``sys.stdout`` and ``sys.stderr`` are ``TerminalStream``\\ s and
@@ -119,13 +139,9 @@ def guarded_terminal() -> Iterator[None]:
     guarded ``sys.stderr``."""
     out, err = sys.stdout, sys.stderr
     factory = logging.getLogRecordFactory()
-
-    def make(*args, **kwargs) -> logging.LogRecord:
-        return inert_record(factory(*args, **kwargs))
-
     sys.stdout = TerminalStream(out) if not isinstance(out, TerminalStream) else out
     sys.stderr = TerminalStream(err) if not isinstance(err, TerminalStream) else err
-    logging.setLogRecordFactory(make)
+    logging.setLogRecordFactory(_inert_factory(factory))
     try:
         yield
     finally:

@@ -185,3 +185,45 @@ def test_password_check_names_a_hostile_file_inert(tmp_path, capfdbinary):
     got = capfdbinary.readouterr()
     assert b"refusing to share" in got.err
     assert_inert(got.out + got.err)
+
+
+def test_the_dashboard_server_log_is_inert():
+    """The dashboard process makes every log record inert (``inert_logs`` in app.py): a store
+    label logged by any module reaches Streamlit's log without its control characters."""
+    import io
+
+    from streamlit.testing.v1 import AppTest
+
+    old = logging.getLogRecordFactory()
+    try:
+        AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).run()
+        assert getattr(logging.getLogRecordFactory(), "sago_inert", False)
+        buf = io.StringIO()
+        handler = logging.StreamHandler(buf)
+        logger = logging.getLogger("sago.store")
+        logger.addHandler(handler)
+        try:
+            logger.warning("%s: a write-ahead log lay beside it", STORED)
+        finally:
+            logger.removeHandler(handler)
+        assert "forged: all checks passed" in buf.getvalue()
+        assert_inert(buf.getvalue().encode())
+    finally:
+        logging.setLogRecordFactory(old)
+
+
+def test_every_script_entry_point_runs_guarded():
+    """Each ``if __name__ == "__main__":`` block of the benchmarks and the dashboard's command line
+    tools runs inside ``guarded_terminal`` (``python -m precompute`` guards itself: tests above)."""
+    import ast
+
+    files = sorted([*(ROOT / "benchmarks").glob("*.py"), *(ROOT / "dashboard").glob("*.py"),
+                    *(ROOT / "scripts").glob("*.py"), *(ROOT / "sago_engine").rglob("*.py")])
+    mains = {}
+    for f in files:
+        for node in ast.parse(f.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+                mains[f.relative_to(ROOT).as_posix()] = ast.unparse(node)
+    assert {"benchmarks/vllm_compare.py", "benchmarks/precompute_speed.py", "dashboard/password.py"} <= set(mains)
+    unguarded = [f for f, src in mains.items() if "with guarded_terminal():" not in src]
+    assert not unguarded, f"entry points that print without the guard: {unguarded}"
