@@ -457,3 +457,27 @@ def test_u3_terminal_escapes_in_a_cell_never_reach_the_terminal(tmp_path, capfdb
     got = capfdbinary.readouterr()
     assert b"all checks passed" in got.err  # the cell is shown, made inert
     assert_inert(got.out + got.err)
+
+
+def test_a_repeated_row_is_counted_and_shown_never_merged_silently(tmp_path, capsys):
+    """Two rows of one variant (same prompt, place, strength and varied prompt): the store keeps
+    one scored row per variant, so the first is scored, both are kept as released, and the repeat
+    is named by file and line."""
+    from authors_files import GPT_ROWS, NEW, write_csv
+
+    from precompute.__main__ import main
+
+    root = make_clone(tmp_path)
+    write_csv(root / CLOSED, NEW, [GPT_ROWS[0], GPT_ROWS[1],
+                                   dict(GPT_ROWS[1], response_pert="A different reply.", delta_bleu="-12.0")])
+    out = tmp_path / "out.duckdb"
+    assert main(["import-authors", str(root), "--store", str(out), "--model", "gpt-5.4", "--no-recompute"]) == 0
+    got = capsys.readouterr()
+    assert "1 repeated row(s)" in got.err
+    rep = json.loads(got.out)["models"]["gpt-5.4"]["repeated_rows"]
+    assert rep["count"] == 1 and rep["examples"] == [{"row": f"{CLOSED}:4", "first": f"{CLOSED}:3"}]
+    with open_store(out) as st:
+        rid = st.run_origins().iloc[0]["run_id"]
+        assert len(st.imported_rows(rid)) == 3
+        d = st.deltas(kept_only=False, run_ids=[rid], axes=("bleu@authors",))
+        assert sorted(d["delta"]) == [-58.0, 0.0]  # the first row's value, not the repeat's

@@ -116,7 +116,9 @@ def import_authors(root: str | Path, store_path: str | Path, *, models: Iterable
     by_model: dict[str, list[tuple[SourceFile, pd.DataFrame]]] = {}
     for src, model in sel.chosen:
         df = frames[src.rel]
-        by_model.setdefault(model, []).append((src, df[df["model"] == model]))
+        part = df[df["model"] == model]
+        part.attrs = dict(df.attrs)  # the rows' lines, for messages
+        by_model.setdefault(model, []).append((src, part))
     summary: dict = {"store": str(store_path), "selection": SELECTION_TEXT[all_runs], "models": {},
                      "superseded": sel.superseded}
     with open_store(store_path, read_only=False, create=True) as st:
@@ -135,7 +137,8 @@ def import_authors(root: str | Path, store_path: str | Path, *, models: Iterable
                            "superseded": [x for x in sel.superseded if x["model"] == model],
                            "selection": SELECTION_TEXT[all_runs], "leaks": R.leak_summary(mf),
                            "degenerate": R.degenerate_summary(mf),
-                           "refused_values": R.refused_summary(frames_a["deltas"])}
+                           "refused_values": R.refused_summary(frames_a["deltas"]),
+                           "repeated_rows": R.repeated_summary(mf)}
             label = MODELS.get(model, model)
             caps = ["cos", "ent", "prob"] if kind == "open" else []
             a_origin = {"kind": "imported", **base_origin, "definitions": AUTHORS_DEFINITIONS, "clip": False,
@@ -150,15 +153,19 @@ def import_authors(root: str | Path, store_path: str | Path, *, models: Iterable
                                   resolve_normalizers(None), r_origin, root), frames_r))
             _write(st, mf, runs)
             info = {"runs": [r["run_id"] for r, _ in runs], "rows": len(mf.pairs), "leaks": base_origin["leaks"],
-                    "degenerate": base_origin["degenerate"], "refused_values": base_origin["refused_values"]}
+                    "degenerate": base_origin["degenerate"], "refused_values": base_origin["refused_values"],
+                    "repeated_rows": base_origin["repeated_rows"]}
             summary["models"][model] = info
-            lk, dg, rv = info["leaks"], info["degenerate"], info["refused_values"]
+            lk, dg, rv, rp = info["leaks"], info["degenerate"], info["refused_values"], info["repeated_rows"]
             log(f"{model}: {lk['rows']} rows from {len(files)} file(s); leaked replies "
                 f"{lk['base_leaked_rows'] + lk['variant_leaked_rows']}/{2 * lk['rows']}"
                 + (f"; DEGENERATE: {dg['degenerate_pairs']}/{dg['pairs']} pairs are token salad on both sides"
                    if dg["flagged"] else "")
                 + (f"; {rv['count']} value(s) refused ({rv['rule']}; stored unavailable with the reason)"
-                   if rv["count"] else ""))
+                   if rv["count"] else "")
+                + (f"; {rp['count']} repeated row(s) (the variant of an earlier row, e.g. {rp['examples'][0]['row']} "
+                   f"repeats {rp['examples'][0]['first']}): the first is scored, every row is kept as released"
+                   if rp["count"] else ""))
         st.checkpoint()
     return summary
 
