@@ -227,3 +227,18 @@ def test_every_script_entry_point_runs_guarded():
     assert {"benchmarks/vllm_compare.py", "benchmarks/precompute_speed.py", "dashboard/password.py"} <= set(mains)
     unguarded = [f for f, src in mains.items() if "with guarded_terminal():" not in src]
     assert not unguarded, f"entry points that print without the guard: {unguarded}"
+
+
+def test_progress_bars_draw_with_cr_and_show_their_labels_inert(capfdbinary):
+    """A progress bar writes its own CR to the terminal; a label from the config (a model name, a
+    shard key) is made inert (``--ray``'s bars; the runner's bar is built the same way)."""
+    from precompute.ray_launch import _Bars
+    from sago_engine.textsafe import guarded_terminal
+
+    with guarded_terminal():
+        bars = _Bars([STORED], enabled=True)
+        bars.show({STORED: {"total": 4, "done": 2, "state": "running"}})
+        bars.close()
+    got = capfdbinary.readouterr()
+    assert b"\r" in got.err and b"forged: all checks passed" in got.err and b"2/4" in got.err
+    assert_inert(got.err.replace(b"\r", b""))
