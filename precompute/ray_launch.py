@@ -239,6 +239,7 @@ def _shard_task(cfg: RunConfig, task: ShardTask, seed: bytes, shared_dir: str, p
     import ray
 
     from precompute.runner import run, work_path
+    from sago_engine.textsafe import guarded_terminal
 
     try:
         attempt = ray.get(board.start.remote(task.key))
@@ -265,8 +266,9 @@ def _shard_task(cfg: RunConfig, task: ShardTask, seed: bytes, shared_dir: str, p
         if hook is not None:
             hook(task.key, done, total)
 
-    summaries = run(cfg, progress=False, shard=(task.k, task.n), publish_every_s=publish_every_s,
-                    on_progress=on_progress)
+    with guarded_terminal():  # the worker's log (Ray's worker-*.out/err files) gets inert text
+        summaries = run(cfg, progress=False, shard=(task.k, task.n), publish_every_s=publish_every_s,
+                        on_progress=on_progress)
     if board is not None:
         board.finish.remote(task.key)
     out = {"key": task.key, "summaries": summaries, "attempt": attempt, "node": socket.gethostname()}

@@ -242,3 +242,29 @@ def test_progress_bars_draw_with_cr_and_show_their_labels_inert(capfdbinary):
     got = capfdbinary.readouterr()
     assert b"\r" in got.err and b"forged: all checks passed" in got.err and b"2/4" in got.err
     assert_inert(got.err.replace(b"\r", b""))
+
+
+def test_a_ray_shard_task_runs_guarded(tmp_path, capfdbinary, cli_logging, monkeypatch):
+    """What a shard task logs and prints on a Ray worker (its worker-*.out/err log files) is inert."""
+    from precompute import ray_launch, runner
+    from precompute.config import load_config
+
+    cli_logging()
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    conf = tmp_path / "c.toml"
+    conf.write_text(tiny_toml().format(store=tmp_path / "s.duckdb", data=ROOT / "data" / "datasets"))
+    cfg = load_config(conf, check_devices=False)
+
+    def fake_run(cfg, **kwargs):  # the run's own logging, a server's message in it
+        logging.getLogger("sago.api").warning("%s: prompt failed: %s", cfg.models[0].name, "HTTP 400: " + HOSTILE)
+        print("reply: " + HOSTILE)
+        return [{"model": cfg.models[0].name, "status": "complete"}]
+
+    monkeypatch.setattr(runner, "run", fake_run)
+    task = ray_launch.ShardTask(cfg.models[0].name, 1, 1, ray_launch.Resources(1.0, 0, "cpu", 1))
+    out = ray_launch._shard_task(cfg, task, b"seed", str(tmp_path), ("probe", "x"), (str(tmp_path), "w"), "bytes",
+                                 None, 30.0, None)
+    assert out["summaries"][0]["status"] == "complete"
+    got = capfdbinary.readouterr()
+    assert b"prompt failed: HTTP 400" in got.err and b"reply: " in got.out
+    assert_inert(got.out + got.err)
