@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
@@ -131,12 +132,19 @@ def inert_logs() -> None:
     logging.setLogRecordFactory(_inert_factory(logging.getLogRecordFactory()))
 
 
+def inert_excepthook(kind, value, tb) -> None:
+    """``sys.excepthook`` that prints the traceback of an uncaught exception through ``terminal``
+    (an exception's message may quote a reply, a cell or a server's answer)."""
+    sys.stderr.write(terminal("".join(traceback.format_exception(kind, value, tb))))
+
+
 @contextmanager
 def guarded_terminal() -> Iterator[None]:
     """For the ``with`` block: ``sys.stdout`` and ``sys.stderr`` are ``TerminalStream``\\ s and
     every log record is made inert (``inert_record``, through the log record factory); both are
     restored afterwards. Handlers created inside the block (``logging.basicConfig``) write to the
-    guarded ``sys.stderr``."""
+    guarded ``sys.stderr``. An exception leaving the block sets ``sys.excepthook`` to
+    ``inert_excepthook``, so that its traceback, printed after the block, is inert too."""
     out, err = sys.stdout, sys.stderr
     factory = logging.getLogRecordFactory()
     sys.stdout = TerminalStream(out) if not isinstance(out, TerminalStream) else out
@@ -144,6 +152,9 @@ def guarded_terminal() -> Iterator[None]:
     logging.setLogRecordFactory(_inert_factory(factory))
     try:
         yield
+    except Exception:
+        sys.excepthook = inert_excepthook
+        raise
     finally:
         sys.stdout, sys.stderr = out, err
         logging.setLogRecordFactory(factory)

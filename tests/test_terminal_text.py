@@ -268,3 +268,20 @@ def test_a_ray_shard_task_runs_guarded(tmp_path, capfdbinary, cli_logging, monke
     got = capfdbinary.readouterr()
     assert b"prompt failed: HTTP 400" in got.err and b"reply: " in got.out
     assert_inert(got.out + got.err)
+
+
+def test_an_uncaught_exception_prints_its_traceback_inert(capfdbinary, monkeypatch):
+    """An exception that leaves a command (its message quoting a reply) is printed by the
+    interpreter after the guard: the guard leaves an inert ``sys.excepthook`` behind."""
+    import sys
+
+    from sago_engine.textsafe import guarded_terminal
+
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    with pytest.raises(KeyError) as ei:
+        with guarded_terminal():
+            raise KeyError("reply " + HOSTILE)
+    sys.excepthook(ei.type, ei.value, ei.tb)  # what the interpreter does with an uncaught exception
+    got = capfdbinary.readouterr()
+    assert b"KeyError" in got.err and b"forged: all checks passed" in got.err
+    assert_inert(got.err)
