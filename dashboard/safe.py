@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from sago_engine.textsafe import neutral
+from sago_engine.textsafe import PAGE_KEEPS, neutral
 
 #: Every ASCII punctuation character: CommonMark lets each be backslash-escaped (spec §2.4).
 _MD_PUNCT = re.compile("([" + re.escape(string.punctuation) + "])")
@@ -44,10 +44,11 @@ _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 def visible(text: Any) -> str:
-    """``str(text)`` with control and bidi-formatting characters replaced by U+FFFD (tab, newline
-    and carriage return kept: a browser does not act on them), so a string cannot hide or visually
-    reorder the text around it. The rule is ``sago_engine.textsafe``'s, the one terminals and logs get."""
-    return neutral(text, keep="\t\n\r")
+    """``str(text)`` with control and bidi-formatting characters replaced by U+FFFD (tab, newline,
+    carriage return and the line/paragraph separators kept: a page shows them as white space), so a
+    string cannot hide or visually reorder the text around it. The rule is ``sago_engine.textsafe``'s,
+    the one terminals and logs get."""
+    return neutral(text, keep=PAGE_KEEPS)
 
 
 def md(text: Any) -> str:

@@ -14,7 +14,8 @@ in ``keep``; the three uses differ only in what they keep:
 - ``terminal`` (tab and newline kept): text printed to a terminal or written to a log file;
 - ``one_line`` (tab kept): a value placed inside one line (a log message's argument, a label in a
   progress line), so that it cannot start a line of its own;
-- pages keep CR too (``dashboard.safe.visible``): a browser does not act on it.
+- pages keep CR and the line/paragraph separators too (``PAGE_KEEPS``, ``dashboard.safe.visible``):
+  a browser shows them as white space.
 
 ``guarded_terminal`` applies the rule to everything a command line tool writes: ``sys.stdout``
 and ``sys.stderr`` pass their text through ``terminal`` and every log record's message and
@@ -38,13 +39,15 @@ from typing import Any, TextIO
 #: separators, and lone surrogates (U+D800–U+DFFF).
 _CONTROL = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
 REPLACEMENT = "\ufffd"
+#: What a page keeps of ``_CONTROL``: tab, newline, CR, line and paragraph separators.
+PAGE_KEEPS = "\t\n\r\u2028\u2029"
 _PATTERNS: dict[str, re.Pattern[str]] = {}
 
 
 def neutral(text: Any, keep: str = "\t\n") -> str:
     """``str(text)`` with every control, bidi-formatting, line-separator and lone-surrogate
-    character replaced by U+FFFD, except the characters of ``keep`` (a subset of C0 controls:
-    tab, newline, carriage return). Printable text of any script is unchanged."""
+    character replaced by U+FFFD, except the characters of ``keep`` (tab, newline, carriage return,
+    line and paragraph separators). Printable text of any script is unchanged."""
     pat = _PATTERNS.get(keep)
     if pat is None:
         kept = "".join(re.escape(c) for c in keep)

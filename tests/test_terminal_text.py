@@ -42,7 +42,7 @@ def test_every_control_and_bidi_character_is_replaced_and_text_kept():
     assert "forged: all checks passed" in terminal(HOSTILE) and "evil" in terminal(HOSTILE)
     assert terminal("a\tb\nc\rd") == "a\tb\nc\ufffdd"  # CR would let a line overwrite itself
     assert one_line("a\nb\u2028c\u2029d\te") == "a\ufffdb\ufffdc\ufffdd\te"  # a value cannot start a new log line
-    assert neutral("a\rb", keep="\t\n\r") == "a\rb"  # pages keep CR: a browser does not act on it
+    assert neutral("a\rb\u2028", keep="\t\n\r\u2028") == "a\rb\u2028"  # pages keep CR: a browser does not act on it
     assert terminal("Δ-BLEU ± 0.5 → café 日本 \u2060") == "Δ-BLEU ± 0.5 → café 日本 \u2060"
     for c in map(chr, [*range(0x20), 0x7F, *range(0x80, 0xA0), 0x61C, 0x200E, 0x200F, *range(0x202A, 0x202F),
                        *range(0x2066, 0x206A), 0xD800, 0xDFFF]):
@@ -65,9 +65,10 @@ def test_a_stream_keeps_only_a_progress_bars_opening_cr():
 
 def test_the_dashboard_rule_is_the_same_rule():
     from dashboard.safe import visible
-    from sago_engine.textsafe import neutral
+    from sago_engine.textsafe import PAGE_KEEPS, neutral
 
-    assert visible(HOSTILE) == neutral(HOSTILE, keep="\t\n\r")
+    assert visible(HOSTILE) == neutral(HOSTILE, keep=PAGE_KEEPS)
+    assert visible("a\u2028b\rc\ud83d\x1b") == "a\u2028b\rc\ufffd\ufffd"
 
 
 def test_guard_neutralises_prints_and_log_lines_and_restores_the_streams(capfdbinary, cli_logging):
