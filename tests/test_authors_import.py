@@ -481,3 +481,26 @@ def test_a_repeated_row_is_counted_and_shown_never_merged_silently(tmp_path, cap
         assert len(st.imported_rows(rid)) == 3
         d = st.deltas(kept_only=False, run_ids=[rid], axes=("bleu@authors",))
         assert sorted(d["delta"]) == [-58.0, 0.0]  # the first row's value, not the repeat's
+
+
+def test_folders_outside_the_authors_layout_are_listed_never_passed_over_silently(tmp_path, capsys):
+    from authors_files import GPT_ROWS, NEW, write_csv
+
+    from precompute.__main__ import main
+
+    root = make_clone(tmp_path)
+    write_csv(root / "results/spacing/run_multi_alpaca_latest/full_results_all_models.csv", NEW, GPT_ROWS)
+    write_csv(root / "results/tone/run_multi_alpaca_20260101_000000/full_results_all_models.csv", NEW, GPT_ROWS)
+    (root / "results/spacing/run_multi_alpaca_20260109_000000").mkdir()
+    out = tmp_path / "out.duckdb"
+    assert main(["import-authors", str(root), "--store", str(out), "--model", "gpt-5.4", "--no-recompute"]) == 0
+    got = capsys.readouterr()
+    passed = {p["path"]: p["reason"] for p in json.loads(got.out)["passed_over"]}
+    assert passed == {
+        "results/spacing/run_multi_alpaca_latest": "not a run folder of the authors' layout (run_multi_<dataset>_"
+                                                   "<YYYYMMDD>_<HHMMSS>)",
+        "results/tone": "not a style the importer knows (politeness, spacing, punctuation, letter_case, "
+                        "length_variation, inter_vs_imper, closed_models)",
+        "results/spacing/run_multi_alpaca_20260109_000000": "no results file (full_results_all_models.csv or "
+                                                            "*_results.csv)"}
+    assert "3 folder(s) passed over" in got.err

@@ -167,12 +167,16 @@ def _run_files(run_dir: Path) -> list[tuple[Path, bool]]:
     return [(p, False) for p in sorted(run_dir.glob("*_results.csv")) if p.is_file() or p.is_symlink()]
 
 
-def discover(root: str | Path) -> list[SourceFile]:
+def discover(root: str | Path, passed_over: list[dict] | None = None) -> list[SourceFile]:
     """Every results file under ``root`` (a clone of the authors' repository, or its ``results/``).
 
     The clone is untrusted: a folder or file on the way whose real path leaves ``root`` (a
     symlink, ``..``) is refused, naming it; nothing under it is read.
 
+    Args:
+        passed_over: receives ``{"path", "reason"}`` for each folder under ``results/`` that is
+            not read: a style or run folder outside the authors' layout, a run folder without a
+            results file (``trash`` and ``empty_results`` are skipped as the authors' aggregation does).
     Raises:
         FileNotFoundError: no ``results/`` folder.
         AuthorsFormatError: a link (or ``..``) that leads outside ``root``.
@@ -182,18 +186,28 @@ def discover(root: str | Path) -> list[SourceFile]:
     base = res.parent
     _inside(res, top, base)
     out: list[SourceFile] = []
+    skip = passed_over.append if passed_over is not None else (lambda _: None)
     for style_dir in sorted(p for p in res.iterdir() if p.is_dir() and p.name not in SKIP_DIRS):
         closed = style_dir.name == CLOSED_DIR
         if not closed and style_dir.name not in STYLES:
+            skip({"path": style_dir.relative_to(base).as_posix(), "reason": "not a style the importer knows "
+                  f"({', '.join([*STYLES, CLOSED_DIR])})"})
             continue
         _inside(style_dir, top, base)
         for run_dir in sorted(p for p in style_dir.iterdir() if p.is_dir()):
             m = (_CLOSED_RUN if closed else _OPEN_RUN).match(run_dir.name)
             if not m:
+                skip({"path": run_dir.relative_to(base).as_posix(), "reason": "not a run folder of the authors' "
+                      "layout (" + ("run_<model>_<dataset>_<style>" if closed else "run_multi_<dataset>")
+                      + "_<YYYYMMDD>_<HHMMSS>)"})
                 continue
             _inside(run_dir, top, base)
             style = m.group("style") if closed else style_dir.name
-            for path, combined in _run_files(run_dir):
+            files = _run_files(run_dir)
+            if not files:
+                skip({"path": run_dir.relative_to(base).as_posix(),
+                      "reason": f"no results file ({FULL_FILE} or *_results.csv)"})
+            for path, combined in files:
                 out.append(SourceFile(_inside(path, top, base), path.relative_to(base).as_posix(),
                                       "closed" if closed else "open", style, m.group("dataset"), run_dir.name,
                                       m.group("ts"), combined, top))

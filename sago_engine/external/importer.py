@@ -74,15 +74,17 @@ def _run(run_id: str, label: str, kind: str, caps: list[str], normalizers: dict,
     return rec
 
 
-def plan(root: str | Path, models: Iterable[str] | None = None, all_runs: bool = False):
+def plan(root: str | Path, models: Iterable[str] | None = None, all_runs: bool = False,
+         passed_over: list[dict] | None = None):
     """The files to import and how they were chosen: (selection, {path: rows frame}). Each file is
     read once (``read_rows``); its frame's ``attrs["sha256"]`` is the hash of the bytes parsed.
+    ``passed_over`` receives the folders not read (``discover``).
 
     Raises:
         FileNotFoundError: DIR has no ``results/`` folder or no results file at all.
         AuthorsFormatError: a file that is not in the authors' format, or a link out of DIR.
     """
-    sources = discover(root)
+    sources = discover(root, passed_over)
     if not sources:
         raise FileNotFoundError(f"{root}: no results files (results/<style>/run_multi_*/ or results/closed_models/)")
     frames = {s.rel: read_rows(s) for s in sources}
@@ -104,14 +106,19 @@ def import_authors(root: str | Path, store_path: str | Path, *, models: Iterable
         recompute: also write the recomputed run (sago's text axes; MiniLM on CPU).
         log: receives one progress line per model.
     Returns:
-        summary: {"store", "selection", "models": {key: {"runs", "rows", "leaks", "degenerate"}}, "superseded"}.
+        summary: {"store", "selection", "models": {key: {"runs", "rows", "leaks", "degenerate", "refused_values",
+        "repeated_rows"}}, "superseded", "passed_over"}.
     Raises:
         FileNotFoundError, AuthorsFormatError (nothing is written then), StoreError.
     """
     from sago_engine.store import open_store
 
     root = Path(root)
-    sel, frames = plan(root, models, all_runs)
+    passed_over: list[dict] = []
+    sel, frames = plan(root, models, all_runs, passed_over)
+    if passed_over:
+        log(f"{len(passed_over)} folder(s) passed over (not in the authors' layout), e.g. {passed_over[0]['path']}: "
+            f"{passed_over[0]['reason']}; every one is listed in the summary (passed_over)")
     shas = {s.rel: frames[s.rel].attrs["sha256"] for s, _ in sel.chosen}
     by_model: dict[str, list[tuple[SourceFile, pd.DataFrame]]] = {}
     for src, model in sel.chosen:
@@ -120,7 +127,7 @@ def import_authors(root: str | Path, store_path: str | Path, *, models: Iterable
         part.attrs = dict(df.attrs)  # the rows' lines, for messages
         by_model.setdefault(model, []).append((src, part))
     summary: dict = {"store": str(store_path), "selection": SELECTION_TEXT[all_runs], "models": {},
-                     "superseded": sel.superseded}
+                     "superseded": sel.superseded, "passed_over": passed_over}
     with open_store(store_path, read_only=False, create=True) as st:
         for model in sorted(by_model):
             parts = by_model[model]
