@@ -504,3 +504,19 @@ def test_folders_outside_the_authors_layout_are_listed_never_passed_over_silentl
         "results/spacing/run_multi_alpaca_20260109_000000": "no results file (full_results_all_models.csv or "
                                                             "*_results.csv)"}
     assert "3 folder(s) passed over" in got.err
+
+
+def test_a_dangling_link_or_a_fifo_is_named_never_read_blocking(tmp_path):
+    import os
+
+    root = make_clone(tmp_path)
+    (root / CLOSED).unlink()
+    (root / CLOSED).symlink_to(root / "results/nothing-here.csv")  # inside the clone, no such file
+    src = next(s for s in discover(root) if s.rel == CLOSED)
+    with pytest.raises(AuthorsFormatError, match=rf"^{CLOSED}: cannot be read"):
+        read_rows(src)
+    (root / CLOSED).unlink()
+    os.mkfifo(root / CLOSED)  # a read would wait forever for a writer
+    src = next(s for s in discover(root) if s.rel == CLOSED)
+    with pytest.raises(AuthorsFormatError, match=rf"^{CLOSED}: not a regular file"):
+        read_rows(src)

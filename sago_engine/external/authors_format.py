@@ -160,11 +160,17 @@ def _inside(path: Path, top: Path, base: Path) -> Path:
     return path
 
 
+def _entry(p: Path) -> bool:
+    """Whether ``p`` is there and not a folder: a file, a link (even a dangling one), a FIFO —
+    each is read (or refused by name) by ``read_rows``, never skipped without a word."""
+    return (p.is_symlink() or p.exists()) and not p.is_dir()
+
+
 def _run_files(run_dir: Path) -> list[tuple[Path, bool]]:
     full = run_dir / FULL_FILE
-    if full.is_file() or full.is_symlink():
+    if _entry(full):
         return [(full, True)]
-    return [(p, False) for p in sorted(run_dir.glob("*_results.csv")) if p.is_file() or p.is_symlink()]
+    return [(p, False) for p in sorted(run_dir.glob("*_results.csv")) if _entry(p)]
 
 
 def discover(root: str | Path, passed_over: list[dict] | None = None) -> list[SourceFile]:
@@ -220,7 +226,8 @@ def read_rows(src: SourceFile) -> pd.DataFrame:
     ``lines`` (the line each row starts on).
 
     Raises:
-        AuthorsFormatError: "<file>:<line>: …" — a link out of the imported folder, not UTF-8, a
+        AuthorsFormatError: "<file>:<line>: …" — a link out of the imported folder, a file that
+            cannot be read ("<file>: cannot be read (…)"), not UTF-8, a
             malformed CSV (a quote never closed, a row with too few or too many cells, an unbalanced
             quote that swallowed the rows after it), a required column missing, text in a numeric
             column, or a row whose style, place or strength is not the authors'.
@@ -247,6 +254,8 @@ def read_rows(src: SourceFile) -> pd.DataFrame:
             rows.append(row)
     except UntrustedFileError as e:
         raise e if isinstance(e, AuthorsFormatError) else AuthorsFormatError(str(e)) from None
+    except OSError as e:  # a dangling link, no permission
+        raise AuthorsFormatError(f"{src.rel}: cannot be read ({e.strerror or e})") from None
     df = pd.DataFrame(rows, columns=header, dtype=object) if rows else pd.DataFrame(columns=header, dtype=object)
     if df.columns.duplicated().any():
         raise AuthorsFormatError(f"{src.rel}:1: repeated column(s) {sorted(set(df.columns[df.columns.duplicated()]))}")
