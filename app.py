@@ -13,6 +13,9 @@ from dashboard import controls, data, exports, frame, safe, urlstate
 from dashboard.access import unreadable_stores
 from sago_engine.store import Store
 from sago_engine.store_catalog import snapshot_caption
+from sago_engine.textsafe import inert_logs
+
+inert_logs()  # store text in a log line of this server reaches its log inert
 
 # presentation mode starts with the sidebar collapsed (its toggle stays one click away, behind the » button)
 st.set_page_config(page_title="sago — stability of LLM behaviour", page_icon=str(frame.FAVICON), layout="wide",

@@ -307,4 +307,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from sago_engine.textsafe import guarded_terminal
+
+    with guarded_terminal():  # replies, labels and messages reach the terminal inert
+        raise SystemExit(main())

@@ -116,4 +116,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from sago_engine.textsafe import guarded_terminal
+
+    with guarded_terminal():  # replies, labels and messages reach the terminal inert
+        sys.exit(main())

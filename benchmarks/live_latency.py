@@ -113,4 +113,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from sago_engine.textsafe import guarded_terminal
+
+    with guarded_terminal():  # replies, labels and messages reach the terminal inert
+        main()

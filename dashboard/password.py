@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from dashboard.access import PASSWORD_SECRET
+from sago_engine.textsafe import guarded_terminal, terminal
 
 _log = logging.getLogger("sago.dashboard")
 _logged = False
@@ -128,10 +129,11 @@ def main(argv: Sequence[str]) -> int:
     try:
         meeting_password(secrets_files(argv))
     except PasswordError as e:
-        print(f"sago: refusing to share: {e}", file=sys.stderr)
+        print(f"sago: refusing to share: {terminal(e)}", file=sys.stderr)
         return 2
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    with guarded_terminal():  # replies, labels and messages reach the terminal inert
+        sys.exit(main(sys.argv[1:]))

@@ -26,9 +26,8 @@ from typing import Any
 
 import pandas as pd
 
-#: Characters that hide or reorder text: C0/C1 controls (tab, newline and carriage return kept),
-#: bidi marks, embeddings, overrides and isolates ("Trojan Source", CVE-2021-42574).
-_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+from sago_engine.textsafe import PAGE_KEEPS, neutral
+
 #: Every ASCII punctuation character: CommonMark lets each be backslash-escaped (spec §2.4).
 _MD_PUNCT = re.compile("([" + re.escape(string.punctuation) + "])")
 #: Where GFM's autolink-literal step (run on the text after escapes are resolved) would start a
@@ -45,9 +44,11 @@ _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 def visible(text: Any) -> str:
-    """``str(text)`` with control and bidi-formatting characters replaced by U+FFFD (tab/newline kept),
-    so a string cannot hide or visually reorder the text around it."""
-    return _INVISIBLE.sub("\ufffd", str(text))
+    """``str(text)`` with control and bidi-formatting characters replaced by U+FFFD (tab, newline,
+    carriage return and the line/paragraph separators kept: a page shows them as white space), so a
+    string cannot hide or visually reorder the text around it. The rule is ``sago_engine.textsafe``'s,
+    the one terminals and logs get."""
+    return neutral(text, keep=PAGE_KEEPS)
 
 
 def md(text: Any) -> str:

@@ -53,10 +53,12 @@ def import_authors_main(argv: list[str]) -> int:
     from sago_engine.external.authors_format import AuthorsFormatError
     from sago_engine.external.importer import import_authors
     from sago_engine.store import StoreError
+    from sago_engine.textsafe import one_line
 
     try:
         summary = import_authors(args.dir, args.store, models=args.models, all_runs=args.all_runs,
-                                 recompute=not args.no_recompute, log=lambda s: print(s, file=sys.stderr))
+                                 recompute=not args.no_recompute,
+                                 log=lambda s: print(one_line(s), file=sys.stderr))
     except (FileNotFoundError, AuthorsFormatError, StoreError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -178,7 +180,16 @@ def _shard(text: str) -> tuple[int, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """The command line (subcommands ``merge``, ``import-authors``, ``rescore``; else a run). Everything
+    it prints and logs goes through ``sago_engine.textsafe.guarded_terminal``: text from stores, CSVs,
+    configs, replies and servers reaches the terminal with its control and bidi characters made inert."""
+    from sago_engine.textsafe import guarded_terminal
+
+    with guarded_terminal():
+        return _main(sys.argv[1:] if argv is None else argv)
+
+
+def _main(argv: list[str]) -> int:
     if argv and argv[0] == "merge":
         return merge_main(argv[1:])
     if argv and argv[0] == "import-authors":

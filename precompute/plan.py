@@ -171,7 +171,7 @@ def load_prompts(cfg: RunConfig) -> tuple[list[Prompt], list[dict]]:
 
     prompts: list[Prompt] = []
     for d in cfg.datasets:
-        prompts.extend(load_dataset(Path(cfg.data_dir) / f"{d}.jsonl", n=cfg.n_prompts, dataset=d))
+        prompts.extend(load_dataset(Path(cfg.data_dir) / f"{d}.jsonl", n=cfg.n_prompts, dataset=d, root=cfg.data_dir))
     records = []
     for spec in cfg.sources:
         got, rec = load_source(spec, Path(spec.get("base", ".")), n=cfg.n_prompts)

@@ -239,6 +239,7 @@ def _shard_task(cfg: RunConfig, task: ShardTask, seed: bytes, shared_dir: str, p
     import ray
 
     from precompute.runner import run, work_path
+    from sago_engine.textsafe import guarded_terminal
 
     try:
         attempt = ray.get(board.start.remote(task.key))
@@ -265,8 +266,9 @@ def _shard_task(cfg: RunConfig, task: ShardTask, seed: bytes, shared_dir: str, p
         if hook is not None:
             hook(task.key, done, total)
 
-    summaries = run(cfg, progress=False, shard=(task.k, task.n), publish_every_s=publish_every_s,
-                    on_progress=on_progress)
+    with guarded_terminal():  # the worker's log (Ray's worker-*.out/err files) gets inert text
+        summaries = run(cfg, progress=False, shard=(task.k, task.n), publish_every_s=publish_every_s,
+                        on_progress=on_progress)
     if board is not None:
         board.finish.remote(task.key)
     out = {"key": task.key, "summaries": summaries, "attempt": attempt, "node": socket.gethostname()}
@@ -281,10 +283,15 @@ class _Bars:
     """One tqdm line per shard, fed from ``ProgressBoard.snapshot``."""
 
     def __init__(self, keys: list[str], enabled: bool) -> None:
+        import sys
+
         from tqdm import tqdm
 
-        self.bars = {k: tqdm(total=0, desc=k, unit="gen", position=i, leave=True, dynamic_ncols=True,
-                             disable=not enabled) for i, k in enumerate(keys)}
+        from sago_engine.textsafe import one_line, raw_stream
+
+        # the bars draw with control sequences of their own (raw stream); their labels are made inert
+        self.bars = {k: tqdm(total=0, desc=one_line(k), unit="gen", position=i, leave=True, dynamic_ncols=True,
+                             disable=not enabled, file=raw_stream(sys.stderr)) for i, k in enumerate(keys)}
 
     def show(self, snap: dict[str, dict]) -> None:
         for k, r in snap.items():

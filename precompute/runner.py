@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +32,7 @@ from sago_engine.noop import count_by_cell
 from sago_engine.pipeline import option_axes_for
 from sago_engine.store import Store, open_store
 from sago_engine.storerows import unit_rows, utc_now
+from sago_engine.textsafe import one_line, raw_stream
 from sago_engine.threads import apply_threads
 from sago_engine.variants.semantic_filter import bert_rescale_baseline
 
@@ -137,7 +139,8 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
         summary.update(_noop_counts(plan, pending, items))
         health = Health()
         total = sum(m.repeats + len(it.variants) for it in items.values())
-        bar = tqdm(total=total, desc=f"{m.name}", unit="gen", disable=not progress, dynamic_ncols=True)
+        bar = tqdm(total=total, desc=one_line(m.name), unit="gen", disable=not progress, dynamic_ncols=True,
+                   file=raw_stream(sys.stderr))  # the bar draws with CR; its label is made inert
         for chunk in chunks:
             work = [items[p.prompt_id] for p in chunk]
             answered = generate(backend, work, cap, repeats=m.repeats, keyed_repeats=m.is_api)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sago_engine.untrusted_files import UntrustedFileError, confined
+
 #: The six datasets of SAGO (arXiv 2610.01428) §Datasets, by file stem in data/datasets/.
 DATASETS: tuple[str, ...] = ("truthfulqa", "nq_open", "alpaca", "simpleqa_verified", "triviaqa", "hotpotqa")
 
@@ -76,6 +78,35 @@ class FieldMap:
 DEFAULT_FIELDS = FieldMap()
 
 
+class _BadValue(ValueError):
+    """A JSON value a store cannot hold (raised inside ``json.loads``; becomes a problem of its line)."""
+
+
+def _constant(name: str) -> float:
+    raise _BadValue(f"not a finite number ({name})")
+
+
+def _finite(text: str) -> float:
+    v = float(text)
+    if v != v or v in (float("inf"), float("-inf")):
+        raise _BadValue(f"not a finite number ({text})")
+    return v
+
+
+def _surrogate_field(obj: Any, where: str = "") -> str | None:
+    """The field (dotted path) of the first string in ``obj`` holding a lone UTF-16 surrogate."""
+    if isinstance(obj, str):
+        return where or "value" if any("\ud800" <= c <= "\udfff" for c in obj) else None
+    items = obj.items() if isinstance(obj, Mapping) else enumerate(obj) if isinstance(obj, list) else ()
+    for k, v in items:
+        if isinstance(k, str) and _surrogate_field(k):
+            return f"{where}.{k!r}" if where else repr(k)
+        hit = _surrogate_field(v, f"{where}.{k}" if where else str(k))
+        if hit:
+            return hit
+    return None
+
+
 def _missing(value: Any) -> bool:
     """An absent cell: None, or a float NaN (pandas / Parquet nulls)."""
     return value is None or (isinstance(value, float) and math.isnan(value))
@@ -102,6 +133,9 @@ def _check(obj: Any, fields: FieldMap, pos: int) -> tuple[tuple[str, str, Any, s
     if not isinstance(obj, Mapping):
         return None, [f"expected a JSON object (fields by name), got {type(obj).__name__}"]
     problems = []
+    bad = _surrogate_field(obj)
+    if bad:
+        problems.append(f"field {bad} holds a lone surrogate (half of a UTF-16 pair, not text a store can hold)")
     for role in ("prompt", "id", "reference", "category"):
         names = fields.reference if role == "reference" else (getattr(fields, role),)
         if role in fields.required:
@@ -116,11 +150,15 @@ def _check(obj: Any, fields: FieldMap, pos: int) -> tuple[tuple[str, str, Any, s
             problems.append(f"prompt has {len(prompt)} characters (limit {MAX_PROMPT_CHARS})")
     sid = str(pos) if fields.id is None else obj.get(fields.id)
     if fields.id is not None and fields.id in obj:
-        if _missing(sid) or not str(sid).strip():
+        if isinstance(sid, bool) or not (_missing(sid) or isinstance(sid, (str, int, float))):
+            problems.append(f"id must be text or a number, got {type(sid).__name__} (field {fields.id!r})")
+        elif _missing(sid) or not str(sid).strip():
             problems.append(f"empty id (field {fields.id!r})")
         elif isinstance(sid, float) and sid.is_integer():
             sid = int(sid)  # a CSV/Parquet integer column read as float
     cat = None if fields.category is None else obj.get(fields.category)
+    if not _missing(cat) and not isinstance(cat, str):
+        problems.append(f"category must be text, got {type(cat).__name__} (field {fields.category!r})")
     if problems:
         return None, problems
     return (str(sid), prompt, _reference(obj, fields), None if _missing(cat) else str(cat)), []
@@ -198,14 +236,16 @@ def jsonl_records(path: Path) -> tuple[list[tuple[int, Any]], list[tuple[str, st
         if not line.strip():
             continue
         try:
-            records.append((lineno, json.loads(line)))
+            records.append((lineno, json.loads(line, parse_constant=_constant, parse_float=_finite)))
         except json.JSONDecodeError as e:
             problems.append((str(lineno), f"broken JSON ({e.msg})"))
+        except ValueError as e:  # a value a store cannot hold (_BadValue), an integer of over 4300 digits
+            problems.append((str(lineno), str(e)))
     return records, problems
 
 
 def load_dataset(path: str | Path, n: int | None = None, dataset: str | None = None,
-                 fields: FieldMap = DEFAULT_FIELDS) -> list[Prompt]:
+                 fields: FieldMap = DEFAULT_FIELDS, root: str | Path | None = None) -> list[Prompt]:
     """Read the first ``n`` usable prompts of a JSONL file, in file order; the whole file is checked.
 
     Args:
@@ -214,14 +254,23 @@ def load_dataset(path: str | Path, n: int | None = None, dataset: str | None = N
         n: how many prompts (None = all). Files are already shuffled (data/datasets/SOURCES.md),
             so the first n are a seeded random sample.
         dataset: the dataset name (default: the file stem).
+        root: the dataset folder (``data.dir``): the file's real path must lie inside it (a
+            symlink or ``..`` leading out is refused). None: no such check.
     Returns:
         list of ``Prompt`` (length ≤ n).
     Raises:
         FileNotFoundError: no such file.
-        DatasetError: every line that is not UTF-8, not JSON, not an object, lacks ``prompt`` or
-            ``id``, has an empty one, a NUL byte, a prompt over ``MAX_PROMPT_CHARS`` or a
-            duplicate id — each with the file and line.
+        DatasetError: the file leads outside ``root``; every line that is not UTF-8, not JSON, not
+            an object, lacks ``prompt`` or ``id``, has an empty one, an ``id`` that is not text or a
+            number, a ``category`` that is not text, a NUL byte, a prompt over ``MAX_PROMPT_CHARS``,
+            a duplicate id, a number that is not finite (``NaN``, ``Infinity``, ``1e400``) or a lone
+            UTF-16 surrogate in any string — each with the file and line.
     """
     path = Path(path)
+    if root is not None:
+        try:
+            confined(path, root, str(path))
+        except UntrustedFileError as e:
+            raise DatasetError(str(e)) from None
     records, problems = jsonl_records(path)
     return prompts_from_records(records, str(path), dataset or path.stem, fields, n, problems)

@@ -6,11 +6,13 @@ import csv
 import hashlib
 import json
 import math
+import re
 
 import duckdb
 import pandas as pd
 import pytest
 from authors_files import GEMMA_ROWS, L_TAIL, LLAMA_LENGTH_ROWS, P0, P1, SALAD, add_sago_run, make_clone
+from terminal_bytes import assert_inert
 
 from sago_engine.external import salad
 from sago_engine.external.authors_format import AuthorsFormatError, discover, read_rows, row_role, select_latest
@@ -283,3 +285,238 @@ def test_audit_view_published_authors_leak_and_sago(tmp_path):
     assert g.loc["cos", "sago_run"] == pytest.approx((0.1 + 0.05) / 2)
     assert pd.isna(g.loc["cos", "sago_released"])  # not recomputable from text
     assert pd.isna(g.loc["mr", "sago_code"])  # mr@paper_code not stored for this run
+
+
+# ---------------------------------------------------------------- a clone is untrusted input
+CLOSED = "results/closed_models/run_gpt_5_4_alpaca_politeness_20260425_192102/full_results_all_models.csv"
+PRIVATE = "PRIVATE-text-outside-the-clone-5d1e"
+
+
+def _private_csv(path):
+    from authors_files import GPT_ROWS, NEW, write_csv
+
+    return write_csv(path, NEW, [dict(r, response_orig=PRIVATE) for r in GPT_ROWS])
+
+
+def test_u1_a_link_out_of_the_clone_is_refused_and_nothing_is_written(tmp_path):
+    """U1: a results file that is a relative symlink to a CSV outside the clone."""
+    from precompute.__main__ import main
+    from sago_engine.external.importer import import_authors
+
+    root = make_clone(tmp_path / "clone")
+    _private_csv(tmp_path / "private.csv")
+    link = root / CLOSED
+    link.unlink()
+    link.symlink_to("../../../../private.csv")
+    assert PRIVATE in link.read_text()  # the link works: an importer that follows it reads the private text
+    out = tmp_path / "out.duckdb"
+    with pytest.raises(AuthorsFormatError, match=r"closed_models/.*full_results_all_models\.csv.*outside"):
+        import_authors(root, out, recompute=False)
+    assert not out.exists()
+    assert main(["import-authors", str(root), "--store", str(out), "--no-recompute"]) == 2
+    assert not out.exists()
+
+
+def test_u1_a_folder_link_out_of_the_clone_is_refused_and_a_link_inside_is_read(tmp_path):
+    from sago_engine.external.importer import import_authors
+
+    root = make_clone(tmp_path / "clone")
+    outside = tmp_path / "elsewhere/run_gpt_5_4_alpaca_politeness_20260426_000000"
+    _private_csv(outside / "full_results_all_models.csv")
+    (root / "results/closed_models/run_gpt_5_4_alpaca_politeness_20260426_000000").symlink_to(outside)
+    with pytest.raises(AuthorsFormatError, match="run_gpt_5_4_alpaca_politeness_20260426_000000.*outside"):
+        discover(root)
+    (root / "results/closed_models/run_gpt_5_4_alpaca_politeness_20260426_000000").unlink()
+    # a link whose target stays inside the clone is an ordinary file of it
+    inside = root / "results/closed_models/run_gpt_5_4_alpaca_politeness_20260427_000000"
+    inside.mkdir()
+    (inside / "full_results_all_models.csv").symlink_to(root / CLOSED)
+    summary = import_authors(root, tmp_path / "ok.duckdb", models=["gpt-5.4"], recompute=False)
+    assert summary["models"]["gpt-5.4"]["rows"] == 2
+
+
+def test_u2_the_hash_is_of_the_bytes_that_were_parsed(tmp_path, monkeypatch):
+    """U2: the CSV is rewritten (a ``git pull``) after it was parsed and before it is hashed."""
+    from sago_engine.external import importer
+
+    root = make_clone(tmp_path)
+    path = root / CLOSED
+    imported = path.read_bytes()
+    parse = importer.read_rows
+
+    def parse_then_pull(src, *a, **k):
+        got = parse(src, *a, **k)
+        if src.path.name == path.name and "closed_models" in str(src.path):
+            path.write_bytes(imported.replace(b"Bram Stoker.", b"Someone else."))
+        return got
+
+    monkeypatch.setattr(importer, "read_rows", parse_then_pull)
+    out = tmp_path / "out.duckdb"
+    importer.import_authors(root, out, models=["gpt-5.4"], recompute=False)
+    with open_store(out) as st:
+        runs = st.run_origins()
+        src = runs.iloc[0]["origin"]["sources"][0]
+        assert src["sha256"] == hashlib.sha256(imported).hexdigest()
+        rows = st.imported_rows(runs.iloc[0]["run_id"])
+        assert rows["columns"].iloc[0]["response_orig"] == "Bram Stoker."
+
+
+def _swallowing_csv(path):
+    """U6: a 4-row CSV whose row 2 ends with ``"0.0`` and row 3 with ``0.0"``."""
+    from authors_files import GPT_ROWS, NEW, write_csv
+
+    rows = [dict(GPT_ROWS[0], prompt_id=str(i)) for i in range(2)] + [dict(GPT_ROWS[1], prompt_id=str(i))
+                                                                        for i in range(2)]
+    write_csv(path, NEW, rows)
+    lines = path.read_text().split("\n")  # header, rows 1-4 on lines 2-5
+    lines[2] = lines[2][: -len("0.0")] + '"0.0'
+    lines[3] = lines[3] + '"'
+    path.write_text("\n".join(lines))
+    return path
+
+
+def test_u6_an_unbalanced_quote_that_swallows_a_row_is_refused_naming_file_and_line(tmp_path):
+    from sago_engine.external.importer import import_authors
+
+    root = make_clone(tmp_path)
+    _swallowing_csv(root / CLOSED)
+    out = tmp_path / "out.duckdb"
+    with pytest.raises(AuthorsFormatError, match=rf"{CLOSED}:3: "):
+        import_authors(root, out, recompute=False)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("edit, line, why", [
+    (lambda row: row.replace("gpt-5.4,", 'gpt-5.4,"', 1), 3, "quote is never closed"),  # the file ends inside a cell
+    (lambda row: row.rsplit(",", 1)[0], 3, "20 cells, the header has 21"),
+    (lambda row: row + ",extra", 3, "22 cells, the header has 21"),
+    (lambda row: row.replace(",-58.0,", ",a lot,"), 3, "column delta_bleu holds 'a lot', not a number"),
+    (lambda row: row.replace(",-10,", ",loud,"), 3, "politeness strength 'loud' is not a finite number"),
+    (lambda row: row.replace(",suffix,", ",middle,"), 3, "unknown place 'middle'"),
+])
+def test_u6_every_format_error_names_the_file_and_its_line(tmp_path, edit, line, why):
+    root = make_clone(tmp_path)
+    path = root / CLOSED
+    lines = path.read_text().split("\n")
+    lines[line - 1] = edit(lines[line - 1])
+    path.write_text("\n".join(lines))
+    src = next(s for s in discover(root) if s.rel == CLOSED)
+    with pytest.raises(AuthorsFormatError, match=rf"^{CLOSED}:{line}: .*{re.escape(why)}"):
+        read_rows(src)
+
+
+def test_multi_line_replies_commas_bom_crlf_and_nul_still_import(tmp_path):
+    """What the authors' files legitimately hold is read as before: a reply over several lines (one
+    listing many things with commas), a byte-order mark, CRLF row ends, a NUL byte in a reply."""
+    from authors_files import GPT_ROWS, NEW, write_csv
+
+    root = make_clone(tmp_path)
+    listing = "Here:\n" + ", ".join(f"item {i}" for i in range(30)) + "\nDone."
+    write_csv(root / CLOSED, NEW, [dict(GPT_ROWS[0], response_orig=listing),
+                                   dict(GPT_ROWS[1], response_pert="Bram\x00 Stoker.")])
+    data = (root / CLOSED).read_bytes()
+    for variant in (data, b"\xef\xbb\xbf" + data.replace(b"\n", b"\r\n")):
+        (root / CLOSED).write_bytes(variant)
+        src = next(s for s in discover(root) if s.rel == CLOSED)
+        df = read_rows(src)
+        assert list(df.columns) == NEW and len(df) == 2
+        assert df["response_orig"].iloc[0].replace("\r\n", "\n") == listing
+        assert df["response_pert"].iloc[1] == "Bram\x00 Stoker."
+        assert df.attrs["lines"] == [2, 5] and df.attrs["sha256"] == hashlib.sha256(variant).hexdigest()
+
+
+def test_numbers_out_of_bounds_are_counted_and_shown_never_stored(tmp_path, capsys):
+    from authors_files import GPT_ROWS, NEW, write_csv
+
+    from precompute.__main__ import main
+
+    root = make_clone(tmp_path)
+    write_csv(root / CLOSED, NEW, [GPT_ROWS[0], dict(GPT_ROWS[1], delta_bleu="1e308", delta_bertscore_response="inf")])
+    out = tmp_path / "out.duckdb"
+    assert main(["import-authors", str(root), "--store", str(out), "--model", "gpt-5.4", "--no-recompute"]) == 0
+    err = capsys.readouterr().err
+    assert "2 value(s) refused" in err
+    with open_store(out) as st:
+        d = st.deltas(kept_only=False, axes=("bleu@authors", "bert@authors"))
+        bad = d[d["delta"].isna() & ~d["available"]]
+        assert len(bad) == 2 and bad["reason"].str.contains("not a finite number within").all()
+        assert st.run_origins().iloc[0]["origin"]["refused_values"]["count"] == 2
+
+
+def test_u3_terminal_escapes_in_a_cell_never_reach_the_terminal(tmp_path, capfdbinary):
+    """U3: a ``model`` cell that forges a green line and sets the window title (--report prints it)."""
+    from authors_files import GPT_ROWS, NEW, write_csv
+
+    from precompute.__main__ import main
+
+    forged = "gpt-5.4\x1b[2K\r\x1b[32mgpt-5.4: 0 rows, all checks passed\x1b[0m\x1b]0;title\x07"
+    root = make_clone(tmp_path)
+    write_csv(root / CLOSED, NEW, [dict(r, model=forged) for r in GPT_ROWS])
+    out = tmp_path / "out.duckdb"
+    assert main(["import-authors", str(root), "--store", str(out), "--no-recompute", "--report"]) == 0
+    got = capfdbinary.readouterr()
+    assert b"all checks passed" in got.err  # the cell is shown, made inert
+    assert_inert(got.out + got.err)
+
+
+def test_a_repeated_row_is_counted_and_shown_never_merged_silently(tmp_path, capsys):
+    """Two rows of one variant (same prompt, place, strength and varied prompt): the store keeps
+    one scored row per variant, so the first is scored, both are kept as released, and the repeat
+    is named by file and line."""
+    from authors_files import GPT_ROWS, NEW, write_csv
+
+    from precompute.__main__ import main
+
+    root = make_clone(tmp_path)
+    write_csv(root / CLOSED, NEW, [GPT_ROWS[0], GPT_ROWS[1],
+                                   dict(GPT_ROWS[1], response_pert="A different reply.", delta_bleu="-12.0")])
+    out = tmp_path / "out.duckdb"
+    assert main(["import-authors", str(root), "--store", str(out), "--model", "gpt-5.4", "--no-recompute"]) == 0
+    got = capsys.readouterr()
+    assert "1 repeated row(s)" in got.err
+    rep = json.loads(got.out)["models"]["gpt-5.4"]["repeated_rows"]
+    assert rep["count"] == 1 and rep["examples"] == [{"row": f"{CLOSED}:4", "first": f"{CLOSED}:3"}]
+    with open_store(out) as st:
+        rid = st.run_origins().iloc[0]["run_id"]
+        assert len(st.imported_rows(rid)) == 3
+        d = st.deltas(kept_only=False, run_ids=[rid], axes=("bleu@authors",))
+        assert sorted(d["delta"]) == [-58.0, 0.0]  # the first row's value, not the repeat's
+
+
+def test_folders_outside_the_authors_layout_are_listed_never_passed_over_silently(tmp_path, capsys):
+    from authors_files import GPT_ROWS, NEW, write_csv
+
+    from precompute.__main__ import main
+
+    root = make_clone(tmp_path)
+    write_csv(root / "results/spacing/run_multi_alpaca_latest/full_results_all_models.csv", NEW, GPT_ROWS)
+    write_csv(root / "results/tone/run_multi_alpaca_20260101_000000/full_results_all_models.csv", NEW, GPT_ROWS)
+    (root / "results/spacing/run_multi_alpaca_20260109_000000").mkdir()
+    out = tmp_path / "out.duckdb"
+    assert main(["import-authors", str(root), "--store", str(out), "--model", "gpt-5.4", "--no-recompute"]) == 0
+    got = capsys.readouterr()
+    passed = {p["path"]: p["reason"] for p in json.loads(got.out)["passed_over"]}
+    assert passed == {
+        "results/spacing/run_multi_alpaca_latest": "not a run folder of the authors' layout (run_multi_<dataset>_"
+                                                   "<YYYYMMDD>_<HHMMSS>)",
+        "results/tone": "not a style the importer knows (politeness, spacing, punctuation, letter_case, "
+                        "length_variation, inter_vs_imper, closed_models)",
+        "results/spacing/run_multi_alpaca_20260109_000000": "no results file (full_results_all_models.csv or "
+                                                            "*_results.csv)"}
+    assert "3 folder(s) passed over" in got.err
+
+
+def test_a_dangling_link_or_a_fifo_is_named_never_read_blocking(tmp_path):
+    import os
+
+    root = make_clone(tmp_path)
+    (root / CLOSED).unlink()
+    (root / CLOSED).symlink_to(root / "results/nothing-here.csv")  # inside the clone, no such file
+    src = next(s for s in discover(root) if s.rel == CLOSED)
+    with pytest.raises(AuthorsFormatError, match=rf"^{CLOSED}: cannot be read"):
+        read_rows(src)
+    (root / CLOSED).unlink()
+    os.mkfifo(root / CLOSED)  # a read would wait forever for a writer
+    src = next(s for s in discover(root) if s.rel == CLOSED)
+    with pytest.raises(AuthorsFormatError, match=rf"^{CLOSED}: not a regular file"):
+        read_rows(src)

@@ -173,3 +173,43 @@ def test_odd_text_round_trips_through_store(tmp_path):
     assert set(got) == set(ODD)
     for k, v in ODD.items():
         assert got[k].encode("utf-8") == v.encode("utf-8"), k
+
+
+# ---------------------------------------------------------------- a dataset folder is untrusted input
+@pytest.mark.parametrize("line, pattern", [
+    ('{"id": "1", "prompt": "half an emoji \\ud83d"}', r"lone surrogate"),
+    ('{"id": "1", "prompt": "ok", "reference": "\\udc00"}', r"lone surrogate"),
+    ('{"id": NaN, "prompt": "ok"}', r"not a finite number \(NaN\)"),
+    ('{"id": "1", "prompt": "ok", "reference": Infinity}', r"not a finite number \(Infinity\)"),
+    ('{"id": 1e400, "prompt": "ok"}', r"not a finite number \(1e400\)"),
+    ('{"id": "1", "prompt": "ok", "category": {"a": 1}}', r"category must be text"),
+    ('{"id": {"x": 1}, "prompt": "ok"}', r"id must be text or a number"),
+    ('{"id": ' + "9" * 5000 + ', "prompt": "ok"}', r"digits"),
+])
+def test_values_a_store_cannot_hold_are_refused_naming_file_and_line(tmp_path, line, pattern):
+    p = tmp_path / "d.jsonl"
+    p.write_text('{"id": "0", "prompt": "fine"}\n' + line + "\n")
+    with pytest.raises(DatasetError, match=rf"{re.escape(str(p))}:2: .*{pattern}"):
+        load_dataset(p)
+
+
+def test_a_dataset_outside_the_data_folder_is_refused(tmp_path):
+    """A link in data.dir to a file elsewhere, and a dataset name with ``..``: refused, naming the file."""
+    from precompute.config import load_config
+    from precompute.runner import make_plan
+    from tests.factories import tiny_toml
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in ("truthfulqa", "alpaca"):
+        (data / f"{name}.jsonl").write_bytes((DATA / f"{name}.jsonl").read_bytes())
+    (tmp_path / "private.jsonl").write_text('{"id": "1", "prompt": "private text"}\n')
+    with pytest.raises(DatasetError, match=r"outside"):
+        load_dataset(data / "../private.jsonl", root=data)
+    (data / "alpaca.jsonl").unlink()
+    (data / "alpaca.jsonl").symlink_to(tmp_path / "private.jsonl")
+    conf = tmp_path / "c.toml"
+    conf.write_text(tiny_toml().format(store=tmp_path / "s.duckdb", data=data))
+    with pytest.raises(DatasetError, match=r"alpaca\.jsonl: a link .* outside"):
+        make_plan(load_config(conf))
+    assert [p.text for p in load_dataset(data / "truthfulqa.jsonl", n=1, root=data)]  # inside: read

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -178,3 +179,38 @@ def test_t10_open_store_names_the_fix_for_a_foreign_wal(tmp_path):
     (tmp_path / "run.duckdb.wal").rename(tmp_path / "run.duckdb.wal.stale")
     with open_store(target) as st:
         assert json.loads(st.runs()[["model"]].to_json(orient="values")) == [["n"]]
+
+
+# ---------------------------------------------------------------------------- inputs as untrusted files
+def test_rows_that_differ_under_the_same_key_are_counted_and_shown(tmp_path, caplog):
+    """Two inputs holding different values for the same keyed rows: the first input's are kept and
+    the others are counted per table and named, never dropped without a word."""
+    a = make_store(tmp_path / "a.duckdb", models=("gpt-x",), seed=0)
+    b = make_store(tmp_path / "b.duckdb", models=("gpt-x",), seed=1)  # same keys, other deltas
+    lines: list[str] = []
+    counts = merge_stores(tmp_path / "m.duckdb", [a, b], report=lines.append)
+    assert counts["conflicting_rows"] == {"deltas": 144}
+    assert f"{b}: 144 row(s) of deltas differ from rows of an earlier input under the same key; the earlier " \
+           "input's are kept" in lines
+    # the same shard twice differs in nothing
+    assert merge_stores(tmp_path / "m2.duckdb", [a, a])["conflicting_rows"] == {}
+
+
+def test_an_input_replaced_while_merging_is_refused(tmp_path, monkeypatch):
+    """A shard store replaced between its inspection and its copy (a run publishing a new snapshot)."""
+    from sago_engine.store import merge as merge_mod
+
+    a = _shard(tmp_path / "a.duckdb", "complete")
+    newer = _shard(tmp_path / "newer.duckdb", FAILED)
+    inspect = merge_mod._inspect
+
+    def inspect_then_publish(path):
+        got = inspect(path)
+        shutil.copy(newer, tmp_path / "a.tmp")
+        os.replace(tmp_path / "a.tmp", a)
+        return got
+
+    monkeypatch.setattr(merge_mod, "_inspect", inspect_then_publish)
+    with pytest.raises(StoreError, match=r"a\.duckdb changed while it was merged"):
+        merge_stores(tmp_path / "m.duckdb", [a])
+    assert not (tmp_path / "m.duckdb").exists()

@@ -164,3 +164,45 @@ def test_grouped_reply_diff_keeps_both_texts_and_reads_as_runs():
     assert g[2:] == [("equal", ".\n\nWhat is the capital of "), ("delete", "France"), ("insert", "Spain"),
                      ("equal", "?")]  # shared words stay shared
     assert not any(a[0] == b[0] for a, b in zip(g, g[1:]))  # no two neighbours of one kind
+
+
+# ---------------------------------------------------------------- one folding for both sides (U7)
+FOLD_TEXTS = {"truthfulqa:0": "Is İstanbul the largest city?", "truthfulqa:1": "ΕΛΛΑΔΟΣ: what is its capital?",
+              "truthfulqa:2": "Order a cafe\u0301 au lait, Straße 5"}
+
+
+@pytest.fixture(scope="module")
+def fold_store(tmp_path_factory):
+    p = make_store(tmp_path_factory.mktemp("fold") / "f.duckdb", models=("model-a",), n_prompts=3, seed=3)
+    import duckdb
+
+    con = duckdb.connect(str(p))
+    for pid, text in FOLD_TEXTS.items():
+        con.execute("UPDATE prompts SET text = ? WHERE prompt_id = ?", [text, pid])
+    con.close()
+    return p
+
+
+@pytest.mark.parametrize("pid, needle", [
+    # text copied from the page finds itself
+    ("truthfulqa:0", "İstanbul"), ("truthfulqa:1", "ΕΛΛΑΔΟΣ"), ("truthfulqa:2", "cafe\u0301"),
+    # and the same words typed another way: lower case, final sigma, composed é, ß as ss
+    ("truthfulqa:0", "istanbul"), ("truthfulqa:1", "ελλαδος"), ("truthfulqa:1", "Ελλάδος".replace("ά", "α")),
+    ("truthfulqa:2", "CAFÉ"), ("truthfulqa:2", "strasse"),
+])
+def test_u7_search_folds_case_and_normalises_both_sides_the_same_way(fold_store, pid, needle):
+    with open_store(fold_store) as st:
+        for by in ("prompt", "variant"):
+            hit = worst.worst_cases(st, None, axis="bleu", by=by, search=needle, limit=50)
+            assert set(hit["prompt_id"]) == {pid}, (by, needle)
+
+
+def test_u7_every_substring_of_a_stored_text_finds_it(fold_store):
+    """Any piece of a prompt a reader can select and paste finds that prompt (whole graphemes)."""
+    with open_store(fold_store) as st:
+        for pid, text in FOLD_TEXTS.items():
+            words = text.split()
+            for i in range(len(words)):
+                needle = " ".join(words[i:i + 2])
+                hit = worst.worst_cases(st, None, axis="bleu", by="prompt", search=needle, limit=50)
+                assert pid in set(hit["prompt_id"]), needle

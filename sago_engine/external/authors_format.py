@@ -18,7 +18,6 @@ than once keeps its latest run by the folder's timestamp (``select_latest``), or
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 from collections.abc import Iterable
@@ -28,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from sago_engine.types import VariantSpec
+from sago_engine.untrusted_files import UntrustedFileError, confined, csv_records, decode_utf8, read_once
 
 FULL_FILE = "full_results_all_models.csv"
 SKIP_DIRS = frozenset({"trash", "empty_results"})
@@ -104,8 +104,19 @@ AUTHORS_DEFINITIONS: dict[str, str] = {
 }
 
 
-class AuthorsFormatError(ValueError):
-    """A file or row that is not in the authors' format, with the file named."""
+#: Largest |value| read from a numeric column (Δ in the axis' own unit: nats, BLEU points…); a value
+#: beyond it, or not finite, is refused: stored unavailable with the reason, counted and shown.
+MAX_ABS_VALUE = 1e6
+#: Why a value is refused (the stored reason starts with it).
+REFUSED = "not a finite number within"
+
+#: Columns whose cells are numbers (or empty): text in one is a format error naming its line.
+NUMERIC_COLUMNS = frozenset(AXIS_COLUMNS.values()) | {"entropy_shift"}
+
+
+class AuthorsFormatError(UntrustedFileError):
+    """A file or row that is not in the authors' format (or a file that is refused: a link out of
+    the folder), with the file and line named."""
 
 
 @dataclass(frozen=True)
@@ -121,14 +132,8 @@ class SourceFile:
     run: str
     timestamp: str
     combined: bool = True
-
-    def sha256(self) -> str:
-        """sha256 of the file's bytes."""
-        h = hashlib.sha256()
-        with open(self.path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        return h.hexdigest()
+    root: Path | None = None
+    """The imported folder: the file is read only if its real path lies inside it."""
 
 
 _DS = "|".join(sorted(DATASETS, key=len, reverse=True))
@@ -146,50 +151,115 @@ def _results_dir(root: Path) -> Path:
     raise FileNotFoundError(f"{root}: no results/ folder (point the importer at a clone of the authors' repository)")
 
 
+def _inside(path: Path, top: Path, base: Path) -> Path:
+    """``path`` (a folder or file found under ``top``), refused when its real path leaves ``top``."""
+    try:
+        confined(path, top, path.relative_to(base).as_posix())
+    except UntrustedFileError as e:
+        raise AuthorsFormatError(str(e)) from None
+    return path
+
+
+def _entry(p: Path) -> bool:
+    """Whether ``p`` is there and not a folder: a file, a link (even a dangling one), a FIFO —
+    each is read (or refused by name) by ``read_rows``, never skipped without a word."""
+    return (p.is_symlink() or p.exists()) and not p.is_dir()
+
+
 def _run_files(run_dir: Path) -> list[tuple[Path, bool]]:
     full = run_dir / FULL_FILE
-    if full.is_file():
+    if _entry(full):
         return [(full, True)]
-    return [(p, False) for p in sorted(run_dir.glob("*_results.csv")) if p.is_file()]
+    return [(p, False) for p in sorted(run_dir.glob("*_results.csv")) if _entry(p)]
 
 
-def discover(root: str | Path) -> list[SourceFile]:
+def discover(root: str | Path, passed_over: list[dict] | None = None) -> list[SourceFile]:
     """Every results file under ``root`` (a clone of the authors' repository, or its ``results/``).
 
+    The clone is untrusted: a folder or file on the way whose real path leaves ``root`` (a
+    symlink, ``..``) is refused, naming it; nothing under it is read.
+
+    Args:
+        passed_over: receives ``{"path", "reason"}`` for each folder under ``results/`` that is
+            not read: a style or run folder outside the authors' layout, a run folder without a
+            results file (``trash`` and ``empty_results`` are skipped as the authors' aggregation does).
     Raises:
         FileNotFoundError: no ``results/`` folder.
+        AuthorsFormatError: a link (or ``..``) that leads outside ``root``.
     """
-    res = _results_dir(Path(root))
+    top = Path(root)
+    res = _results_dir(top)
     base = res.parent
+    _inside(res, top, base)
     out: list[SourceFile] = []
+    skip = passed_over.append if passed_over is not None else (lambda _: None)
     for style_dir in sorted(p for p in res.iterdir() if p.is_dir() and p.name not in SKIP_DIRS):
         closed = style_dir.name == CLOSED_DIR
         if not closed and style_dir.name not in STYLES:
+            skip({"path": style_dir.relative_to(base).as_posix(), "reason": "not a style the importer knows "
+                  f"({', '.join([*STYLES, CLOSED_DIR])})"})
             continue
+        _inside(style_dir, top, base)
         for run_dir in sorted(p for p in style_dir.iterdir() if p.is_dir()):
             m = (_CLOSED_RUN if closed else _OPEN_RUN).match(run_dir.name)
             if not m:
+                skip({"path": run_dir.relative_to(base).as_posix(), "reason": "not a run folder of the authors' "
+                      "layout (" + ("run_<model>_<dataset>_<style>" if closed else "run_multi_<dataset>")
+                      + "_<YYYYMMDD>_<HHMMSS>)"})
                 continue
+            _inside(run_dir, top, base)
             style = m.group("style") if closed else style_dir.name
-            for path, combined in _run_files(run_dir):
-                out.append(SourceFile(path, path.relative_to(base).as_posix(), "closed" if closed else "open",
-                                      style, m.group("dataset"), run_dir.name, m.group("ts"), combined))
+            files = _run_files(run_dir)
+            if not files:
+                skip({"path": run_dir.relative_to(base).as_posix(),
+                      "reason": f"no results file ({FULL_FILE} or *_results.csv)"})
+            for path, combined in files:
+                out.append(SourceFile(_inside(path, top, base), path.relative_to(base).as_posix(),
+                                      "closed" if closed else "open", style, m.group("dataset"), run_dir.name,
+                                      m.group("ts"), combined, top))
     return out
 
 
 def read_rows(src: SourceFile) -> pd.DataFrame:
-    """The file's rows, every column as text exactly as written (empty cells are ""), in file order.
+    """The file's rows, every column as text exactly as written (empty cells are ""), in file order,
+    from one read of the file: ``df.attrs`` holds ``sha256`` (of exactly the bytes parsed) and
+    ``lines`` (the line each row starts on).
 
     Raises:
-        AuthorsFormatError: unreadable CSV or a required column missing.
+        AuthorsFormatError: "<file>:<line>: …" — a link out of the imported folder, a file that
+            cannot be read ("<file>: cannot be read (…)"), not UTF-8, a
+            malformed CSV (a quote never closed, a row with too few or too many cells, an unbalanced
+            quote that swallowed the rows after it), a required column missing, text in a numeric
+            column, or a row whose style, place or strength is not the authors'.
     """
     try:
-        df = pd.read_csv(src.path, dtype=str, keep_default_na=False, na_filter=False)
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
-        raise AuthorsFormatError(f"{src.rel}: not a readable CSV ({e})") from e
-    missing = [c for c in REQUIRED if c not in df.columns]
-    if missing:
-        raise AuthorsFormatError(f"{src.rel}: missing column(s) {', '.join(missing)}")
+        data, sha = read_once(src.path, src.root or src.path.parent, src.rel)
+        header, records = csv_records(decode_utf8(data, src.rel), src.rel)
+        missing = [c for c in REQUIRED if c not in header]
+        if missing:
+            raise AuthorsFormatError(f"{src.rel}:1: missing column(s) {', '.join(missing)}")
+        numeric = [(i, c) for i, c in enumerate(header) if c in NUMERIC_COLUMNS]
+        at = {c: header.index(c) for c in ("strength", "place")}
+        lines, rows = [], []
+        for line, row in records:
+            bad = [c for i, c in numeric if row[i].strip() and _float(row[i]) is None]
+            if bad:
+                raise AuthorsFormatError(f"{src.rel}:{line}: column {bad[0]} holds {row[header.index(bad[0])][:60]!r}, "
+                                         "not a number")
+            try:
+                row_role(src.style, row[at["strength"]], row[at["place"]])
+            except AuthorsFormatError as e:
+                raise AuthorsFormatError(f"{src.rel}:{line}: {e}") from None
+            lines.append(line)
+            rows.append(row)
+    except UntrustedFileError as e:
+        raise e if isinstance(e, AuthorsFormatError) else AuthorsFormatError(str(e)) from None
+    except OSError as e:  # a dangling link, no permission
+        raise AuthorsFormatError(f"{src.rel}: cannot be read ({e.strerror or e})") from None
+    df = pd.DataFrame(rows, columns=header, dtype=object) if rows else pd.DataFrame(columns=header, dtype=object)
+    if df.columns.duplicated().any():
+        raise AuthorsFormatError(f"{src.rel}:1: repeated column(s) {sorted(set(df.columns[df.columns.duplicated()]))}")
+    df.attrs.update(sha256=sha, lines=lines)
     return df
 
 
@@ -224,12 +294,25 @@ def select_latest(pairs: Iterable[tuple[SourceFile, str]], all_runs: bool = Fals
     return sel
 
 
-def _num(text: str) -> float | None:
+def _float(text: str) -> float | None:
+    """``float(text)`` (``nan`` and ``inf`` included), None when ``text`` is not a number."""
     try:
-        v = float(text)
+        return float(text)
     except (TypeError, ValueError):
         return None
-    return v if math.isfinite(v) else None
+
+
+def _num(text: str) -> float | None:
+    """A finite number within ±``MAX_ABS_VALUE``, else None."""
+    v = _float(text)
+    return v if v is not None and math.isfinite(v) and abs(v) <= MAX_ABS_VALUE else None
+
+
+def _refused(col: str, text: str) -> str | None:
+    """The reason a non-empty cell of a numeric column is refused (not finite, or beyond the bound); None if not."""
+    if not str(text).strip() or _num(text) is not None:
+        return None
+    return f"{REFUSED} ±{MAX_ABS_VALUE:g}: column {col} reads {str(text)[:40]!r}"
 
 
 @dataclass(frozen=True)
@@ -270,7 +353,7 @@ def row_role(style: str, strength: str, place: str) -> RowRole:
         return RowRole(VariantSpec(st.family, st.subtype, value, position), meta, role)
     value = _num(s)
     if value is None:
-        raise AuthorsFormatError(f"{style} strength {strength!r} is not a number")
+        raise AuthorsFormatError(f"{style} strength {strength!r} is not a finite number within ±{MAX_ABS_VALUE:g}")
     if style == "politeness":
         meta["register"] = "rude" if value < 0 else ("polite" if value > 0 else "neutral")
         meta["tone"] = "negative" if value < 0 else ("polite" if value > 0 else "neutral")
@@ -290,11 +373,19 @@ def authors_value(axis: str, row: pd.Series, baseline: pd.Series | None) -> tupl
     """
     col = AXIS_COLUMNS[axis]
     if axis == "ent" and "delta_entropy" not in row.index:
-        v = _num(row.get("entropy_shift", ""))
+        text = row.get("entropy_shift", "")
+        base_text = baseline.get("entropy_shift", "") if baseline is not None else ""
+        why = _refused("entropy_shift", text) or _refused("entropy_shift (baseline row)", base_text)
+        if why:
+            return None, why
+        v = _num(text)
         if v is None:
             return None, "no entropy_shift in the authors' row"
-        b = _num(baseline.get("entropy_shift", "")) if baseline is not None else None
+        b = _num(base_text)
         return (v - b if b is not None else v), None
+    why = _refused(col, row.get(col, ""))
+    if why:
+        return None, why
     v = _num(row.get(col, ""))
     if v is None:
         return None, f"no {col} in the authors' row" if col in row.index else f"the file has no {col} column"

@@ -74,14 +74,17 @@ def _run(run_id: str, label: str, kind: str, caps: list[str], normalizers: dict,
     return rec
 
 
-def plan(root: str | Path, models: Iterable[str] | None = None, all_runs: bool = False):
-    """The files to import and how they were chosen: (selection, {path: sha256}, {path: rows frame}).
+def plan(root: str | Path, models: Iterable[str] | None = None, all_runs: bool = False,
+         passed_over: list[dict] | None = None):
+    """The files to import and how they were chosen: (selection, {path: rows frame}). Each file is
+    read once (``read_rows``); its frame's ``attrs["sha256"]`` is the hash of the bytes parsed.
+    ``passed_over`` receives the folders not read (``discover``).
 
     Raises:
         FileNotFoundError: DIR has no ``results/`` folder or no results file at all.
-        AuthorsFormatError: a file that is not in the authors' format.
+        AuthorsFormatError: a file that is not in the authors' format, or a link out of DIR.
     """
-    sources = discover(root)
+    sources = discover(root, passed_over)
     if not sources:
         raise FileNotFoundError(f"{root}: no results files (results/<style>/run_multi_*/ or results/closed_models/)")
     frames = {s.rel: read_rows(s) for s in sources}
@@ -103,21 +106,28 @@ def import_authors(root: str | Path, store_path: str | Path, *, models: Iterable
         recompute: also write the recomputed run (sago's text axes; MiniLM on CPU).
         log: receives one progress line per model.
     Returns:
-        summary: {"store", "selection", "models": {key: {"runs", "rows", "leaks", "degenerate"}}, "superseded"}.
+        summary: {"store", "selection", "models": {key: {"runs", "rows", "leaks", "degenerate", "refused_values",
+        "repeated_rows"}}, "superseded", "passed_over"}.
     Raises:
         FileNotFoundError, AuthorsFormatError (nothing is written then), StoreError.
     """
     from sago_engine.store import open_store
 
     root = Path(root)
-    sel, frames = plan(root, models, all_runs)
-    shas = {s.rel: s.sha256() for s, _ in sel.chosen}
+    passed_over: list[dict] = []
+    sel, frames = plan(root, models, all_runs, passed_over)
+    if passed_over:
+        log(f"{len(passed_over)} folder(s) passed over (not in the authors' layout), e.g. {passed_over[0]['path']}: "
+            f"{passed_over[0]['reason']}; every one is listed in the summary (passed_over)")
+    shas = {s.rel: frames[s.rel].attrs["sha256"] for s, _ in sel.chosen}
     by_model: dict[str, list[tuple[SourceFile, pd.DataFrame]]] = {}
     for src, model in sel.chosen:
         df = frames[src.rel]
-        by_model.setdefault(model, []).append((src, df[df["model"] == model]))
+        part = df[df["model"] == model]
+        part.attrs = dict(df.attrs)  # the rows' lines, for messages
+        by_model.setdefault(model, []).append((src, part))
     summary: dict = {"store": str(store_path), "selection": SELECTION_TEXT[all_runs], "models": {},
-                     "superseded": sel.superseded}
+                     "superseded": sel.superseded, "passed_over": passed_over}
     with open_store(store_path, read_only=False, create=True) as st:
         for model in sorted(by_model):
             parts = by_model[model]
@@ -126,18 +136,20 @@ def import_authors(root: str | Path, store_path: str | Path, *, models: Iterable
             files = [{"path": s.rel, "sha256": shas[s.rel], "rows": int(len(df)), "style": s.style,
                       "dataset": s.dataset, "run": s.run} for s, df in parts]
             digest = _digest((f["path"], f["sha256"]) for f in files)
+            a_id = stable_hash("authors import", model, kind, digest, all_runs)
+            frames_a = {"responses": R.response_frame(a_id, mf), "deltas": R.authors_deltas(a_id, mf),
+                        "imported_rows": R.imported_row_frame(a_id, mf)}
             base_origin = {"source": files[0]["path"] if len(files) == 1 else "results",
                            "sha256": digest, "sources": files, "authors_model": model,
                            "superseded": [x for x in sel.superseded if x["model"] == model],
                            "selection": SELECTION_TEXT[all_runs], "leaks": R.leak_summary(mf),
-                           "degenerate": R.degenerate_summary(mf)}
+                           "degenerate": R.degenerate_summary(mf),
+                           "refused_values": R.refused_summary(frames_a["deltas"]),
+                           "repeated_rows": R.repeated_summary(mf)}
             label = MODELS.get(model, model)
-            a_id = stable_hash("authors import", model, kind, digest, all_runs)
             caps = ["cos", "ent", "prob"] if kind == "open" else []
             a_origin = {"kind": "imported", **base_origin, "definitions": AUTHORS_DEFINITIONS, "clip": False,
                         "normalizers": AUTHORS_NORMALIZERS}
-            frames_a = {"responses": R.response_frame(a_id, mf), "deltas": R.authors_deltas(a_id, mf),
-                        "imported_rows": R.imported_row_frame(a_id, mf)}
             runs = [(_run(a_id, f"{label} · authors' rows", kind, caps, AUTHORS_NORMALIZERS, a_origin, root), frames_a)]
             if recompute:
                 r_id = stable_hash("authors import recomputed", a_id)
@@ -148,13 +160,19 @@ def import_authors(root: str | Path, store_path: str | Path, *, models: Iterable
                                   resolve_normalizers(None), r_origin, root), frames_r))
             _write(st, mf, runs)
             info = {"runs": [r["run_id"] for r, _ in runs], "rows": len(mf.pairs), "leaks": base_origin["leaks"],
-                    "degenerate": base_origin["degenerate"]}
+                    "degenerate": base_origin["degenerate"], "refused_values": base_origin["refused_values"],
+                    "repeated_rows": base_origin["repeated_rows"]}
             summary["models"][model] = info
-            lk, dg = info["leaks"], info["degenerate"]
+            lk, dg, rv, rp = info["leaks"], info["degenerate"], info["refused_values"], info["repeated_rows"]
             log(f"{model}: {lk['rows']} rows from {len(files)} file(s); leaked replies "
                 f"{lk['base_leaked_rows'] + lk['variant_leaked_rows']}/{2 * lk['rows']}"
                 + (f"; DEGENERATE: {dg['degenerate_pairs']}/{dg['pairs']} pairs are token salad on both sides"
-                   if dg["flagged"] else ""))
+                   if dg["flagged"] else "")
+                + (f"; {rv['count']} value(s) refused ({rv['rule']}; stored unavailable with the reason)"
+                   if rv["count"] else "")
+                + (f"; {rp['count']} repeated row(s) (the variant of an earlier row, e.g. {rp['examples'][0]['row']} "
+                   f"repeats {rp['examples'][0]['first']}): the first is scored, every row is kept as released"
+                   if rp["count"] else ""))
         st.checkpoint()
     return summary
 

@@ -22,6 +22,8 @@ from sago_engine.external.authors_format import (
     AUTHORS_NORMALIZERS,
     AXIS_COLUMNS,
     DATASETS,
+    MAX_ABS_VALUE,
+    REFUSED,
     RowRole,
     SourceFile,
     authors_value,
@@ -62,6 +64,10 @@ class Pair:
     base: Leak
     var: Leak
     degenerate: bool
+    where: str = ""
+    """``<file>:<line>`` of the row."""
+    repeat_of: str | None = None
+    """``<file>:<line>`` of an earlier row of the same variant (this one is kept as released, not scored)."""
 
 
 @dataclass
@@ -81,8 +87,10 @@ def build_pairs(model: str, parts: list[tuple[SourceFile, pd.DataFrame]],
     API models, whose replies are not decoded from a padded batch).
     """
     out = ModelFrames()
+    first: dict[str, str] = {}
     for src, df in parts:
         dataset = DATASETS[src.dataset]
+        lines = df.attrs.get("lines")
         for idx, row in df.iterrows():
             role = row_role(src.style, row["strength"], row["place"])
             pid = prompt_key(dataset, row["prompt_orig"])
@@ -94,7 +102,10 @@ def build_pairs(model: str, parts: list[tuple[SourceFile, pd.DataFrame]],
             var = find_leak(row["response_pert"], row["prompt_pert"], templates) if templates else \
                 Leak("", row["response_pert"])
             degenerate = salad.is_salad(base.cleaned) and salad.is_salad(var.cleaned)
-            out.pairs.append(Pair(src, int(idx), row, pid, dataset, variant, role, base, var, degenerate))
+            where = f"{src.rel}:{lines[int(idx)] if lines else f'row {int(idx) + 1}'}"
+            out.pairs.append(Pair(src, int(idx), row, pid, dataset, variant, role, base, var, degenerate, where,
+                                  first.get(vid)))
+            first.setdefault(vid, where)
             out.prompts.setdefault(pid, {"prompt_id": pid, "dataset": dataset, "source_id": str(row["prompt_id"]),
                                          "text": row["prompt_orig"], "reference": None,
                                          "category": row.get("category") or None})
@@ -104,6 +115,19 @@ def build_pairs(model: str, parts: list[tuple[SourceFile, pd.DataFrame]],
                 "semantic_score": None, "passes_filter": None, "kept": role.role == "variant",
                 "skip_reason": SKIP_REASONS.get(role.role)})
     return out
+
+
+def scored(mf: ModelFrames) -> list[Pair]:
+    """The pairs that are scored: every row but a repeat of an earlier row's variant."""
+    return [p for p in mf.pairs if p.repeat_of is None]
+
+
+def repeated_summary(mf: ModelFrames) -> dict:
+    """Rows that repeat an earlier row's variant (same prompt, place, strength and varied prompt):
+    their count and up to five ``{"row", "first"}`` (``<file>:<line>`` each). Each is kept in
+    ``imported_rows`` as released; the first row of the variant is the one scored."""
+    reps = [{"row": p.where, "first": p.repeat_of} for p in mf.pairs if p.repeat_of is not None]
+    return {"count": len(reps), "examples": reps[:5]}
 
 
 def response_frame(run_id: str, mf: ModelFrames) -> pd.DataFrame:
@@ -125,7 +149,7 @@ def authors_deltas(run_id: str, mf: ModelFrames) -> pd.DataFrame:
     with the authors' R_X and no clipping; unavailable (with the reason) where the row has no value."""
     base_rows = {(p.src.rel, p.row["prompt_id"], p.row["place"]): p.row for p in mf.pairs if p.role.role == "baseline"}
     out = []
-    for p in mf.pairs:
+    for p in scored(mf):
         baseline = base_rows.get((p.src.rel, p.row["prompt_id"], p.row["place"]))
         for axis in AXES:
             v, why = authors_value(axis, p.row, baseline)
@@ -139,7 +163,7 @@ def authors_deltas(run_id: str, mf: ModelFrames) -> pd.DataFrame:
 
 def _units(mf: ModelFrames, raw: bool) -> list[Unit]:
     units: dict[tuple, Unit] = {}
-    for p in mf.pairs:
+    for p in scored(mf):
         base_text = p.row["response_orig"] if raw else p.base.cleaned
         var_text = p.row["response_pert"] if raw else p.var.cleaned
         u = units.setdefault((p.prompt_id, base_text), Unit(p.prompt_id, p.dataset, GenerationResult(text=base_text),
@@ -166,6 +190,14 @@ def recomputed_deltas(run_id: str, mf: ModelFrames) -> pd.DataFrame:
     d.loc[mask & ~not_text, "available"] = False
     d.loc[mask & ~not_text, "reason"] = DEGENERATE
     return d.drop_duplicates(["run_id", "variant_id", "axis"])
+
+
+def refused_summary(deltas: pd.DataFrame) -> dict:
+    """Values of the authors' run refused as not finite or beyond ±``MAX_ABS_VALUE``: their count,
+    the rule and up to five examples (prompt, variant, axis, reason); each is stored unavailable."""
+    bad = deltas[deltas["reason"].fillna("").str.startswith(REFUSED)]
+    return {"count": int(len(bad)), "rule": f"a value must be a finite number within ±{MAX_ABS_VALUE:g}",
+            "examples": bad[["prompt_id", "variant_id", "axis", "reason"]].head(5).to_dict("records")}
 
 
 def imported_row_frame(run_id: str, mf: ModelFrames) -> pd.DataFrame:

@@ -100,8 +100,16 @@ def shard_fingerprint(con: duckdb.DuckDBPyConnection) -> str:
     return h.hexdigest()
 
 
+def _identity(path: Path) -> tuple[int, int, int, int]:
+    """(device, inode, size, modification time in ns) of a file: a new snapshot put in its place
+    (``os.replace``) or a write changes it."""
+    s = os.stat(path)
+    return s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns
+
+
 def _inspect(path: Path) -> dict:
     """Validate one input (a readable sago store) and read what the merge decides on."""
+    ident = _identity(path) if path.exists() else None
     with open_store(path, read_only=True) as st:
         con = st.con
         fp = shard_fingerprint(con)
@@ -111,7 +119,21 @@ def _inspect(path: Path) -> dict:
         except (TypeError, ValueError):
             parts = frozenset({fp})
         runs = {r[0]: (r[1], r[2]) for r in con.execute("SELECT run_id, model, status FROM runs").fetchall()}
-    return {"path": path, "fingerprint": fp, "parts": parts, "runs": runs}
+    return {"path": path, "fingerprint": fp, "parts": parts, "runs": runs, "identity": ident}
+
+
+def _conflicts(con: duckdb.DuckDBPyConnection, table: str, src: str) -> int:
+    """Rows of ``src.table`` that are not in the merged table although their key is (an earlier
+    input holds other values under the same key: ``INSERT OR IGNORE`` kept those); columns of
+    ``VOLATILE_COLUMNS`` (wall-clock facts) are not compared."""
+    cols = [r[0] for r in con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_catalog = current_database() "
+        "AND table_name = ? AND column_name IN (SELECT column_name FROM information_schema.columns "
+        "WHERE table_catalog = ? AND table_name = ?) ORDER BY ordinal_position", [table, src, table]).fetchall()
+        if r[0] not in VOLATILE_COLUMNS.get(table, ())]
+    sel = ", ".join(f'"{c}"' for c in cols)
+    return int(con.execute(f"SELECT count(*) FROM (SELECT {sel} FROM {src}.{table} "
+                           f"EXCEPT SELECT {sel} FROM {table})").fetchone()[0])
 
 
 def _plan_usage(infos: list[dict]) -> list[str]:
@@ -170,11 +192,14 @@ def merge_stores(out: str | Path, inputs: Sequence[str | Path], overwrite: bool 
             <merged status>") and per input whose usage is already counted; every line is also
             logged (``sago.merge``; a run that did not end complete at WARNING).
     Returns:
-        Row counts per table of the merged store.
+        Row counts per table of the merged store, and ``conflicting_rows``: {table: rows of a later
+        input that differ from an earlier input's under the same key (the earlier kept; each
+        input's count is also a report line)}.
     Raises:
         FileExistsError: ``out`` exists and ``overwrite`` is False.
-        StoreError / FileNotFoundError: an input is not a readable sago store, or overlaps the
-            shards of the other inputs only in part.
+        StoreError / FileNotFoundError: an input is not a readable sago store, overlaps the
+            shards of the other inputs only in part, or changed (was replaced or written) between
+            its inspection and its copy; nothing is written then.
     """
     out = Path(out)
     if out.exists() and not overwrite:
@@ -184,16 +209,50 @@ def merge_stores(out: str | Path, inputs: Sequence[str | Path], overwrite: bool 
     tmp = out.with_name(f".{out.name}.merging")
     for p in (tmp, wal_path(tmp)):  # a killed merge's leftovers
         p.unlink(missing_ok=True)
+    try:
+        counts = _merge_into(tmp, infos, lines)
+    except BaseException:
+        for p in (tmp, wal_path(tmp)):
+            p.unlink(missing_ok=True)
+        raise
+    for line in lines:
+        log.log(logging.INFO if line.endswith("→ complete") else logging.WARNING, "%s", line)
+        if report is not None:
+            report(line)
+    rewrite_file(tmp)  # the merged store in prompt order (store.layout)
+    set_aside_wal(out)
+    os.replace(tmp, out)
+    return counts
+
+
+def _merge_into(tmp: Path, infos: list[dict], lines: list[str]) -> dict:
+    """The merge itself, into the new store ``tmp``; appends its report lines to ``lines``.
+
+    Raises:
+        StoreError: an input changed (was replaced or written) since it was inspected.
+    """
+    conflicts: dict[str, int] = {}
     with open_store(tmp, read_only=False, create=True) as st:
         for i, info in enumerate(infos):
             st.con.execute(f"ATTACH '{str(info['path']).replace(chr(39), chr(39) * 2)}' AS src{i} (READ_ONLY)")
+            if _identity(info["path"]) != info["identity"]:  # what is copied must be what was inspected
+                raise StoreError(f"{info['path']} changed while it was merged (a run published a new snapshot, "
+                                 "or a copy finished): nothing was written; merge again")
             with st.transaction():
                 src_tables = {r[0] for r in st.con.execute(
                     "SELECT table_name FROM information_schema.tables WHERE table_catalog = ?", [f"src{i}"]).fetchall()}
                 for t in TABLES + tuple(t for t in EXTRA_TABLES if t in src_tables):
                     if t in ("runs", "run_usage"):
                         continue
+                    before = st.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
                     st.con.execute(f"INSERT OR IGNORE INTO {t} BY NAME SELECT * FROM src{i}.{t}")
+                    added = st.con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] - before
+                    if added < st.con.execute(f"SELECT count(*) FROM src{i}.{t}").fetchone()[0]:
+                        n = _conflicts(st.con, t, f"src{i}")
+                        if n:
+                            conflicts[t] = conflicts.get(t, 0) + n
+                            lines.append(f"{info['path']}: {n} row(s) of {t} differ from rows of an earlier input "
+                                         "under the same key; the earlier input's are kept")
                 if "run_usage" in src_tables and info["usage"]:  # shards of one API run: usage adds up
                     _add_usage(st.con, f"src{i}")
                 st.con.execute(f"""
@@ -212,15 +271,8 @@ def merge_stores(out: str | Path, inputs: Sequence[str | Path], overwrite: bool 
                 lines.append(f"{run_id} ({model}): " + "; ".join(f"{p}: {s}" for p, s in had) + f" → {status}")
             st.set_meta(merged_shards=json.dumps(sorted(set().union(*(i["parts"] for i in infos)))))
             suffstats.materialise(st.con)  # the statistics of the merged deltas, rebuilt in one pass
-        counts = st.counts()
+        counts: dict = {**st.counts(), "conflicting_rows": conflicts}
         st.checkpoint()
-    for line in lines:
-        log.log(logging.INFO if line.endswith("→ complete") else logging.WARNING, "%s", line)
-        if report is not None:
-            report(line)
-    rewrite_file(tmp)  # the merged store in prompt order (store.layout)
-    set_aside_wal(out)
-    os.replace(tmp, out)
     return counts
 
 
