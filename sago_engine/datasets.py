@@ -1,4 +1,4 @@
-"""Load the bundled dataset samples (JSONL: id, prompt, reference, category) with clear errors."""
+"""Load the bundled dataset samples (JSONL: id, prompt, reference, category, meta) with clear errors."""
 
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ class Prompt:
     text: str
     reference: Any
     category: str | None
+    meta: Any = None
+    """The row's ``meta`` object as read (e.g. TruthfulQA's ``incorrect_answers``); None if absent."""
 
 
 def load_dataset(path: str | Path, n: int | None = None, dataset: str | None = None) -> list[Prompt]:
@@ -81,7 +83,7 @@ def load_dataset(path: str | Path, n: int | None = None, dataset: str | None = N
         if sid in seen:
             raise DatasetError(f"{path}:{lineno}: duplicate id {sid!r}")
         seen.add(sid)
-        out.append(Prompt(f"{name}:{sid}", name, sid, prompt, obj.get("reference"), obj.get("category")))
+        out.append(Prompt(f"{name}:{sid}", name, sid, prompt, obj.get("reference"), obj.get("category"), obj.get("meta")))
         if n is not None and len(out) >= n:
             break
     return out

@@ -205,3 +205,23 @@ def test_default_scorers_and_declarations():
     assert scorer_for("nq_open", {"other": "f1"}) == "contains"
     assert set(sc.DEFAULT_SCORERS.values()) <= set(sc.SCORERS)
     assert sc.SCORER_NAMES[-1] == "judge"
+
+
+def test_scripts_without_spaces_at_the_edges_of_their_blocks():
+    """Each block split per character, first and last code point; its neighbours are not."""
+    for lo, hi in ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF), (0xAC00, 0xD7AF),
+                   (0x0E00, 0x0E7F), (0x20000, 0x2FA1F)):
+        assert sc._is_cjk(chr(lo)) and sc._is_cjk(chr(hi)), hex(lo)
+        assert not sc._is_cjk(chr(lo - 1)) and not sc._is_cjk(chr(hi + 1)), hex(lo)
+
+
+def test_number_pair_in_the_middle_and_scores_of_each_verdict():
+    assert normalize_answer("sheep forty nine goats") == "sheep 49 goats"
+    assert score("contains", "It is Paris.", ["Paris"]).score == 1.0
+    assert score("contains", "It is Rome.", ["Paris"]).score == 0.0
+    assert score("exact", "Paris", ["Paris"]).score == 1.0
+    v = sc.score_short_answer("contains", "", ["Paris"])
+    assert (v.verdict, v.score, v.raw) == (UNAVAILABLE, None, None)
+    v = score_truthfulqa("Paris Rome Oslo", ["Paris Spain"], ["Tokyo"])
+    assert v.score == pytest.approx(0.4)
+    assert score("truthfulqa", "Switzerland is richest", GOOD, BAD, error="timeout").reason == "the reply is an error"
