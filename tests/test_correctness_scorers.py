@@ -187,7 +187,7 @@ def test_truthfulqa_threshold_edges():
 def test_truthfulqa_unavailable():
     assert score_truthfulqa("x", GOOD, None).reason == "no incorrect answers to contrast with"
     assert score_truthfulqa("x", GOOD, []).verdict == UNAVAILABLE
-    assert score_truthfulqa("", GOOD, BAD).reason == "no reply text"
+    assert score_truthfulqa("", GOOD, BAD) == sc.Verdict(UNAVAILABLE, reason="no reply text")
     assert score_truthfulqa("x", None, BAD).reason == "no reference answer"
     assert score_truthfulqa("x", GOOD, BAD, error="boom").reason == "the reply is an error"
     assert score("truthfulqa", "Switzerland is richest", GOOD, BAD).verdict == WRONG
