@@ -53,7 +53,7 @@ exports.chart(fig, "correctness_quadrants",
               f"Dashed line: s_X(i) = {thr:.3f} ({split}); right of it a prompt counts as unstable. "
               + ("Dots of one row are spread up and down only so that they do not hide each other. "
                  if by == "base" else "") + "Scorers: "
-              + ", ".join(f"{d} {s}" for d, s in sorted(view["scorers"].items()) if s != "none") + ".", data=pts)
+              + md(", ".join(f"{d} {s}" for d, s in sorted(view["scorers"].items()) if s != "none")) + ".", data=pts)
 
 st.subheader("Prompts per quadrant")
 exports.table(counts, "correctness_counts", f"sago_quadrants_{axis}.csv")
