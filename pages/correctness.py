@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from dashboard import charts, controls, data, exports, frame, links, urlstate
+from dashboard import accuracy, charts, controls, data, exports, frame, links, urlstate
 from dashboard.safe import md
 from sago_engine.correctness import views
 from sago_engine.correctness.compare import QUADRANTS
@@ -61,20 +61,7 @@ st.caption("Prompts of each model in each quadrant; n: its prompts with a decide
            "decided variant reply.")
 
 st.subheader("Accuracy under rephrasing")
-acc = view["accuracy"]
-show = acc.assign(**{c: acc[c].map(lambda v: f"{v:.1%}" if v == v else "n/a") for c in
-                     ("base_acc", "var_acc", "flip_rw", "flip_wr", "pdr", "consistency")},
-                  change=acc["change"].map(lambda v: f"{v:+.1%}"),
-                  mcnemar_p=acc["mcnemar_p"].map(lambda v: f"{v:.3g}"))
-show = show[["model", "base_acc", "var_acc", "change", "flip_rw", "flip_wr", "mcnemar_p", "pdr", "consistency",
-             "n_prompts", "n_pairs"]]
-show.columns = ["model", "accuracy, base", "accuracy, variants", "paired change", "right→wrong", "wrong→right",
-                "McNemar p", "PromptBench PDR", "SCORE consistency", "prompts", "pairs"]
-exports.table(acc, "correctness_accuracy", "sago_accuracy.csv", show=show)
-st.caption("Accuracy is a share of replies (not an SGS). Right→wrong: of the (prompt, variant) pairs whose base reply "
-           "is right, the share whose variant's reply is wrong; McNemar's exact test on the two flip counts. "
-           "PDR = 1 − variant accuracy / base accuracy (PromptBench); consistency: agreeing pairs of a prompt's "
-           "verdicts (lm-eval SCORE).")
+accuracy.table(view["accuracy"], ("model",), "correctness_accuracy", "sago_accuracy.csv")
 
 st.subheader("The prompts")
 which = st.selectbox("Quadrant", ("all", *QUADRANTS), key="corr_quadrant")

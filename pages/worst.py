@@ -14,7 +14,7 @@ frame.require_frame()
 ALL = "all models"
 RANK_LABELS = {"prompt": "prompts by s_X(i)", "variant": "variants by Δ̃"}
 ORDER_LABELS = {"abs": "|Δ̃|, largest first", "neg": "Δ̃, most negative first", "pos": "Δ̃, most positive first"}
-REPLY_LABELS = {"all": "all", "different": "different", "unchanged": "unchanged"}
+REPLY_LABELS = {"all": "all", "different": "different", "unchanged": "unchanged", "right_to_wrong": "right → wrong"}
 ROWS = (10, 25, 50, 100)
 
 f = controls.current_filters()
@@ -52,7 +52,9 @@ with controls.page_controls():
     with c5:
         replies = st.segmented_control("Replies", worst.REPLIES, key="worst_replies", format_func=REPLY_LABELS.get,
                                        help="Different: the variant's reply text is not identical to the base reply "
-                                            "(for a prompt: at least one of its variants' replies). Unchanged: identical.")
+                                            "(for a prompt: at least one of its variants' replies). Unchanged: identical. "
+                                            "Right → wrong: the base reply is correct and the variant's is wrong "
+                                            "(the store's correctness verdicts; Right or wrong page).")
     with c6:
         order = st.selectbox("Order of variants", ORDERS, key="worst_order", format_func=ORDER_LABELS.get,
                              disabled=by != "variant")

@@ -148,3 +148,22 @@ def test_quadrants_by_hand():
                                      "unstable and wrong"]
     with pytest.raises(ValueError, match="by must be"):
         C.quadrants(out, ps, "cos", by="x")
+
+
+def test_worst_cases_right_to_wrong(tmp_path):
+    """Worst cases' "right → wrong" filter keeps exactly the pairs worked out by hand (tests/correctness_store.py)."""
+    from sago_engine import worst
+
+    cs.write_dataset_files(tmp_path / "data")
+    path = cs.build(tmp_path / "w.duckdb")
+    with open_store(path) as st:  # no verdicts yet: no rows
+        assert worst.worst_cases(st, None, axis="bleu", by="variant", replies="right_to_wrong").empty
+    rescore_correctness(path, data_dir=tmp_path / "data", all_short=True)
+    with open_store(path) as st:
+        v = worst.worst_cases(st, None, axis="bleu", by="variant", replies="right_to_wrong", limit=100)
+        assert sorted(zip(v["model"], v["variant_id"])) == [
+            ("model-a", "nq_open:1/v0"), ("model-a", "nq_open:1/v1"), ("model-a", "truthfulqa:0/v0")]
+        assert (v["score"].abs().diff().dropna() <= 0).all()  # still ranked by |Δ̃|
+        p = worst.worst_cases(st, None, axis="bleu", by="prompt", replies="right_to_wrong", limit=100)
+        assert sorted(zip(p["model"], p["prompt_id"])) == [("model-a", "nq_open:1"), ("model-a", "truthfulqa:0")]
+        assert len(worst.worst_cases(st, None, axis="bleu", by="variant", limit=100)) > len(v)

@@ -33,13 +33,22 @@ def one_scorer(frame: pd.DataFrame, choice: dict[str, str] | None = None) -> pd.
     used only when chosen (or the only one stored)."""
     if frame.empty:
         return frame
-    keep = []
-    for d, g in frame.groupby("dataset", sort=True):
-        have = sorted(set(g["scorer"]))
-        want = (choice or {}).get(d) or scorer_for(str(d))
-        pick = want if want in have else next((s for s in have if s in SCORERS), have[0])
-        keep.append(g[g["scorer"] == pick])
+    keep = [g[g["scorer"] == pick_scorer(str(d), set(g["scorer"]), choice)]
+            for d, g in frame.groupby("dataset", sort=True)]
     return pd.concat(keep).sort_index()
+
+
+def pick_scorer(dataset: str, have: set[str], choice: dict[str, str] | None = None) -> str:
+    """The scorer read for ``dataset`` among the stored ones ``have`` (non-empty): ``choice``'s, else the
+    default (``scorers.scorer_for``), else the first offline scorer by name, else the first by name."""
+    ordered = sorted(have)
+    want = (choice or {}).get(dataset) or scorer_for(dataset)
+    return want if want in have else next((s for s in ordered if s in SCORERS), ordered[0])
+
+
+def chosen_scorers(stored: pd.DataFrame, choice: dict[str, str] | None = None) -> dict[str, str]:
+    """dataset → ``pick_scorer`` over ``Store.correctness_scorers`` rows (dataset, scorer, …)."""
+    return {str(d): pick_scorer(str(d), set(g["scorer"]), choice) for d, g in stored.groupby("dataset", sort=True)}
 
 
 def _not_repeat(frame: pd.DataFrame) -> pd.Series:

@@ -14,10 +14,14 @@ PAGE_BOOT = 500
 
 
 def filtered_frame(store, f: Filters | None) -> pd.DataFrame:
-    """``Store.correctness_frame`` with one scorer per dataset (``compare.one_scorer``), restricted by ``f``:
-    models and datasets on every row, the variant fields (F, u, s, p) on variant rows only (a base reply
-    has none and stays)."""
-    fr = compare.one_scorer(store.correctness_frame())
+    """``Store.correctness_frame`` with one scorer per dataset (``compare.one_scorer``), restricted by ``f``
+    (``filtered_frame_of``)."""
+    return filtered_frame_of(compare.one_scorer(store.correctness_frame()), f)
+
+
+def filtered_frame_of(fr: pd.DataFrame, f: Filters | None) -> pd.DataFrame:
+    """Verdict rows restricted by ``f``: models and datasets on every row, the variant fields (F, u, s, p)
+    on variant rows only (a base reply has none and stays)."""
     if f is None or fr.empty:
         return fr
     keep = pd.Series(True, index=fr.index)
@@ -83,3 +87,29 @@ def breakdown_view(store, f: Filters | None, *, by: tuple[str, ...] = ("model", 
 def model_pairs_view(store, f: Filters | None) -> pd.DataFrame:
     """``compare.model_vs_model`` of the filtered store."""
     return compare.model_vs_model(filtered_frame(store, f))
+
+
+def scorer_choice_view(store, f: Filters | None) -> pd.DataFrame:
+    """How the choice of scorer moves accuracy: per model × scorer, ``compare.accuracy_table`` over the
+    datasets that hold that scorer's verdicts beside another scorer's (e.g. after ``rescore
+    --correctness --all-scorers``: contains, exact, F1 on the short-answer datasets).
+
+    Returns:
+        Columns: scorer, datasets (comma-joined), then ``accuracy_table``'s columns by model; empty
+        when no dataset holds two scorers.
+    """
+    fr = store.correctness_frame()
+    if fr.empty:
+        return pd.DataFrame()
+    per = fr.groupby("dataset")["scorer"].unique()
+    multi = sorted(d for d, sc in per.items() if len(sc) > 1)
+    out = []
+    for name in sorted({s for d in multi for s in per[d]}):
+        ds = [d for d in multi if name in per[d]]
+        sub = filtered_frame_of(fr[fr["dataset"].isin(ds) & (fr["scorer"] == name)], f)
+        t = compare.accuracy_table(sub, ("model",))
+        out.append(t.assign(scorer=name, datasets=", ".join(ds)))
+    if not out:
+        return pd.DataFrame()
+    res = pd.concat(out, ignore_index=True)
+    return res[["scorer", "datasets", *[c for c in res.columns if c not in ("scorer", "datasets")]]]
