@@ -127,3 +127,72 @@ def test_quadrant_counts_and_accuracy_match_the_raw_rows_on_every_screen(store):
                     page.get_by_text("Prompts: one prompt under its variants").first.wait_for(timeout=180_000)
                     _ready(page)
                     page.get_by_text("Reference (the dataset's accepted answers").first.wait_for(timeout=60_000)
+
+
+def _grid_with_header(page, header: str, timeout_s: float = 120.0):
+    """The main area's data grid whose column headers include ``header`` (polled: grids draw one by one)."""
+    import time
+
+    grids = page.locator("[data-testid='stMain'] [data-testid='stDataFrame']")
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        for i in range(grids.count()):
+            g = grids.nth(i)
+            g.scroll_into_view_if_needed()
+            if header in [h.strip() for h in g.locator("[role='columnheader']").all_inner_texts()]:
+                g.locator("[role='gridcell']").first.wait_for(state="attached", timeout=60_000)
+                return g
+        page.wait_for_timeout(1000)
+    raise AssertionError(f"no table with a column {header!r}")
+
+
+def right_to_wrong(path) -> list[tuple[str, str]]:
+    """(model, prompt_id) of each kept variant whose base reply is correct and its own wrong (raw rows, SQL)."""
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return con.execute("""
+            SELECT r.model, x.prompt_id FROM correctness x JOIN correctness b
+                 ON b.run_id = x.run_id AND b.prompt_id = x.prompt_id AND b.variant_id IS NULL AND b.repeat IS NULL
+                 AND b.scorer = x.scorer
+            JOIN runs r ON r.run_id = x.run_id JOIN variants v ON v.variant_id = x.variant_id
+            WHERE v.kept AND b.verdict = 'correct' AND x.verdict = 'wrong' ORDER BY ALL""").fetchall()
+    finally:
+        con.close()
+
+
+def test_accuracy_on_profiles_and_the_flip_ranking_on_worst_cases(store):
+    require_chromium()
+    from urllib.parse import quote_plus
+
+    _, acc = expected(store)
+    flips = right_to_wrong(store)
+    assert len(flips) == 3
+    with dashboard(store, timeout=120) as url:
+        for width, height, scheme, present in ((1280, 720, "light", True), (1440, 900, "dark", False)):
+            with browser_page(width, height, color_scheme=scheme) as page:
+                page.goto(f"{url}/profiles" + ("?present=1" if present else ""), wait_until="domcontentloaded")
+                page.get_by_text("Model profiles").first.wait_for(timeout=180_000)
+                _ready(page)
+                page.get_by_text("Accuracy under rephrasing (share of replies right — not an SGS)").first.wait_for(
+                    timeout=60_000)
+                cells = [c.strip() for c in _grid_with_header(page, "accuracy, base").locator(
+                    "[role='gridcell']").all_inner_texts()]
+                for m in acc.index:
+                    i = cells.index(m)
+                    assert cells[i + 1:i + 3] == [f"{acc.loc[m, 'base']:.1%}", f"{acc.loc[m, 'variants']:.1%}"]
+                assert page.evaluate("document.documentElement.scrollWidth") <= width
+
+                page.goto(f"{url}/worst?rank=variant&replies=right_to_wrong&axis=bleu&rows=100"
+                          + ("&present=1" if present else ""), wait_until="domcontentloaded")
+                page.get_by_text("Worst cases: which prompts and variants move a model most?").first.wait_for(
+                    timeout=180_000)
+                _ready(page)
+                grid = page.locator("[data-testid='stMain'] [data-testid='stDataFrame']").first
+                grid.locator("[role='gridcell']").first.wait_for(state="attached", timeout=120_000)
+                cells = [c.strip() for c in grid.locator("[role='gridcell']").all_inner_texts()]
+                links = [c for c in cells if c.startswith("./prompts?")]
+                assert len(links) == len(flips), cells
+                for model, pid in flips:
+                    assert any(f"prompt={quote_plus(pid)}" in c and cells[cells.index(c) + 1] == model for c in links)
+                assert page.evaluate("document.documentElement.scrollWidth") <= width
+                page.screenshot(path=str(screenshot_dir() / f"worst_right_to_wrong_{width}_{scheme}.png"))
