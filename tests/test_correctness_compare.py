@@ -167,3 +167,24 @@ def test_worst_cases_right_to_wrong(tmp_path):
         p = worst.worst_cases(st, None, axis="bleu", by="prompt", replies="right_to_wrong", limit=100)
         assert sorted(zip(p["model"], p["prompt_id"])) == [("model-a", "nq_open:1"), ("model-a", "truthfulqa:0")]
         assert len(worst.worst_cases(st, None, axis="bleu", by="variant", limit=100)) > len(v)
+
+
+def test_delta_matrix_carries_both_verdicts(tmp_path):
+    cs.write_dataset_files(tmp_path / "data")
+    path = cs.build(tmp_path / "m.duckdb")
+    rescore_correctness(path, data_dir=tmp_path / "data", all_short=True)
+    exp = cs.expected_verdicts().set_index(["run_id", "variant_id"])
+    base = cs.expected_verdicts()
+    base = base[base["variant_id"].isna() & base["repeat"].isna()].set_index(["run_id", "prompt_id"])["verdict"]
+    with open_store(path) as st:
+        plain = st.delta_matrix()
+        dm = st.delta_matrix(scorers=(("nq_open", "contains"), ("truthfulqa", "truthfulqa")))
+    assert list(dm.columns) == [*plain.columns, "scorer", "base_verdict", "variant_verdict"]
+    assert len(dm) == len(plain) and dm[plain.columns].equals(plain)
+    for r in dm.itertuples():
+        if r.dataset == "alpaca":  # not among the scorers asked for
+            assert pd.isna(r.scorer) and pd.isna(r.base_verdict) and pd.isna(r.variant_verdict)
+            continue
+        assert r.variant_verdict == exp.loc[(r.run_id, r.variant_id), "verdict"]
+        assert r.base_verdict == base.loc[(r.run_id, r.prompt_id)]
+        assert r.scorer == ("contains" if r.dataset == "nq_open" else "truthfulqa")

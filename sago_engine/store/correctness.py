@@ -3,7 +3,7 @@ the per-reply frame the comparisons of ``sago_engine.correctness.compare`` work 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import duckdb
 import pandas as pd
@@ -21,6 +21,22 @@ def _in(column: str, values: Iterable[str] | None) -> tuple[str, list]:
         return "", []
     vals = list(values)
     return (f" AND {column} IN ({', '.join('?' * len(vals))})", vals) if vals else (" AND FALSE", [])
+
+
+def verdict_join(scorers: Mapping[str, str] | Iterable[tuple[str, str]], alias: str, run_col: str,
+                 response_col: str) -> tuple[str, list]:
+    """``LEFT JOIN (…) <alias> ON …``: the verdict (``<alias>.verdict``, ``<alias>.scorer``) of the reply
+    ``response_col`` of run ``run_col`` under its dataset's scorer (``scorers``: dataset → scorer), and its
+    parameters. Columns of ``alias``: run_id, response_id, scorer, verdict."""
+    pairs = sorted(dict(scorers).items())
+    if not pairs:
+        return f"LEFT JOIN (SELECT NULL AS run_id, NULL AS response_id, NULL AS scorer, NULL AS verdict) {alias} " \
+               "ON FALSE", []
+    pick = " OR ".join("(s.dataset = ? AND c.scorer = ?)" for _ in pairs)
+    sql = f"""LEFT JOIN (SELECT c.run_id, c.response_id, c.scorer, c.verdict FROM correctness c
+                         JOIN prompts s ON s.prompt_id = c.prompt_id WHERE {pick}) {alias}
+                     ON {alias}.run_id = {run_col} AND {alias}.response_id = {response_col}"""
+    return sql, [x for d, sc in pairs for x in (d, sc)]
 
 
 class CorrectnessQueries:

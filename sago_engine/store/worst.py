@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import duckdb
 import pandas as pd
 
+from sago_engine.store.correctness import verdict_join
 from sago_engine.store.where import fetch_df, filter_where
 
 if TYPE_CHECKING:
@@ -80,16 +81,9 @@ class WorstQueries:
         flip, fjoin, fparams = "FALSE", "", []
         if scorers:
             flip = "coalesce(cb.verdict = 'correct' AND cx.verdict = 'wrong', FALSE)"
-            pick = " OR ".join("(s.dataset = ? AND c.scorer = ?)" for _ in scorers)
-            fparams = [x for d, sc in sorted(scorers.items()) for x in (d, sc)]
-            fjoin = f"""
-                LEFT JOIN (SELECT c.run_id, c.response_id, c.verdict FROM correctness c
-                           JOIN prompts s ON s.prompt_id = c.prompt_id WHERE {pick}) cb
-                       ON cb.run_id = d.run_id AND cb.response_id = b.response_id
-                LEFT JOIN (SELECT c.run_id, c.response_id, c.verdict FROM correctness c
-                           JOIN prompts s ON s.prompt_id = c.prompt_id WHERE {pick}) cx
-                       ON cx.run_id = d.run_id AND cx.response_id = x.response_id"""
-            fparams = fparams + fparams
+            jb, pb = verdict_join(scorers, "cb", "d.run_id", "b.response_id")
+            jx, px = verdict_join(scorers, "cx", "d.run_id", "x.response_id")
+            fjoin, fparams = f"{jb}\n{jx}", pb + px
         sql = f"""
             WITH pairs AS (
                 SELECT r.model, d.run_id, d.dataset, d.prompt_id, d.variant_id, d.delta, d.delta_norm,
