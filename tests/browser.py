@@ -164,3 +164,17 @@ def download(page, key: str, timeout_ms: int = 120_000) -> tuple[str, bytes]:
         except Exception as e:  # noqa: BLE001
             raise AssertionError(f"no file from the download button {key}") from e
     return info.value.suggested_filename, Path(info.value.path()).read_bytes()
+
+
+#: True once Streamlit's running indicator is gone (a rerun finished).
+READY = "!document.querySelector('[data-testid=\"stStatusWidget\"]')"
+
+
+def wait_ready(page, timeout: int = 180_000) -> None:
+    """Wait until the app's frame is drawn (sidebar, open or collapsed) and no rerun is running; no exception shown."""
+    page.locator("[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl']").first.wait_for(
+        state="attached", timeout=timeout)
+    page.wait_for_timeout(800)
+    page.wait_for_function(READY, timeout=timeout)
+    page.wait_for_timeout(1200)
+    assert page.locator("[data-testid='stException']").count() == 0

@@ -11,10 +11,10 @@ import pytest
 from sago_engine.correctness.rescore import rescore_correctness
 from tests import correctness_store as cs
 from tests.browser import browser_page, dashboard, require_chromium, screenshot_dir
+from tests.browser import wait_ready as _ready
 
 pytestmark = pytest.mark.browser
 
-READY = "!document.querySelector('[data-testid=\"stStatusWidget\"]')"
 QUADRANTS = ("stable and right", "stable but wrong", "unstable but right", "unstable and wrong")
 #: (width, height, colour scheme, presentation mode)
 SCREENS = ((1280, 720, "light", True), (1280, 720, "dark", False), (1440, 900, "light", False),
@@ -55,15 +55,6 @@ def expected(path, axis: str = "bleu") -> tuple[pd.DataFrame, pd.DataFrame]:
         "base": prompts.groupby("model")["b"].apply(lambda x: (x == "correct").mean()),
         "variants": pairs.groupby("model")["verdict"].apply(lambda x: (x == "correct").mean())})
     return counts, acc
-
-
-def _ready(page, timeout=180_000):
-    page.locator("[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl']").first.wait_for(
-        state="attached", timeout=timeout)
-    page.wait_for_timeout(800)
-    page.wait_for_function(READY, timeout=timeout)
-    page.wait_for_timeout(1200)
-    assert page.locator("[data-testid='stException']").count() == 0
 
 
 #: The page's tables in order (a keyed table without a selection has no st-key class to find it by).
