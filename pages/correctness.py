@@ -13,6 +13,9 @@ frame.require_frame()
 
 BY_LABELS = {"base": "base reply right", "variants": "accuracy over variants"}
 SPLITS = ("median", "0.02", "0.05", "0.1", "0.2")
+BREAKDOWNS = {"dataset": ("model", "dataset"), "family": ("model", "dataset", "family"),
+              "subtype": ("model", "dataset", "family", "subtype"),
+              "strength": ("model", "family", "subtype", "strength"), "position": ("model", "family", "position")}
 
 f = controls.current_filters()
 st.title("Right or wrong: does instability hide wrong answers?")
@@ -62,6 +65,23 @@ st.caption("Prompts of each model in each quadrant; n: its prompts with a decide
 
 st.subheader("Accuracy under rephrasing")
 accuracy.table(view["accuracy"], ("model",), "correctness_accuracy", "sago_accuracy.csv")
+if not controls.presentation_on():
+    urlstate.restore("breakdown", "corr_breakdown", choices=tuple(BREAKDOWNS), default="dataset")
+    split_by = st.selectbox("Break the accuracy down by", tuple(BREAKDOWNS), key="corr_breakdown")
+    urlstate.publish()
+    keys = BREAKDOWNS[split_by]
+    accuracy.table(data.with_store(views.breakdown_view, f, by=keys), keys, "correctness_breakdown",
+                   f"sago_accuracy_by_{split_by.replace(' ', '_')}.csv")
+    st.subheader("Model against model")
+    pairs = data.with_store(views.model_pairs_view, f)
+    exports.table(pairs, "correctness_models", "sago_accuracy_model_vs_model.csv",
+                  show=pairs.assign(acc_a=pairs["acc_a"].map(lambda v: f"{v:.1%}"),
+                                    acc_b=pairs["acc_b"].map(lambda v: f"{v:.1%}"),
+                                    p=pairs["p"].map(lambda v: f"{v:.3g}")).rename(columns={
+                      "n": "replies both decided", "acc_a": "accuracy a", "acc_b": "accuracy b",
+                      "a_only": "a right, b wrong", "b_only": "b right, a wrong", "p": "McNemar p"}))
+    st.caption("The same replies (same prompt, same variant or both the base prompt) that both models' verdicts "
+               "decide; McNemar's exact test on the replies only one of them gets right.")
 
 st.subheader("The prompts")
 which = st.selectbox("Quadrant", ("all", *QUADRANTS), key="corr_quadrant")

@@ -57,15 +57,9 @@ def expected(path, axis: str = "bleu") -> tuple[pd.DataFrame, pd.DataFrame]:
     return counts, acc
 
 
-#: The page's tables in order (a keyed table without a selection has no st-key class to find it by).
-TABLES = ("counts", "accuracy", "points")
-
-
-def _cells(page, name: str) -> list[str]:
-    grid = page.locator("[data-testid='stMain'] [data-testid='stDataFrame']").nth(TABLES.index(name))
-    grid.scroll_into_view_if_needed()
-    grid.locator("[role='gridcell']").first.wait_for(state="attached", timeout=120_000)
-    return [c.strip() for c in grid.locator("[role='gridcell']").all_inner_texts()]
+def _cells(page, header: str) -> list[str]:
+    """The cell texts of the first table with a column ``header`` (``_grid_with_header``)."""
+    return [c.strip() for c in _grid_with_header(page, header).locator("[role='gridcell']").all_inner_texts()]
 
 
 def _luminance(page, selector: str) -> float:
@@ -86,12 +80,12 @@ def test_quadrant_counts_and_accuracy_match_the_raw_rows_on_every_screen(store):
                 page.get_by_text("Right or wrong: does instability hide wrong answers?").first.wait_for(
                     timeout=180_000)
                 _ready(page)
-                cells = _cells(page, "counts")
+                cells = _cells(page, "stable and right")
                 ncol = 2 + len(QUADRANTS)  # model, four quadrants, n
                 got = {cells[i]: [int(x) for x in cells[i + 1:i + ncol]] for i in range(0, len(cells), ncol)}
                 assert got == {m: [*map(int, counts.loc[m]), int(counts.loc[m].sum())] for m in counts.index}, (
                     width, scheme, cells)
-                cells = _cells(page, "accuracy")
+                cells = _cells(page, "accuracy, base")
                 for m in acc.index:
                     i = cells.index(m)
                     assert cells[i + 1] == f"{acc.loc[m, 'base']:.1%}" and cells[i + 2] == f"{acc.loc[m, 'variants']:.1%}"
@@ -111,7 +105,7 @@ def test_quadrant_counts_and_accuracy_match_the_raw_rows_on_every_screen(store):
                                 full_page=False)
                 # a row links to the Prompts drill-down, which shows the reference
                 if not present and width == 1440:
-                    cells = _cells(page, "points")
+                    cells = _cells(page, "quadrant")
                     href = next(c for c in cells if "prompt=" in c)
                     assert "prompt=" in href
                     page.goto(f"{url}/{href.lstrip('./')}", wait_until="domcontentloaded")

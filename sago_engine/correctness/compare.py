@@ -131,11 +131,11 @@ def accuracy_table(frame: pd.DataFrame, by: tuple[str, ...] = ("model", "dataset
         prompts = g.drop_duplicates(["run_id", "prompt_id"])
         base_pairs = float(g["base_ok"].mean())
         var_acc = float(g["var_ok"].mean())
-        sub = frame[frame["prompt_id"].isin(g["prompt_id"]) & frame["run_id"].isin(g["run_id"])]
-        dec = sub[sub["verdict"].isin((CORRECT, WRONG))]
-        allowed = set(g["variant_id"])
-        dec = dec[(dec["variant_id"].isna() & _not_repeat(dec)) | dec["variant_id"].isin(allowed)]
-        cr = consistency_rate([list(x["verdict"]) for _, x in dec.groupby(["run_id", "prompt_id"])])
+        # SCORE's rate over each prompt's base verdict and its paired variants' verdicts: with k of n right,
+        # the agreeing pairs are C(k, 2) + C(n − k, 2) of C(n, 2)
+        per = g.groupby(["run_id", "prompt_id"]).agg(n=("var_ok", "size"), k=("var_ok", "sum"), b=("base_ok", "first"))
+        n, k = per["n"].to_numpy() + 1, per["k"].to_numpy() + per["b"].to_numpy().astype(int)
+        cr = float((k * (k - 1) + (n - k) * (n - k - 1)).sum() / (n * (n - 1)).sum())
         rows.append({**dict(zip(by, key)), "n_prompts": len(prompts), "base_acc": float(prompts["base_ok"].mean()),
                      "var_acc": var_acc, "n_pairs": len(g), "change": var_acc - base_pairs,
                      "right_to_wrong": rw, "wrong_to_right": wr,
