@@ -45,7 +45,7 @@ with controls.page_controls():
         axis = st.selectbox("Axis", AXES, key="worst_axis", format_func=AXIS_LABELS.get)
     with c3:
         model = st.selectbox("Model", [ALL, *models], key="worst_model")
-    c4, c5, c6, c7 = st.columns([2, 1.8, 1.4, 0.6])
+    c4, c5, c6, c7 = st.columns([1.5, 2.5, 1.3, 0.6])
     with c4:
         search = st.text_input("Search prompts, variants and replies", key="worst_search", max_chars=MAX_SEARCH,
                                placeholder="words from a prompt or a reply (case-insensitive)")

@@ -172,6 +172,12 @@ def test_accuracy_on_profiles_and_the_flip_ranking_on_worst_cases(store):
                 page.get_by_text("Worst cases: which prompts and variants move a model most?").first.wait_for(
                     timeout=180_000)
                 _ready(page)
+                if not present:  # every chip of the Replies control shows (none scrolled out of its column)
+                    group = page.locator("[data-testid='stButtonGroup']").filter(has_text="right → wrong").first
+                    gb = group.bounding_box()
+                    for chip in group.locator("button").all():
+                        b = chip.bounding_box()
+                        assert gb["x"] - 1 <= b["x"] and b["x"] + b["width"] <= gb["x"] + gb["width"] + 1, chip.inner_text()
                 grid = page.locator("[data-testid='stMain'] [data-testid='stDataFrame']").first
                 grid.locator("[role='gridcell']").first.wait_for(state="attached", timeout=120_000)
                 cells = [c.strip() for c in grid.locator("[role='gridcell']").all_inner_texts()]
