@@ -1,4 +1,4 @@
-"""sago dashboard: the frame around the twelve views — navigation, store picker, filters, presentation mode.
+"""sago dashboard: the frame around the views — navigation, store picker, filters, presentation mode.
 
 Local mode (``bash scripts/dashboard.sh``): this machine only, any store, the Live page.
 Share mode (``--share DIR``): network, read-only, stores from DIR only (``dashboard.access``).

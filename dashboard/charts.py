@@ -231,3 +231,37 @@ def live_radar(profile: pd.DataFrame, store: pd.DataFrame | None = None, model: 
                       title={"text": "s_X per axis (0 = stable, 1 = maximal change)"},
                       legend={"orientation": "h"}, margin={"t": 60})
     return fig
+
+
+def quadrant_chart(points: pd.DataFrame, threshold: float, x_title: str, y_title: str, colors: dict[str, str],
+                   height: int = 520, quadrants: Sequence[str] = (), binary: bool = False) -> go.Figure:
+    """The Right-or-wrong page's quadrant chart (Plotly): one dot per (model, prompt) at (s_X(i), ``y``).
+
+    Args:
+        points: ``sago_engine.correctness.views.quadrant_view``'s points (model, prompt_id, s, y, quadrant).
+        threshold: the s_X(i) split (a dashed vertical line); the right / wrong split is y = 0.5.
+        x_title, y_title: axis titles; colors: model → colour; quadrants: the four names, placed
+            in the corners (top left, bottom left, top right, bottom right); binary: y is a right / wrong
+            verdict (ticks "wrong" at 0 and "right" at 1), else a share (0 to 1).
+    """
+    import html
+
+    fig = go.Figure()
+    for model, g in points.groupby("model", sort=True):
+        fig.add_trace(go.Scatter(
+            x=g["s"].tolist(), y=g["y"].tolist(), mode="markers", name=str(model),
+            marker={"size": 10, "color": colors.get(model, NEUTRAL), "opacity": 0.8, "line": {"width": 0.5}},
+            customdata=[[html.escape(str(p)), q] for p, q in zip(g["prompt_id"], g["quadrant"])],
+            hovertemplate=f"<b>{html.escape(str(model))}</b><br>%{{customdata[0]}}<br>s = %{{x:.3f}}"
+                          "<br>%{customdata[1]}<extra></extra>"))
+    xmax = max([float(points["s"].max()) if len(points) else 0.0, threshold, 0.05]) * 1.1
+    fig.add_vline(x=threshold, line={"dash": "dash", "color": NEUTRAL, "width": 2})
+    fig.add_hline(y=0.5, line={"dash": "dot", "color": NEUTRAL, "width": 1})
+    corners = ((0.0, 1.18, "left"), (0.0, -0.18, "left"), (xmax, 1.18, "right"), (xmax, -0.18, "right"))
+    for name, (x, y, align) in zip(quadrants, corners):
+        fig.add_annotation(x=x, y=y, text=f"<b>{name}</b>", showarrow=False, xanchor=align, font={"color": NEUTRAL})
+    fig.update_layout(xaxis_title=x_title, yaxis_title=y_title, height=height, legend_title_text="model",
+                      xaxis={"range": [-0.02 * xmax, xmax]}, margin={"t": 30},
+                      yaxis={"range": [-0.25, 1.25], **({"tickvals": [0, 1], "ticktext": ["wrong", "right"]}
+                                                         if binary else {"tickvals": [0, 0.25, 0.5, 0.75, 1]})})
+    return fig

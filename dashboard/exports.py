@@ -341,9 +341,19 @@ def table(df: pd.DataFrame, key: str, filename: str, missing: dict[str, str] | N
     return event
 
 
+def _delta_rows(path: str, mtime: float, fkey: tuple) -> pd.DataFrame:
+    """The Δ matrix with the correctness verdicts of both replies when the store holds any (each dataset's
+    scorer as the Right-or-wrong page reads it)."""
+    from sago_engine.correctness.compare import chosen_scorers
+
+    stored = data._cached_query(path, mtime, "correctness_scorers", None, ())
+    kw = (("scorers", tuple(sorted(chosen_scorers(stored).items()))),) if len(stored) else ()
+    return data._cached_query(path, mtime, "delta_matrix", fkey, kw)
+
+
 @st.cache_data(show_spinner=False, max_entries=8)
 def _delta_parquet(path: str, mtime: float, fkey: tuple) -> bytes:
-    df = data._cached_query(path, mtime, "delta_matrix", fkey, ())
+    df = _delta_rows(path, mtime, fkey)
     buf = io.BytesIO()
     df.to_parquet(buf, index=False)
     return buf.getvalue()
@@ -351,7 +361,7 @@ def _delta_parquet(path: str, mtime: float, fkey: tuple) -> bytes:
 
 @st.cache_data(show_spinner=False, max_entries=8)
 def _delta_csv(path: str, mtime: float, fkey: tuple) -> bytes:
-    return safe.csv_bytes(data._cached_query(path, mtime, "delta_matrix", fkey, ()))
+    return safe.csv_bytes(_delta_rows(path, mtime, fkey))
 
 
 def delta_matrix_downloads(filters: Filters, key: str = "app_delta") -> None:

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FAVICON = Path(__file__).resolve().parent / "favicon.png"
 _ROUTED = "_sago_routed"
 
-#: The twelve views: (script, title, icon, url path). Profiles is the default page, served at "/".
+#: The views: (script, title, icon, url path). Profiles is the default page, served at "/".
 VIEWS = (
     ("pages/profiles.py", "Profiles", ":material/radar:", "profiles"),
     ("pages/pareto.py", "Pareto", ":material/scatter_plot:", "pareto"),
@@ -34,6 +34,7 @@ VIEWS = (
     ("pages/pairwise.py", "Model vs model", ":material/compare_arrows:", "pairwise"),
     ("pages/prompts.py", "Prompts", ":material/chat:", "prompts"),
     ("pages/worst.py", "Worst cases", ":material/report:", "worst"),
+    ("pages/correctness.py", "Right or wrong", ":material/fact_check:", "correctness"),
     ("pages/variants.py", "Variants", ":material/tune:", "variants"),
     ("pages/method_choices.py", "Method choices", ":material/alt_route:", "method_choices"),
     ("pages/live.py", "Live", ":material/bolt:", "live"),

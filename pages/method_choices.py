@@ -5,7 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard import charts, choices, controls, data, exports, frame, safe, urlstate
+from dashboard import accuracy, charts, choices, controls, data, exports, frame, safe, urlstate
 from sago_engine import judge_audit
 from sago_engine import method_choices as mc
 from sago_engine.scoring import EPSILONS, MAIN_EPSILON
@@ -59,6 +59,9 @@ for i, (ch, s) in enumerate(summ):
                "(P(reversal) ≥ 0.95) on the axes this choice changes.")
     with st.expander("Distance to the paper's scale, per axis"):
         exports.table(s["scale"], f"methods_scale_{i}", f"sago_method_{ch.key}_scale.csv")
+
+# ---------------------------------------------------------------- correctness scorer
+accuracy.scorer_choice(f)
 
 # ---------------------------------------------------------------- mirroring judge audit
 st.header("Δ-MR: mirroring judge vs heuristic")

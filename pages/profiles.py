@@ -3,7 +3,7 @@
 import plotly.graph_objects as go
 import streamlit as st
 
-from dashboard import charts, choices, controls, data, exports, frame, links, prose, urlstate
+from dashboard import accuracy, charts, choices, controls, data, exports, frame, links, prose, urlstate
 from sago_engine import assumptions, pairwise, paper, report
 from sago_engine.noise import floor_table, reply_health_table
 from sago_engine.report import radar_axis_scales, wide_cells, wide_ci_cells
@@ -162,6 +162,8 @@ if len(nf):
     st.caption("Noise floor: the same axes between repeats of the base prompt (RMS per prompt, mean over prompts). "
                "p: one-sided paired t-test of s − floor > 0 over prompts (is the instability above what repeating "
                "the same prompt gives?).")
+accuracy.section(f, ("model",), "profiles_accuracy", "sago_accuracy.csv",
+                 "Accuracy under rephrasing (share of replies right — not an SGS)")
 st.subheader("SGS per dataset × axis")
 exports.table(sgs_numbers(tables["per_dataset"]), "profiles_dataset_table", "sago_sgs_per_dataset.csv",
               show=wide_cells(tables["per_dataset"], ["model", "dataset"]))

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from dashboard import charts, controls, data, diffview, exports, frame, safe, urlstate
+from sago_engine.correctness.scorers import answers
 from sago_engine.detail import (
     BASE_LABEL,
     heatmap_frame,
@@ -43,6 +44,10 @@ if detail["prompt"].empty:
 base_text = str(detail["prompt"]["text"].iloc[0])
 st.subheader("Base prompt x_i")
 st.code(base_text, language=None, wrap_lines=True)
+refs = answers(detail["prompt"]["reference"].iloc[0])
+if refs:
+    st.caption("Reference (the dataset's accepted answers; Right or wrong scores the replies against them)")
+    st.code("\n".join(refs), language=None, wrap_lines=True)
 
 variants = labelled_variants(detail["variants"])
 st.subheader(f"Variants x_i^(v) ({len(variants)})")

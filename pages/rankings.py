@@ -3,7 +3,7 @@
 import altair as alt
 import streamlit as st
 
-from dashboard import charts, choices, controls, data, exports, frame, links, prose, safe, urlstate
+from dashboard import accuracy, charts, choices, controls, data, exports, frame, links, prose, safe, urlstate
 from sago_engine import assumptions, pairwise, report
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.stats import REVERSAL_THRESHOLD
@@ -110,4 +110,6 @@ if len(ratio):
 else:
     st.info("Needs at least one model with scores on two or more datasets.")
 st.caption("Ranks and ratios use the datasets, models and variants of the current filter.")
+accuracy.section(f, ("model", "dataset"), "rankings_accuracy", "sago_accuracy_per_dataset.csv",
+                 "Accuracy under rephrasing per dataset (share of replies right — not an SGS)")
 data.provenance("rankings")

@@ -14,7 +14,7 @@ frame.require_frame()
 ALL = "all models"
 RANK_LABELS = {"prompt": "prompts by s_X(i)", "variant": "variants by Δ̃"}
 ORDER_LABELS = {"abs": "|Δ̃|, largest first", "neg": "Δ̃, most negative first", "pos": "Δ̃, most positive first"}
-REPLY_LABELS = {"all": "all", "different": "different", "unchanged": "unchanged"}
+REPLY_LABELS = {"all": "all", "different": "different", "unchanged": "unchanged", "right_to_wrong": "right → wrong"}
 ROWS = (10, 25, 50, 100)
 
 f = controls.current_filters()
@@ -45,14 +45,16 @@ with controls.page_controls():
         axis = st.selectbox("Axis", AXES, key="worst_axis", format_func=AXIS_LABELS.get)
     with c3:
         model = st.selectbox("Model", [ALL, *models], key="worst_model")
-    c4, c5, c6, c7 = st.columns([2, 1.8, 1.4, 0.6])
+    c4, c5, c6, c7 = st.columns([1.5, 2.5, 1.3, 0.6])
     with c4:
         search = st.text_input("Search prompts, variants and replies", key="worst_search", max_chars=MAX_SEARCH,
                                placeholder="words from a prompt or a reply (case-insensitive)")
     with c5:
         replies = st.segmented_control("Replies", worst.REPLIES, key="worst_replies", format_func=REPLY_LABELS.get,
                                        help="Different: the variant's reply text is not identical to the base reply "
-                                            "(for a prompt: at least one of its variants' replies). Unchanged: identical.")
+                                            "(for a prompt: at least one of its variants' replies). Unchanged: identical. "
+                                            "Right → wrong: the base reply is correct and the variant's is wrong "
+                                            "(the store's correctness verdicts; Right or wrong page).")
     with c6:
         order = st.selectbox("Order of variants", ORDERS, key="worst_order", format_func=ORDER_LABELS.get,
                              disabled=by != "variant")

@@ -73,8 +73,9 @@ def import_authors_main(argv: list[str]) -> int:
 
 
 def rescore_main(argv: list[str]) -> int:
-    """``python -m precompute rescore STORE [--run RUN_ID] [--all] [--requests]``: a stored run's text axes under the
-    current rules; with ``--requests``, the rendered requests of local replies that have none."""
+    """``python -m precompute rescore STORE [--run RUN_ID] [--all] [--requests] [--correctness]``: a stored run's
+    text axes under the current rules; with ``--requests``, the rendered requests of local replies that have
+    none; with ``--correctness``, correctness verdicts of the stored replies instead (``correctness_main``)."""
     ap = argparse.ArgumentParser(
         prog="python -m precompute rescore",
         description="Recompute the text axes (Δ-BLEU, Δ-BERT, Δ-MR and their options, e.g. bert@rescaled) of stored "
@@ -90,7 +91,24 @@ def rescore_main(argv: list[str]) -> int:
     ap.add_argument("--requests", action="store_true",
                     help="also render the request (the prompt as the model read it) of local replies that have none, "
                          "from the model's tokenizer and the chat template the run recorded")
+    ap.add_argument("--correctness", action="store_true",
+                    help="instead: a correctness verdict for every stored reply (base, variants, base repeats) "
+                         "against its prompt's reference, with each dataset's scorer (docs/METHOD.md, "
+                         "\"Correctness\"); no text axis is touched, nothing generated unless a dataset's scorer is judge")
+    ap.add_argument("--scorer", action="append", default=[], metavar="DATASET=SCORER",
+                    help="with --correctness: this dataset's scorer (exact, f1, contains, truthfulqa, none, judge); "
+                         "repeatable; overrides the run's [data] correctness and the defaults")
+    ap.add_argument("--all-scorers", action="store_true",
+                    help="with --correctness: store contains, exact and f1 side by side for short-answer datasets "
+                         "(Method choices compares them)")
+    ap.add_argument("--data-dir", default="data/datasets",
+                    help="with --correctness: dataset files to fill prompts.meta from (TruthfulQA's incorrect "
+                         "answers), used only where the prompt's text matches (default data/datasets)")
+    ap.add_argument("--judge-model", help="with --correctness and a judge scorer: the judge's model")
+    ap.add_argument("--judge-backend", default="hf_local", help="the judge model's backend (default hf_local)")
     args = ap.parse_args(argv)
+    if args.correctness:
+        return correctness_main(args)
     from sago_engine.rescore import rescore_store
     from sago_engine.store import StoreError
 
@@ -114,6 +132,37 @@ def report_main(argv: list[str]) -> int:
     from precompute.report_file import main as report_file_main
 
     return report_file_main(argv)
+
+
+def correctness_main(args) -> int:
+    """``rescore STORE --correctness``: score the stored replies for correctness; one JSON line per run."""
+    from sago_engine.correctness.rescore import rescore_correctness
+    from sago_engine.store import StoreError
+
+    overrides = {}
+    for item in args.scorer:
+        dataset, sep, name = item.partition("=")
+        if not sep or not dataset.strip() or not name.strip():
+            print(f"error: --scorer takes DATASET=SCORER, e.g. nq_open=f1; got {item!r}", file=sys.stderr)
+            return 2
+        overrides[dataset.strip()] = name.strip()
+
+    def judge_factory():
+        if not args.judge_model:
+            raise ValueError("the judge scorer needs a judge model: pass --judge-model (and --judge-backend)")
+        from sago_engine.backends import get_backend
+
+        return get_backend({"backend": args.judge_backend, "model": args.judge_model})
+
+    try:
+        results = rescore_correctness(args.store, run_id=args.run_id, overrides=overrides, all_short=args.all_scorers,
+                                      data_dir=args.data_dir, judge_factory=judge_factory)
+    except (FileNotFoundError, StoreError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for r in results:
+        print(json.dumps(r.as_dict()))
+    return 0
 
 
 def print_plan(cfg, runner, shard, only_models=None) -> None:

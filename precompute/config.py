@@ -131,7 +131,7 @@ SECTIONS: tuple[str, ...] = ("run", "data", "variants", "semantic_filter", "norm
 #: ``[judge]`` / ``[rewriter]``: ``LLM_OWN_KEYS`` and their backend's keys).
 SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "run": ("store", "seed", "max_new_tokens", "chunk_prompts", "axis_options"),
-    "data": ("dir", "datasets", "n_prompts", "sources"),
+    "data": ("dir", "datasets", "n_prompts", "sources", "correctness"),
     "variants": ("families", "per_family", "subtypes", "strengths", "positions"),
     "semantic_filter": ("threshold", "scale", "level", "enabled"),
 }
@@ -209,6 +209,26 @@ def llm_backend_spec(section: dict[str, Any]) -> dict[str, Any]:
     return {"backend": section["backend"], "model": section["model"], **section["kwargs"]}
 
 
+def correctness_scorers(table: Any, datasets: tuple[str, ...]) -> dict[str, str]:
+    """Validate ``[data] correctness``: a table dataset → correctness scorer (``sago_engine.correctness.scorers``).
+
+    Returns:
+        The declarations as a dict (the run records them in its config; ``rescore --correctness`` reads them).
+    Raises:
+        ConfigError: not a table, a dataset not in ``datasets``, or an unknown scorer (valid ones listed).
+    """
+    from sago_engine.correctness.scorers import SCORER_NAMES
+
+    if not isinstance(table, dict):
+        raise ConfigError(f"data.correctness must be a table of dataset = \"scorer\", got {table!r}")
+    for d, name in table.items():
+        if d not in datasets:
+            raise unknown("data.correctness dataset", d, list(datasets))
+        if name not in SCORER_NAMES:
+            raise unknown(f"data.correctness scorer for {d}", name, list(SCORER_NAMES))
+    return {str(d): str(n) for d, n in table.items()}
+
+
 def load_config(path: str | Path, base_dir: str | Path | None = None, check_keys: bool = True,
                 check_devices: bool = True) -> RunConfig:
     """Read and validate a TOML config. Relative paths resolve against ``base_dir`` (default: cwd).
@@ -265,6 +285,7 @@ def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool
                 raise unknown("key", k, sorted(allowed))
     base = Path(base_dir) if base_dir else Path.cwd()
     data_dir, datasets, sources = check_data(data, base)
+    correctness_scorers(data.get("correctness", {}), (*datasets, *(s["name"] for s in sources)))
     fams = tuple(var.get("families", list_families()))
     for f in fams:
         if f not in list_families():

@@ -52,6 +52,8 @@ class Prompt:
     reference: Any
     """The accepted answer: a string, a list of accepted strings, or any JSON value; None = none."""
     category: str | None
+    meta: Any = None
+    """The row's ``meta`` object as read (e.g. TruthfulQA's ``incorrect_answers``); None if absent."""
 
 
 @dataclass(frozen=True)
@@ -206,7 +208,8 @@ def prompts_from_records(records: Iterable[tuple[int | str, Any]], where: str, d
             problems.append((str(pos), f"duplicate id {sid!r} (first at {first_at[sid]})"))
             continue
         first_at[sid] = pos
-        out.append(Prompt(f"{dataset}:{sid}", dataset, sid, text, ref, cat))
+        meta = obj.get("meta")  # a JSON object beside the record's fields (TruthfulQA's incorrect answers)
+        out.append(Prompt(f"{dataset}:{sid}", dataset, sid, text, ref, cat, meta if isinstance(meta, Mapping) else None))
     if problems:
         raise DatasetError(problem_report(where, problems))
     return out if n is None else out[:n]

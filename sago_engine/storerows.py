@@ -18,7 +18,7 @@ import pandas as pd
 
 from sago_engine.types import Variant, VariantSpec
 
-PROMPT_COLUMNS = ["prompt_id", "dataset", "source_id", "text", "reference", "category"]
+PROMPT_COLUMNS = ["prompt_id", "dataset", "source_id", "text", "reference", "category", "meta"]
 VARIANT_COLUMNS = ["variant_id", "prompt_id", "family", "subtype", "strength", "position", "text", "seed",
                    "generator", "meta", "semantic_score", "passes_filter", "kept", "skip_reason"]
 UNIT_COLUMNS = ["run_id", "prompt_id", "n_variants", "finished_at"]
@@ -91,11 +91,13 @@ def axis_options_record(axes: Sequence[str], bert_baseline: float | None) -> dic
 
 
 def prompt_rows(prompts: Iterable[Any]) -> pd.DataFrame:
-    """``prompts`` rows from objects with prompt_id, dataset, source_id, text, reference, category
-    (``sago_engine.datasets.Prompt``); ``reference`` as JSON text (None stays NULL)."""
+    """``prompts`` rows from objects with prompt_id, dataset, source_id, text, reference, category and
+    optionally meta (``sago_engine.datasets.Prompt``); ``reference`` and ``meta`` as JSON text (None stays NULL)."""
     rows = [{"prompt_id": p.prompt_id, "dataset": p.dataset, "source_id": p.source_id, "text": p.text,
              "reference": None if p.reference is None else json.dumps(p.reference, ensure_ascii=False),
-             "category": p.category} for p in prompts]
+             "category": p.category,
+             "meta": None if getattr(p, "meta", None) is None else json.dumps(p.meta, ensure_ascii=False)}
+            for p in prompts]
     return pd.DataFrame(rows, columns=PROMPT_COLUMNS)
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from sago_engine import scoring
+from sago_engine.correctness.compare import chosen_scorers
 from sago_engine.detail import NO_REPLY, numbered_label, variant_label
 from sago_engine.textdiff import diff_html, diff_segments
 
@@ -25,9 +26,10 @@ if TYPE_CHECKING:
 
 #: What a row ranks: prompts by s_X(i), or single variants by Δ̃.
 BY = ("prompt", "variant")
-#: The reply filter: every row, only replies that differ from the base reply, only identical ones.
-REPLIES = ("all", "different", "unchanged")
-_CHANGED = {"all": None, "different": True, "unchanged": False}
+#: The reply filter: every row, only replies that differ from the base reply, only identical ones, only
+#: variants whose reply is wrong where the base reply is right (correctness verdicts of the store).
+REPLIES = ("all", "different", "unchanged", "right_to_wrong")
+_CHANGED = {"all": None, "different": True, "unchanged": False, "right_to_wrong": None}
 #: Shown where a store keeps no rendered request (``responses.request`` NULL or absent).
 NOT_RECORDED = "not recorded"
 
@@ -51,7 +53,9 @@ def worst_cases(store: Store, f: Filters | None = None, *, axis: str, by: str = 
         model: one model, or None for every model ``f`` allows (rows name their model).
         replies: ``"all"`` | ``"different"`` (the reply text differs from the base reply of the
             same run) | ``"unchanged"`` (identical); for prompts: at least one / none of its
-            variants' replies differ.
+            variants' replies differ | ``"right_to_wrong"``: the dataset's correctness scorer
+            (``correctness.compare.chosen_scorers``) calls the base reply correct and the variant's
+            wrong (for prompts: at least one such variant); no rows in a store without verdicts.
         search: case-insensitive substring of the prompt, a variant or a reply (``Store``
             bounds it to ``store.worst.MAX_SEARCH`` characters; it is a bound SQL parameter).
         limit: rows, 1 … ``store.worst.MAX_ROWS``.
@@ -71,13 +75,19 @@ def worst_cases(store: Store, f: Filters | None = None, *, axis: str, by: str = 
     if replies not in REPLIES:
         raise ValueError(f"unknown reply filter {replies!r}; valid: {', '.join(REPLIES)}")
     changed = _CHANGED[replies]
+    flips = None
+    if replies == "right_to_wrong":
+        flips = chosen_scorers(store.correctness_scorers())
+        if not flips:
+            return pd.DataFrame(columns=COLUMNS)
     if by == "prompt":
-        rk = store.prompt_ranking(f, axis=axis, model=model, changed=changed, search=search, limit=limit)
+        rk = store.prompt_ranking(f, axis=axis, model=model, changed=changed, search=search, limit=limit, flips=flips)
         rk = rk.assign(s=scoring.rms(rk["n"].to_numpy(), rk["sum_sq"].to_numpy()), variant_id=rk["worst_variant_id"],
                        delta_norm=rk["worst_delta_norm"], n_variants=rk["n"], n_different=rk["n_different"])
         rk["score"] = rk["s"]
     else:
-        rk = store.variant_ranking(f, axis=axis, model=model, order=order, changed=changed, search=search, limit=limit)
+        rk = store.variant_ranking(f, axis=axis, model=model, order=order, changed=changed, search=search, limit=limit,
+                                   flips=flips)
         rk = rk.assign(s=np.nan, n_variants=1, n_different=np.nan, score=rk["delta_norm"])
     if rk.empty:
         return pd.DataFrame(columns=COLUMNS)

@@ -38,6 +38,7 @@ MODULES=(
   "scores|sago_engine/store/scores.py||tests/test_score_queries.py"
   "urlstate|dashboard/urlstate.py||tests/test_url_state_units.py"
   "parse_verdict|sago_engine/judge.py|sago_engine.judge.x_parse_verdict__mutmut_*|tests/test_judge.py::test_parse_verdict_edge_cases"
+  "correctness_scorers|sago_engine/correctness/scorers.py||tests/test_correctness_scorers.py"
   "access|dashboard/access.py||tests/test_access.py tests/test_app.py::test_confined_store_refuses_paths_out_of_the_shared_folder tests/test_app.py::test_access_mode_from_environment"
 )
 

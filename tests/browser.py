@@ -68,13 +68,14 @@ def dashboard(store: Path | None, timeout: float = 60.0, env: dict | None = None
 
 
 @contextmanager
-def browser_page(width: int = 1400, height: int = 1000):
+def browser_page(width: int = 1400, height: int = 1000, color_scheme: str = "light"):
+    """A chromium page of this viewport; ``color_scheme`` "dark" makes Streamlit (theme: the system's) dark."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
-            page = b.new_page(viewport={"width": width, "height": height})
+            page = b.new_page(viewport={"width": width, "height": height}, color_scheme=color_scheme)
             yield page
         finally:
             b.close()
@@ -163,3 +164,17 @@ def download(page, key: str, timeout_ms: int = 120_000) -> tuple[str, bytes]:
         except Exception as e:  # noqa: BLE001
             raise AssertionError(f"no file from the download button {key}") from e
     return info.value.suggested_filename, Path(info.value.path()).read_bytes()
+
+
+#: True once Streamlit's running indicator is gone (a rerun finished).
+READY = "!document.querySelector('[data-testid=\"stStatusWidget\"]')"
+
+
+def wait_ready(page, timeout: int = 180_000) -> None:
+    """Wait until the app's frame is drawn (sidebar, open or collapsed) and no rerun is running; no exception shown."""
+    page.locator("[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl']").first.wait_for(
+        state="attached", timeout=timeout)
+    page.wait_for_timeout(800)
+    page.wait_for_function(READY, timeout=timeout)
+    page.wait_for_timeout(1200)
+    assert page.locator("[data-testid='stException']").count() == 0

@@ -65,7 +65,7 @@ def payload(port: int) -> str:
 #: Columns with a fixed vocabulary: their rows stay valid, an extra row carries the payload.
 ENUM_COLUMNS = {"deltas": ("axis",), "variants": ("family", "subtype", "position"), "runs": ("status", "backend"),
                 "mirroring_verdicts": ("response_of",), "noise_floor": ("axis",), "templates": ("kind",),
-                "meta": ("key",)}
+                "meta": ("key",), "correctness": ("verdict", "scorer")}
 #: meta keys that must stay as they are for the file to be a sago store at all.
 _META_KEEP = ("app", "schema_version", "layout_version")
 
@@ -148,6 +148,13 @@ def _full_store(path: Path, models=("model-a", "model-b")) -> Path:
                                                      "row_index": k, "prompt_id": p_, "variant_id": v,
                                                      "columns": json.dumps({"response": "r"})}
                                                     for k, (p_, v) in enumerate(pv)]))
+        replies = con.execute("""SELECT run_id, response_id, prompt_id, variant_id, NULL AS repeat FROM responses
+                                 UNION ALL SELECT run_id, response_id, prompt_id, NULL, repeat FROM base_repeats
+                                 ORDER BY response_id""").df()
+        st.write_correctness(replies.assign(
+            scorer="contains", scorer_version="squad-norm-1",
+            verdict=[("correct", "wrong", "undecided", "unavailable")[k % 4] for k in range(len(replies))],
+            score=[float(k % 2) for k in range(len(replies))], reason="why", raw="judge said"))
         con.execute("INSERT OR REPLACE INTO meta VALUES ('published_at', '2026-01-01 00:00'), ('status', 'running'), "
                     "('progress', '3/9')")
     return path

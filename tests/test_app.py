@@ -153,7 +153,7 @@ def test_share_mode_ignores_session_and_url_paths_out_of_the_folder(tmp_path, mo
     nav = [p for p in at.get("page_link") if p.proto.label in {v[1] for v in VIEWS}]  # not the pages' own links
     assert [p.proto.label for p in nav] == [
         "Profiles", "Pareto", "Rankings", "Significance", "Sample size", "Model vs model", "Prompts", "Worst cases",
-        "Variants", "Method choices", "Paper reference"]
+        "Right or wrong", "Variants", "Method choices", "Paper reference"]
     # each link keeps its view's icon (drawn from the bundled font; the pages themselves have none)
     assert [p.proto.icon for p in nav] == [v[2] for v in VIEWS if v[3] != "live"]
     total = at.dataframe[0].value

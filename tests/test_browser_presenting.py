@@ -9,11 +9,11 @@ import re
 import pytest
 
 from tests.browser import browser_page, dashboard, require_chromium, screenshot_dir
+from tests.browser import wait_ready as _ready
 from tests.factories import add_option_axes, make_store
 
 pytestmark = pytest.mark.browser
 
-READY = "!document.querySelector('[data-testid=\"stStatusWidget\"]')"
 MODELS = ("m-a", "m-b", "m-c")
 N_VARIANTS = 13
 
@@ -35,15 +35,6 @@ def server(stores):
     require_chromium()
     with dashboard(stores[0], timeout=120) as url:
         yield url
-
-
-def _ready(page, timeout=180_000):
-    page.locator("[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl']").first.wait_for(
-        state="attached", timeout=timeout)
-    page.wait_for_timeout(800)
-    page.wait_for_function(READY, timeout=timeout)
-    page.wait_for_timeout(1200)
-    assert page.locator("[data-testid='stException']").count() == 0
 
 
 def _open(page, url, title):

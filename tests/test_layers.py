@@ -29,19 +29,21 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "sago_engine.untrusted_files")),
     ("math", (
         "sago_engine.scoring", "sago_engine.stats", "sago_engine.ablations", "sago_engine.rankcorr",
-        "sago_engine.runpairs", "sago_engine.judge_audit", "sago_engine.pairwise")),
+        "sago_engine.runpairs", "sago_engine.judge_audit", "sago_engine.pairwise", "sago_engine.correctness$",
+        "sago_engine.correctness.scorers", "sago_engine.correctness.compare")),
     ("store, variants, zoo", (
         "sago_engine.store", "sago_engine.variants", "sago_engine.models", "sago_engine.kernels",
         "sago_engine.bertscore")),
     ("backends, axes", ("sago_engine.backends", "sago_engine.axes")),
     ("measurement", (
         "sago_engine.pipeline", "sago_engine.measure", "sago_engine.judge", "sago_engine.noise",
-        "sago_engine.storerows", "sago_engine.external")),
+        "sago_engine.storerows", "sago_engine.external", "sago_engine.correctness.judge")),
     ("views, live, verifier", (
         "sago_engine.report", "sago_engine.detail", "sago_engine.method_choices", "sago_engine.choice_scores",
         "sago_engine.assumptions",
         "sago_engine.live", "sago_engine.live_save", "sago_engine.live_models", "sago_engine.live_job", "sago_engine.replay",
-        "sago_engine.rescore", "sago_engine.rendered", "sago_engine.tables", "sago_engine.worst", "sago_engine.report_data")),
+        "sago_engine.rescore", "sago_engine.rendered", "sago_engine.tables", "sago_engine.worst", "sago_engine.report_data",
+        "sago_engine.correctness.rescore", "sago_engine.correctness.views")),
     ("front ends", ("precompute", "dashboard")),
     ("pages", ("pages", "app")),
 )

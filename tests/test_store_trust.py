@@ -219,7 +219,8 @@ def test_columns_a_store_adds_are_never_read(tmp_path):
         assert "leak" not in st.prompts().columns and "leak" not in st.runs().columns
         assert "leak" not in st.variants().columns and "leak" not in st.responses("truthfulqa:0").columns
         assert "leak" not in st.variant_records(["truthfulqa:0/v0"]).columns
-        assert list(st.prompts().columns) == ["prompt_id", "dataset", "source_id", "text", "reference", "category"]
+        assert list(st.prompts().columns) == ["prompt_id", "dataset", "source_id", "text", "reference", "category",
+                                              "meta"]
 
 
 # ------------------------------------------------------------------ the label sidecar beside a store

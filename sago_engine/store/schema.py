@@ -280,7 +280,11 @@ EXTRA_TABLES += ("imported_rows",)
 #: - ``correctness``: the verdict of a named, versioned correctness scorer on one stored reply
 #:   (base, variant or base repeat) against its prompt's reference: ``correct``, ``wrong``,
 #:   ``undecided`` or ``unavailable`` (with ``reason``), a score in [0, 1] where the scorer has one,
-#:   and a judge's raw answer where the scorer is an LLM judge.
+#:   and a judge's raw answer where the scorer is an LLM judge (``sago_engine.correctness``).
+#: - ``prompts.meta`` (JSON): the dataset row's ``meta`` object as read (e.g. TruthfulQA's
+#:   ``incorrect_answers``, which its correctness scorer contrasts with the reference); NULL when
+#:   the row has none or the store predates it (``rescore --correctness`` fills it from the
+#:   dataset file when the prompt's text there is the same).
 _CORRECTNESS_DDL = """
 CREATE TABLE IF NOT EXISTS correctness (
     run_id VARCHAR NOT NULL,
@@ -300,6 +304,7 @@ CREATE TABLE IF NOT EXISTS correctness (
 _V5_DDL = """
 ALTER TABLE responses ADD COLUMN IF NOT EXISTS flags VARCHAR[];
 ALTER TABLE base_repeats ADD COLUMN IF NOT EXISTS flags VARCHAR[];
+ALTER TABLE prompts ADD COLUMN IF NOT EXISTS meta JSON;
 """ + _CORRECTNESS_DDL
 _MIGRATIONS = _MIGRATIONS + (_V5_DDL,)
 EXTRA_TABLES += ("correctness",)

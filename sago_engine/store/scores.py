@@ -305,21 +305,36 @@ class ScoreQueries:
         """
         return self.con.execute(sql, params).df()
 
-    def delta_matrix(self, f: Filters | None = None, *, axes: tuple[str, ...] | None = None) -> pd.DataFrame:
+    def delta_matrix(self, f: Filters | None = None, *, axes: tuple[str, ...] | None = None,
+                     scorers: tuple[tuple[str, str], ...] | None = None) -> pd.DataFrame:
         """The per-prompt delta matrix of the current filter (for CSV / Parquet export).
 
         One row per (run, prompt, variant, axis) of kept variants: model, dataset, prompt_id,
         variant_id, family, subtype, strength, position, axis, delta (signed, raw units),
         delta_norm (Δ̃), available, reason. Unavailable axes keep NULL deltas with their reason.
         ``axes``: None = the six plain axes, else these names (option axes ``<base>@<option>``).
+        ``scorers`` ((dataset, correctness scorer) pairs): also scorer, base_verdict and
+        variant_verdict — the correctness verdicts of the base reply and the variant's reply
+        (NULL where none is stored).
         """
         where, params = filter_where(f, a="d", axes=axes)
+        extra, joins, jparams = "", "", []
+        if scorers is not None:
+            from sago_engine.store.correctness import verdict_join
+
+            jb, pb = verdict_join(scorers, "cb", "d.run_id", "b.response_id")
+            jx, px = verdict_join(scorers, "cx", "d.run_id", "x.response_id")
+            extra = ", coalesce(cx.scorer, cb.scorer) AS scorer, cb.verdict AS base_verdict, cx.verdict AS variant_verdict"
+            joins = f"""LEFT JOIN responses x ON x.run_id = d.run_id AND x.variant_id = d.variant_id
+                LEFT JOIN responses b ON b.run_id = d.run_id AND b.prompt_id = d.prompt_id AND b.variant_id IS NULL
+                {jb} {jx}"""
+            jparams = pb + px
         sql = f"""
             SELECT r.model, d.run_id, d.dataset, d.prompt_id, d.variant_id,
                    v.family, v.subtype, v.strength, v.position,
-                   d.axis, d.delta, d.delta_norm, d.available, d.reason
-            FROM deltas d JOIN variants v USING (variant_id) JOIN runs r USING (run_id)
+                   d.axis, d.delta, d.delta_norm, d.available, d.reason{extra}
+            FROM deltas d JOIN variants v USING (variant_id) JOIN runs r USING (run_id) {joins}
             WHERE v.kept AND {where}
             ORDER BY r.model, d.dataset, d.prompt_id, d.variant_id, d.axis
         """
-        return self.con.execute(sql, params).df()
+        return self.con.execute(sql, jparams + params).df()

@@ -12,13 +12,14 @@ exactly as sqrt(ΣΔ̃²/n).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import duckdb
 import pandas as pd
 
+from sago_engine.store.correctness import verdict_join
 from sago_engine.store.where import fetch_df, filter_where
 
 if TYPE_CHECKING:
@@ -71,9 +72,11 @@ class WorstQueries:
         return bool(self.con.execute("SELECT 1 FROM information_schema.columns WHERE table_name = 'responses' "
                                      "AND column_name = 'request'").fetchall())
 
-    def _pairs_cte(self, f: Filters | None, axis: str, model: str | None, search: str | None) -> tuple[str, list]:
+    def _pairs_cte(self, f: Filters | None, axis: str, model: str | None, search: str | None,
+                   scorers: Mapping[str, str] | None = None) -> tuple[str, list]:
         """``WITH pairs AS (…)``: one row per (run, kept variant) with an available Δ̃ on ``axis``, its reply's
-        ``differs`` flag and ``matched`` (the search hits its prompt, variant or either reply)."""
+        ``differs`` flag, ``matched`` (the search hits its prompt, variant or either reply) and ``flip_rw``
+        (``scorers`` given: under the dataset's scorer the base reply is correct and the variant's wrong)."""
         from sago_engine.store.where import axis_names
 
         axis_names([axis])  # ValueError on an unknown axis name
@@ -86,22 +89,29 @@ class WorstQueries:
                 "p.text", "v.text", "coalesce(b.response, '')", "coalesce(x.response, '')")) + ")"
             mparams = [needle] * 4
         mwhere, mp = ("TRUE", []) if model is None else ("r.model = ?", [str(model)])
+        flip, fjoin, fparams = "FALSE", "", []
+        if scorers:
+            flip = "coalesce(cb.verdict = 'correct' AND cx.verdict = 'wrong', FALSE)"
+            jb, pb = verdict_join(scorers, "cb", "d.run_id", "b.response_id")
+            jx, px = verdict_join(scorers, "cx", "d.run_id", "x.response_id")
+            fjoin, fparams = f"{jb}\n{jx}", pb + px
         sql = f"""
             WITH pairs AS (
                 SELECT r.model, d.run_id, d.dataset, d.prompt_id, d.variant_id, d.delta, d.delta_norm,
-                       (x.response IS DISTINCT FROM b.response) AS differs, {match} AS matched
+                       (x.response IS DISTINCT FROM b.response) AS differs, {match} AS matched, {flip} AS flip_rw
                 FROM deltas d
                 JOIN variants v USING (variant_id)
                 JOIN runs r USING (run_id)
                 JOIN prompts p ON p.prompt_id = d.prompt_id
                 LEFT JOIN responses x ON x.run_id = d.run_id AND x.variant_id = d.variant_id
                 LEFT JOIN responses b ON b.run_id = d.run_id AND b.prompt_id = d.prompt_id AND b.variant_id IS NULL
+                {fjoin}
                 WHERE v.kept AND d.available AND d.delta_norm IS NOT NULL AND d.axis = ? AND {where} AND {mwhere})"""
-        return sql, [*mparams, str(axis), *params, *mp]
+        return sql, [*mparams, *fparams, str(axis), *params, *mp]
 
     def variant_ranking(self, f: Filters | None = None, *, axis: str, model: str | None = None,
                         order: str = "abs", changed: bool | None = None, search: str | None = None,
-                        limit: int = 50) -> pd.DataFrame:
+                        limit: int = 50, flips: Mapping[str, str] | None = None) -> pd.DataFrame:
         """Kept variants ranked by Δ̃ on one axis, over the runs and variants ``f`` (and ``model``) select.
 
         Args:
@@ -111,6 +121,8 @@ class WorstQueries:
                 identical replies, None = all.
             search: substring (case-insensitive) of the base prompt, variant text or either reply.
             limit: 1 … ``MAX_ROWS``.
+            flips: dataset → correctness scorer: only variants whose base reply that scorer calls
+                correct and whose own reply it calls wrong (None: no such restriction).
         Returns:
             model, run_id, dataset, prompt_id, variant_id, delta (raw), delta_norm (Δ̃), differs,
             sorted by the order, then model, dataset, prompt_id, variant_id.
@@ -119,21 +131,23 @@ class WorstQueries:
         """
         if order not in ORDERS:
             raise ValueError(f"unknown order {order!r}; valid: {', '.join(ORDERS)}")
-        cte, params = self._pairs_cte(f, axis, model, search)
+        cte, params = self._pairs_cte(f, axis, model, search, flips)
         sql = f"""{cte}
             SELECT model, run_id, dataset, prompt_id, variant_id, delta, delta_norm, differs FROM pairs
-            WHERE matched AND {_changed_sql(changed, "differs")}
+            WHERE matched AND {_changed_sql(changed, "differs")} AND {"flip_rw" if flips else "TRUE"}
             ORDER BY {_ORDER_SQL[order]}, model, dataset, prompt_id, variant_id LIMIT ?"""
         return fetch_df(self.con, sql, [*params, _limit(limit)])
 
     def prompt_ranking(self, f: Filters | None = None, *, axis: str, model: str | None = None,
-                       changed: bool | None = None, search: str | None = None, limit: int = 50) -> pd.DataFrame:
+                       changed: bool | None = None, search: str | None = None, limit: int = 50,
+                       flips: Mapping[str, str] | None = None) -> pd.DataFrame:
         """Prompts (per run) ranked by s_X(i) on one axis: the sums of Δ̃ over their kept variants.
 
         ``f`` and ``model`` select runs and variants exactly as ``Store.prompt_scores``; ``search``
         keeps a prompt when it hits its text or any of its variants' texts or replies (the score
         still uses every selected variant); ``changed`` True keeps prompts with at least one reply
-        that differs from the base reply, False those with none.
+        that differs from the base reply, False those with none; ``flips`` (dataset → correctness scorer)
+        keeps prompts with at least one variant that scorer calls wrong while it calls the base correct.
 
         Returns:
             model, run_id, dataset, prompt_id, n (variants with a Δ̃), sum_sq (ΣΔ̃²), n_different
@@ -142,7 +156,7 @@ class WorstQueries:
         Raises:
             ValueError: unknown axis, limit out of range.
         """
-        cte, params = self._pairs_cte(f, axis, model, search)
+        cte, params = self._pairs_cte(f, axis, model, search, flips)
         sql = f"""{cte}
             SELECT model, run_id, dataset, prompt_id, count(*)::BIGINT AS n, sum(delta_norm * delta_norm) AS sum_sq,
                    count(*) FILTER (WHERE differs)::BIGINT AS n_different,
@@ -150,6 +164,7 @@ class WorstQueries:
                    first(delta_norm ORDER BY abs(delta_norm) DESC, variant_id) AS worst_delta_norm
             FROM pairs GROUP BY model, run_id, dataset, prompt_id
             HAVING bool_or(matched) AND {_changed_sql(changed, "count(*) FILTER (WHERE differs) > 0")}
+                   AND {"bool_or(flip_rw)" if flips else "TRUE"}
             ORDER BY sum(delta_norm * delta_norm) / count(*) DESC, model, dataset, prompt_id LIMIT ?"""
         return fetch_df(self.con, sql, [*params, _limit(limit)])
 
