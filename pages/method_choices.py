@@ -6,7 +6,7 @@ from pathlib import Path
 import streamlit as st
 
 from dashboard import charts, choices, controls, data, exports, frame, safe, urlstate
-from sago_engine import judge_audit
+from sago_engine import judge_audit, pairwise
 from sago_engine import method_choices as mc
 from sago_engine.scoring import EPSILONS, MAIN_EPSILON
 from sago_engine.store import Store
@@ -59,6 +59,21 @@ for i, (ch, s) in enumerate(summ):
                "(P(reversal) ≥ 0.95) on the axes this choice changes.")
     with st.expander("Distance to the paper's scale, per axis"):
         exports.table(s["scale"], f"methods_scale_{i}", f"sago_method_{ch.key}_scale.csv")
+
+# ---------------------------------------------------------------- the paired test of Model vs model
+st.header("Model vs model: which paired test")
+tests = " and ".join(f"the {t}" for t in pairwise.TESTS.values())
+diff_rows = data.scored(mc.test_choice, f, correction="holm")
+st.markdown(f"Model vs model, Rankings and Profiles test each pair of models with the {pairwise.TEST_NAME} "
+            "(it tests the mean difference the pages show); the other choice is the Wilcoxon signed-rank test, "
+            "which asks whether one model is more stable across the shared prompts. Both are exact over every sign "
+            "assignment at the pages' prompt counts. "
+            + (f"Under Holm, every verdict is the same under {tests}." if diff_rows.empty else
+               f"Under Holm, {len(diff_rows)} verdict(s) differ between them:"))
+if not diff_rows.empty:
+    exports.table(diff_rows, "methods_paired_test", "sago_method_paired_test.csv")
+    st.caption("verdict a / b: that model is more stable (Holm-adjusted p < 0.05); none: not distinguishable. "
+               "Family: every pair × axis (all datasets), or every pair × axis × dataset (per dataset).")
 
 # ---------------------------------------------------------------- mirroring judge audit
 st.header("Δ-MR: mirroring judge vs heuristic")

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sago_engine import paper, rankcorr, report, runpairs
+from sago_engine import pairwise, paper, rankcorr, report, runpairs
 from sago_engine.axis_spec import AXIS_SPECS
 from sago_engine.choice_scores import (  # noqa: F401  (re-exported: the page and tests read them here)
     CLIPPED,
@@ -444,3 +444,42 @@ def claims_wide(table: pd.DataFrame, options: Sequence[str]) -> pd.DataFrame:
                   columns=[o for o in options if o in w.columns])
     w.columns.name = None
     return w.reset_index()
+
+
+# ====================================================================== the paired test of Model vs model
+def test_choice(scores: pd.DataFrame, correction: str = "holm", n_resamples: int = 1000,
+                seed: int = 0) -> pd.DataFrame:
+    """Model vs model under each paired test (``pairwise.TESTS``): the rows whose verdict differs.
+
+    Both ``pairwise.paired_table`` families (all datasets, and per dataset) are computed under the
+    default test and under each other one, with the same ``correction``.
+
+    Args:
+        scores: per-prompt scores (``Store.prompt_scores``).
+    Returns:
+        scope ("all datasets" | "per dataset"), axis_label, dataset, model_a, model_b, diff, and per
+        test ``p_adj_<key>``, ``verdict_<key>`` (a / b / none / mixed / n/a) — only rows where some
+        verdict differs from the default test's; empty (with those columns) when none does.
+    """
+    keys = ["axis", "dataset", "model_a", "model_b"]
+    cols = ["scope", "axis_label", "dataset", "model_a", "model_b", "diff"]
+    cols += [f"{c}_{t}" for t in pairwise.TESTS for c in ("p_adj", "verdict")]
+    frames = []
+    for per_dataset in (False, True):
+        merged = None
+        for t in pairwise.TESTS:
+            tab = pairwise.paired_table(scores, per_dataset, correction, n_resamples, seed=seed, test=t)
+            part = tab[[*keys, "axis_label", "diff", "p_adj", "verdict"]].rename(
+                columns={"p_adj": f"p_adj_{t}", "verdict": f"verdict_{t}"})
+            merged = part if merged is None else merged.merge(part.drop(columns=["axis_label", "diff"]), on=keys,
+                                                              how="outer")
+        if merged is None or merged.empty:
+            continue
+        base = merged[f"verdict_{pairwise.DEFAULT_TEST}"]
+        differs = np.zeros(len(merged), dtype=bool)
+        for t in pairwise.TESTS:
+            differs |= (merged[f"verdict_{t}"] != base).to_numpy()
+        frames.append(merged[differs].assign(scope="per dataset" if per_dataset else "all datasets"))
+    if not frames:
+        return pd.DataFrame(columns=cols)
+    return pd.concat(frames, ignore_index=True)[cols]

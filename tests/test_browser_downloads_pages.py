@@ -252,10 +252,11 @@ def check_pairwise(files: dict, ref: dict) -> None:
         assert [g[c] for c in ("n_prompts", "n_zero", "r_plus", "r_minus")] == [w[c] for c in (
             "n_prompts", "n_zero", "r_plus", "r_minus")], k
         assert [g[c] for c in ("sgs_a", "sgs_b", "diff")] == pytest.approx([w["sgs_a"], w["sgs_b"], w["diff"]], abs=TOL)
-        assert g["p"] == pytest.approx(w["p"], rel=1e-9) and g["p_adj"] == g["p"] and g["method"] == "exact", k
+        assert g["p"] == pytest.approx(w["p_mean"], rel=1e-9) and g["p_adj"] == g["p"], k
+        assert g["method"] == f"exact (all 2^{w['n_nonzero']} sign flips)", k
         assert g["ci_low"] <= g["diff"] <= g["ci_high"], k
         if g["verdict"] != "none":  # a side is called only where p < 0.05, and it is the one with the lower SGS
-            assert w["p"] < 0.05 and g["better"] == (k[1] if w["diff"] < 0 else k[2]), k
+            assert w["p_mean"] < 0.05 and g["better"] == (k[1] if w["diff"] < 0 else k[2]), k
         else:
             assert not isinstance(g["better"], str), k
     # the matrix of Δ-BLEU (the page's default axis): row − column, both orders
