@@ -18,7 +18,7 @@ frame.require_frame()
 f = controls.current_filters()
 st.title("Method choices: how much do open choices move the results?")
 st.caption("SAGO (arXiv 2610.01428) fixes the formulas but leaves some measurement choices open. sago records each "
-           "as an option and recomputes SGS (95% percentile-bootstrap CI over prompts, B = 1000, seed 0; markers: "
+           "as an option and recomputes SGS (95% studentized-bootstrap CI over prompts, B = 1000, seed 0; markers: "
            "one-sided t-test of H0: E[s] ≤ ε), the models' order between options (Kendall's τ-b: pairs of models "
            "that keep vs swap order; robust with few models and ties) and which of the paper's claims still hold.")
 urlstate.restore("eps", "methods_eps", "float", choices=EPSILONS, default=MAIN_EPSILON)

@@ -10,7 +10,7 @@ from sago_engine.types import AXES, AXIS_LABELS
 frame.require_frame()
 
 TOTAL = "Total (all datasets)"
-RESAMPLES = (200, 500, 1000, 2000, 5000)
+RESAMPLES = (1000, 5000, pairwise.PAIR_RESAMPLES, 50_000)
 f = controls.current_filters()
 st.title("Model against model: is the difference real?")
 st.caption("Paired on the prompts both models answered: d(i) = s_X(i) of the row model − s_X(i) of the column model. "
@@ -29,7 +29,7 @@ datasets = sorted(scores["dataset"].unique())
 
 urlstate.restore("axis", "pairwise_axis", choices=AXES, default="bleu")
 urlstate.restore("scope", "pairwise_scope", choices=[TOTAL, *datasets], default=TOTAL)
-urlstate.restore("B", "pairwise_boot", "int", choices=RESAMPLES, default=1000)
+urlstate.restore("B", "pairwise_boot", "int", choices=RESAMPLES, default=pairwise.PAIR_RESAMPLES)
 urlstate.restore("test", "pairwise_test", choices=list(pairwise.TESTS), default=pairwise.DEFAULT_TEST)
 with controls.page_controls():
     c1, c2, c3, c4, c5 = st.columns([1, 1.4, 1.6, 1, 1.6])
@@ -72,14 +72,16 @@ prose.sentences(pairwise.pair_sentence(r) for _, r in rows.iterrows())
 
 st.subheader("Every pair, axis" + (" and dataset" if per_dataset else ""))
 cols = ["axis_label", "dataset", "model_a", "model_b", "n_prompts", "sgs_a", "sgs_b", "diff", "ci_low", "ci_high",
-        "n_zero", "r_plus", "r_minus", "p", "p_adj", "marker", "correction", "test", "method", "mc_se", "verdict",
-        "better"]
+        "ci_call", "n_zero", "r_plus", "r_minus", "p", "p_adj", "marker", "correction", "test", "method", "mc_se",
+        "verdict", "better"]
 exports.table(table[[c for c in cols if per_dataset or c != "dataset"]], "pairwise_table",
               f"sago_pairwise_{'per_dataset' if per_dataset else 'total'}_{correction}.csv")
 st.caption(f"{pairwise.TESTS[test].capitalize()}, two-sided; method: how its null was computed (exact over every "
-           "sign assignment, or Monte Carlo with mc_se, the standard error of p). diff = SGS(model_a) − SGS(model_b) on the shared prompts (negative: model_a is "
-           "more stable); ci_low / ci_high: its 95% percentile bootstrap interval (B resamples of the prompts, "
-           "not adjusted); n_zero: prompts on which both score the same; r_plus / r_minus: signed-rank sums. "
-           "verdict a / b: that model is more stable (adjusted p < 0.05, in the direction of the mean difference; "
-           "under the signed-rank test the rank sums must agree); none: not distinguishable. Method: docs/METHOD.md, \"Model against model\".")
+           "sign assignment, or Monte Carlo with mc_se, the standard error of p). diff = SGS(model_a) − SGS(model_b) "
+           "on the shared prompts (negative: model_a is more stable); ci_low / ci_high: its 95% studentized "
+           "bootstrap interval (B resamples of the prompts, not adjusted); ci_call: whether it excludes 0, or "
+           "borderline when its end lies within the resampling error of 0; n_zero: prompts on which both score the "
+           "same; r_plus / r_minus: signed-rank sums. verdict a / b: that model is more stable (adjusted p < 0.05, "
+           "in the direction of the mean difference; under the signed-rank test the rank sums must agree); none: not "
+           "distinguishable. Method: docs/METHOD.md, \"Model against model\".")
 data.provenance("pairwise")

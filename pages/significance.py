@@ -93,8 +93,8 @@ with st.expander("Raw and adjusted p-values, with 95% bootstrap CIs", expanded=c
     exports.table(data.scored_frame(report.pvalue_table, ci_sig), "significance_pvalues",
                  f"sago_pvalues_eps{eps:.3f}_{correction}.csv")
     st.caption("p_raw: one-sided t-test; p_adj: after the chosen control (= p_raw for none). Holm: step-down, "
-               "family-wise error; BH: scipy.stats.false_discovery_control, false discovery rate. CI: percentile "
-               "bootstrap over prompts (B = 1000, seed 0).")
+               "family-wise error; BH: scipy.stats.false_discovery_control, false discovery rate. CI: studentized "
+               "bootstrap (bootstrap-t) over prompts (B = 1000, seed 0).")
     if ci_sig["small_n"].any():
         st.warning("Some groups have fewer than 5 prompts: their tests and intervals are unreliable.")
 
@@ -139,7 +139,7 @@ if len(ptok["table"]):
     exports.table(both, "significance_per_token", "sago_prob_per_token.csv")
     st.caption(f"Δ-Prob / token = Δ of seq_logprob / n_tokens (nats per token), normalized by R = {ptok['r']:.3f} "
                "(the 95% quantile of |Δ per token| here; the paper fixes no constant for it). Δ-Prob itself is "
-               "length-sensitive on purpose (as in the paper; docs/METHOD.md). CIs: percentile bootstrap over prompts.")
+               "length-sensitive on purpose (as in the paper; docs/METHOD.md). CIs: studentized bootstrap over prompts.")
 else:
     st.info("No sequence log-probs stored for the current filter (closed models: unavailable).")
 data.provenance("significance")

@@ -243,7 +243,7 @@ def collect_choices(store: Store, f: Filters | None = None, q: float = 0.95,
 # ====================================================================== per-choice summaries
 def option_sgs(opt_scores: pd.DataFrame, axes: Sequence[str], eps: float = MAIN_EPSILON, n_resamples: int = 1000,
                seed: int = 0) -> pd.DataFrame:
-    """SGS per option × model × axis (``axes`` only) with the t-test at ε and a percentile-bootstrap CI.
+    """SGS per option × model × axis (``axes`` only) with the t-test at ε and a studentized-bootstrap CI.
 
     ``report.sgs_ci_table`` per option (raw p; B = ``n_resamples``, ``seed``). Returns option,
     model, axis, axis_label, sgs, lo, hi, n_prompts, p, marker, status, ci_cell.

@@ -27,6 +27,9 @@ from sago_engine.types import axis_label, axis_sort_key
 ALPHA = 0.05
 #: Tag of the seeds of the paired bootstraps (``seeds.derive_seed``).
 SEED_TAG = "sago pairwise v1"
+#: Bootstrap resamples of a comparison's CI by default: the Monte Carlo error of its call on 0 is then
+#: ±0.0011 at the 2.5 % tail, so few calls sit in the borderline band (``stats.bootstrap_mean_ci_call``).
+PAIR_RESAMPLES = 20_000
 #: The paired tests a page can use: key → how sentences and captions name it.
 TESTS = {"mean": "paired sign-flip permutation test on the mean difference",
          "signed_rank": "Wilcoxon signed-rank test (Pratt's zeros)"}
@@ -38,8 +41,8 @@ TEST_NAME = TESTS[DEFAULT_TEST]
 VERDICT_A, VERDICT_B, VERDICT_NONE, VERDICT_MIXED, VERDICT_NA = "a", "b", "none", "mixed", "n/a"
 
 COLUMNS = ["axis", "axis_label", "dataset", "model_a", "model_b", "n_prompts", "sgs_a", "sgs_b", "diff", "ci_low",
-           "ci_high", "ci_status", "n_zero", "r_plus", "r_minus", "p", "method", "mc_se", "test", "p_adj", "correction",
-           "marker", "verdict", "better"]
+           "ci_high", "ci_status", "ci_call", "n_zero", "r_plus", "r_minus", "p", "method", "mc_se", "test", "p_adj",
+           "correction", "marker", "verdict", "better"]
 
 
 def pair_seed(seed: int, axis: str, dataset: str | None, model_a: str, model_b: str) -> int:
@@ -108,7 +111,7 @@ def _verdict(diff: float, r_plus: float, r_minus: float, p_adj: float, alpha: fl
 
 
 def paired_table(scores: pd.DataFrame, per_dataset: bool = False, correction: str = "none",
-                 n_resamples: int = 1000, level: float = 0.95, seed: int = 0, alpha: float = ALPHA,
+                 n_resamples: int = PAIR_RESAMPLES, level: float = 0.95, seed: int = 0, alpha: float = ALPHA,
                  test: str = DEFAULT_TEST) -> pd.DataFrame:
     """Every pair of models per axis (and dataset): paired difference, bootstrap CI, paired test.
 
@@ -118,8 +121,8 @@ def paired_table(scores: pd.DataFrame, per_dataset: bool = False, correction: st
             all prompts (paired on (dataset, prompt_id); every prompt weighs the same).
         correction: ``"none"`` | ``"holm"`` | ``"bh"`` over every row of the table (the family:
             pairs × axes, × datasets when ``per_dataset``); ``stats.adjust_pvalues``.
-        n_resamples, level: the bootstrap of the mean difference over the shared prompts
-            (``stats.bootstrap_mean_ci``), seeded per comparison by ``pair_seed``.
+        n_resamples, level: the studentized bootstrap of the mean difference over the shared prompts
+            (``stats.bootstrap_mean_ci_call``), seeded per comparison by ``pair_seed``.
         alpha: level of the verdict on the adjusted p.
         test: a key of ``TESTS`` (``paired_test``); its Monte Carlo null, where it needs one, is
             seeded per comparison too.
@@ -127,7 +130,8 @@ def paired_table(scores: pd.DataFrame, per_dataset: bool = False, correction: st
         ``COLUMNS``: axis, axis_label, dataset (None over all datasets), model_a < model_b
         (sorted names), n_prompts (shared prompts), sgs_a, sgs_b (mean s on them), diff
         (mean of s_a − s_b; negative = a more stable), ci_low, ci_high, ci_status (``ok`` |
-        ``no variation`` | ``too few prompts``), n_zero (prompts with d = 0 after
+        ``no variation`` | ``too few prompts``), ci_call (``stats.bootstrap_mean_ci_call``: ``excludes 0``
+        | ``includes 0`` | ``borderline``), n_zero (prompts with d = 0 after
         ``signflip.paired_differences``), r_plus, r_minus (signed-rank sums), p (raw,
         two-sided), method (how the null was computed), mc_se, test (``TESTS[test]``), p_adj,
         correction, marker (of p_adj), verdict (``"a"`` | ``"b"`` | ``"none"`` | ``"mixed"`` |
@@ -147,15 +151,16 @@ def paired_table(scores: pd.DataFrame, per_dataset: bool = False, correction: st
                 both = w[[a, b]].dropna()
                 d = signflip.paired_differences(both[a].to_numpy(), both[b].to_numpy())
                 pseed = pair_seed(seed, axis, dataset, a, b)
-                m, lo, hi, ci_status = stats.bootstrap_mean_ci(d, n_resamples, level, np.random.default_rng(pseed))
+                m, lo, hi, ci_status, ci_call = stats.bootstrap_mean_ci_call(d, n_resamples, level,
+                                                                              np.random.default_rng(pseed))
                 t = paired_test(d, test, np.random.default_rng([pseed, 1]))
                 rows.append({"axis": axis, "axis_label": axis_label(axis), "dataset": dataset, "model_a": a,
                              "model_b": b, "n_prompts": len(d), "sgs_a": float(both[a].mean()) if len(d) else np.nan,
                              "sgs_b": float(both[b].mean()) if len(d) else np.nan, "diff": m, "ci_low": lo,
-                             "ci_high": hi, "ci_status": ci_status, "n_zero": t["n_zero"], "r_plus": t["r_plus"],
-                             "r_minus": t["r_minus"], "p": t["p"], "method": t["method"], "mc_se": t["mc_se"],
+                             "ci_high": hi, "ci_status": ci_status, "ci_call": ci_call, "n_zero": t["n_zero"],
+                             "r_plus": t["r_plus"], "r_minus": t["r_minus"], "p": t["p"], "method": t["method"], "mc_se": t["mc_se"],
                              "test": name})
-    out = pd.DataFrame(rows, columns=COLUMNS[:19])
+    out = pd.DataFrame(rows, columns=COLUMNS[:20])
     out["p_adj"] = stats.adjust_pvalues(out["p"].to_numpy(dtype=float), correction) if len(out) else []
     out["correction"] = correction
     out["marker"] = [marker(p) for p in out["p_adj"]]
@@ -239,6 +244,9 @@ def pair_sentence(row, first: str | None = None) -> str:
     if row["verdict"] == VERDICT_MIXED:
         return (f"{a} and {b} are not distinguishable{where}: the {test} ({ptxt}) and the mean "
                 f"difference point opposite ways ({numbers}).")
+    if row.get("ci_call") == stats.CALL_BORDERLINE:
+        return (f"{a} and {b} are not distinguishable{where} ({test}: {ptxt}; {numbers}); whether the bootstrap CI "
+                "excludes 0 is borderline: its end lies within the resampling error of 0.")
     if np.isfinite(lo) and (lo > 0 or hi < 0):  # the CI of the mean excludes 0, the test does not call it
         why = ("the test asks whether one model is more stable across the shared prompts, the CI is of the mean, "
                "which a few large differences move (and it is not adjusted for multiple comparisons)"
@@ -250,7 +258,7 @@ def pair_sentence(row, first: str | None = None) -> str:
 
 
 def leader_sentences(scores: pd.DataFrame, per_dataset: bool = False, correction: str = "none",
-                     n_resamples: int = 1000, seed: int = 0, alpha: float = ALPHA,
+                     n_resamples: int = PAIR_RESAMPLES, seed: int = 0, alpha: float = ALPHA,
                      test: str = DEFAULT_TEST) -> pd.DataFrame:
     """Per axis (and dataset): is the most stable model distinguishable from the runner-up?
 

@@ -66,10 +66,10 @@ def axis_order(df: pd.DataFrame, col: str = "axis") -> pd.DataFrame:
 
 def bootstrap_ci(scores: pd.DataFrame, by: tuple[str, ...] = ("model", "axis"), n_resamples: int = 1000,
                  level: float = 0.95, seed: int = 0) -> pd.DataFrame:
-    """Percentile-bootstrap CI of SGS (the mean of s_X(i)) over prompts, per group.
+    """Studentized-bootstrap CI of SGS (the mean of s_X(i)) over prompts, per group.
 
-    Delegates to ``sago_engine.stats.bootstrap_sgs`` (the one bootstrap of sago):
-    ``scipy.stats.bootstrap(method="percentile")``, resampling prompts with replacement
+    Delegates to ``sago_engine.stats.bootstrap_sgs`` (the one bootstrap of sago): bootstrap-t
+    (``stats.bootstrap_mean_ci``), resampling prompts with replacement
     ``n_resamples`` times; each group's generator is seeded from ``seed`` and the group's key
     (crc32), so a CI does not change when other groups are filtered in or out.
     Returns ``by`` + sgs, lo, hi, n_prompts, n_resamples, level, status, small_n. Groups with
@@ -306,7 +306,7 @@ def ci_cell(mean: float, lo: float, hi: float, mark: str, status: str = "ok", di
 
 def sgs_ci_table(scores: pd.DataFrame, eps: float = MAIN_EPSILON, per_dataset: bool = False,
                  correction: str = "none", n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """Significance table (raw p, adjusted p, marker after correction) joined with percentile-bootstrap CIs.
+    """Significance table (raw p, adjusted p, marker after correction) joined with studentized-bootstrap CIs.
 
     Columns: model, [dataset,] axis, sgs, std, n_prompts, t, p, p_adj, correction, marker, eps,
     cell ("mean±std marker"), lo, hi, status, small_n, ci_cell ("mean [lo, hi] marker").

@@ -42,30 +42,106 @@ def group_rng(seed: int, key) -> np.random.Generator:
 
 
 # ====================================================================== 1. bootstrap CIs
-def bootstrap_mean_ci(s: np.ndarray, n_resamples: int = 1000, level: float = 0.95,
-                      rng: np.random.Generator | None = None, method: str = "percentile") -> tuple[float, float, float, str]:
-    """Bootstrap CI of the mean of per-prompt scores (resampling prompts with replacement).
+#: Bootstrap CI methods: ``"studentized"`` (bootstrap-t; the default: it covers at 16 prompts),
+#: and scipy.stats.bootstrap's ``"percentile"`` and ``"BCa"``.
+CI_METHODS: tuple[str, ...] = ("studentized", "percentile", "BCa")
+DEFAULT_CI_METHOD = "studentized"
+#: CI calls relative to 0 (``bootstrap_mean_ci_call``).
+CALL_EXCLUDES, CALL_INCLUDES, CALL_BORDERLINE = "excludes 0", "includes 0", "borderline"
+#: t* of a resample without spread (s* = 0, x̄* ≠ x̄): "infinite", finite so quantiles interpolate.
+T_CAP = 1e12
 
-    ``scipy.stats.bootstrap(method=...)`` (``"percentile"`` by default; ``"BCa"`` allowed).
-    Returns (mean, lo, hi, status): status ``"ok"``; ``"no variation"`` when every score is
-    equal (lo = hi = mean, instead of scipy's NaN); ``"too few prompts"`` with < 2 (NaN bounds).
+
+def _studentized(x: np.ndarray, n_resamples: int, level: float, rng: np.random.Generator) -> tuple[float, float, float]:
+    """Bootstrap-t interval of the mean and the one-sided bootstrap tail share of 0 (lo, hi, q0).
+
+    t* = (x̄* − x̄)/(s*/√n) over ``n_resamples`` resamples of the n values (a resample with s* = 0
+    has t* = 0 when x̄* = x̄, else ±``T_CAP``, standing for ±∞ in the quantiles); CI = [x̄ − t*_(1−α/2)·se, x̄ − t*_(α/2)·se] with se = s/√n,
+    clipped to [min x, max x] (a mean lies there). q0 = min(P(t* ≥ t0), P(t* ≤ t0)) with
+    t0 = x̄/se: 0 lies outside the CI about when q0 < α/2.
+    Source: Efron & Tibshirani, *An Introduction to the Bootstrap* (1993) §12.5; DiCiccio & Efron (1996).
     """
+    n = len(x)
+    m, se = float(np.mean(x)), float(np.std(x, ddof=1)) / math.sqrt(n)
+    t = np.empty(int(n_resamples))
+    done = 0
+    while done < len(t):  # chunks keep memory at ~8 MB whatever n
+        b = min(len(t) - done, max(1, 1_000_000 // n))
+        xb = x[rng.integers(0, n, size=(b, n))]
+        mb, sb = xb.mean(axis=1), xb.std(axis=1, ddof=1) / math.sqrt(n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            tb = np.where(sb > 0, (mb - m) / np.where(sb > 0, sb, 1.0), np.sign(mb - m) * T_CAP)
+        t[done: done + b] = tb
+        done += b
+    alpha = 1 - level
+    q_hi, q_lo = np.quantile(t, [1 - alpha / 2, alpha / 2])
+    lo = float(np.clip(m - q_hi * se, x.min(), x.max()))
+    hi = float(np.clip(m - q_lo * se, x.min(), x.max()))
+    t0 = m / se
+    q0 = float(min(np.mean(t >= t0), np.mean(t <= t0)))
+    return lo, hi, q0
+
+
+def bootstrap_mean_ci_call(s: np.ndarray, n_resamples: int = 1000, level: float = 0.95,
+                           rng: np.random.Generator | None = None,
+                           method: str = DEFAULT_CI_METHOD) -> tuple[float, float, float, str, str]:
+    """``bootstrap_mean_ci`` and whether the interval excludes 0, with the seed's share said.
+
+    Returns (mean, lo, hi, status, call): call is ``"excludes 0"`` / ``"includes 0"``, or
+    ``"borderline"`` when the studentized bootstrap's tail share of 0 lies within two Monte Carlo
+    standard errors of α/2 (2·√(α/2·(1 − α/2)/B)): another seed could move the end across 0.
+    Percentile and BCa intervals get no borderline call. "" without an interval.
+    """
+    m, lo, hi, status, q0 = _mean_ci(s, n_resamples, level, rng, method)
+    if not np.isfinite(lo):
+        return m, lo, hi, status, ""
+    if status == STATUS_FLAT:
+        return m, lo, hi, status, CALL_EXCLUDES if m != 0 else CALL_INCLUDES
+    half = (1 - level) / 2
+    if np.isfinite(q0) and abs(q0 - half) <= 2 * math.sqrt(half * (1 - half) / int(n_resamples)):
+        return m, lo, hi, status, CALL_BORDERLINE
+    return m, lo, hi, status, CALL_EXCLUDES if (lo > 0 or hi < 0) else CALL_INCLUDES
+
+
+def _mean_ci(s, n_resamples, level, rng, method) -> tuple[float, float, float, str, float]:
+    if method not in CI_METHODS:
+        raise ValueError(f"unknown bootstrap CI method {method!r}; valid: {', '.join(CI_METHODS)}")
     x = np.asarray(s, dtype=np.float64)
     x = x[~np.isnan(x)]
+    nan = float("nan")
     if len(x) == 0:
-        return float("nan"), float("nan"), float("nan"), STATUS_TINY
+        return nan, nan, nan, STATUS_TINY, nan
     m = float(np.mean(x))
     if len(x) < 2:
-        return m, float("nan"), float("nan"), STATUS_TINY
+        return m, nan, nan, STATUS_TINY, nan
     if np.ptp(x) == 0:
-        return m, m, m, STATUS_FLAT
+        return m, m, m, STATUS_FLAT, nan
+    rng = rng if rng is not None else np.random.default_rng(0)
+    if method == "studentized":
+        lo, hi, q0 = _studentized(x, n_resamples, level, rng)
+        return m, lo, hi, STATUS_OK, q0
     res = stats.bootstrap((x,), np.mean, n_resamples=int(n_resamples), confidence_level=level, method=method,
-                          random_state=rng if rng is not None else np.random.default_rng(0), vectorized=True)
-    return m, float(res.confidence_interval.low), float(res.confidence_interval.high), STATUS_OK
+                          random_state=rng, vectorized=True)
+    return m, float(res.confidence_interval.low), float(res.confidence_interval.high), STATUS_OK, nan
+
+
+def bootstrap_mean_ci(s: np.ndarray, n_resamples: int = 1000, level: float = 0.95,
+                      rng: np.random.Generator | None = None,
+                      method: str = DEFAULT_CI_METHOD) -> tuple[float, float, float, str]:
+    """Bootstrap CI of the mean of per-prompt scores (resampling prompts with replacement).
+
+    ``method``: ``"studentized"`` (bootstrap-t, ``_studentized``; the default — its 95 % intervals
+    cover 95 % ± 2 % at 16 and 96 prompts in tests/test_stats.py's simulation, where the
+    percentile one covers ~89 % at 16), or scipy.stats.bootstrap's ``"percentile"`` / ``"BCa"``.
+    Returns (mean, lo, hi, status): status ``"ok"``; ``"no variation"`` when every score is
+    equal (lo = hi = mean, instead of scipy's NaN); ``"too few prompts"`` with < 2 (NaN bounds).
+    Raises ValueError for an unknown method.
+    """
+    return _mean_ci(s, n_resamples, level, rng, method)[:4]
 
 
 def bootstrap_sgs(scores: pd.DataFrame, by: Sequence[str] = ("model", "axis"), n_resamples: int = 1000,
-                  level: float = 0.95, seed: int = 0, method: str = "percentile") -> pd.DataFrame:
+                  level: float = 0.95, seed: int = 0, method: str = DEFAULT_CI_METHOD) -> pd.DataFrame:
     """Bootstrap CI of SGS (the mean of s_X(i) over prompts) per group — the one bootstrap of sago.
 
     SAGO (arXiv 2610.01428) §Notation defines SGS; the interval is ours. Each group resamples its
@@ -73,7 +149,8 @@ def bootstrap_sgs(scores: pd.DataFrame, by: Sequence[str] = ("model", "axis"), n
 
     Args:
         scores: per-prompt scores (``Store.prompt_scores``: ``by`` columns + ``s``).
-        method: ``"percentile"`` (default; what the pages show) or ``"BCa"``.
+        method: a ``CI_METHODS`` key: ``"studentized"`` (default; what the pages show), ``"percentile"``
+            or ``"BCa"``.
     Returns:
         ``by`` + sgs, lo, hi, n_prompts, n_resamples, level, status (``ok`` | ``no variation`` |
         ``too few prompts``), small_n (n_prompts < ``SMALL_N``).

@@ -184,8 +184,10 @@ def test_paired_table_matches_numpy_bootstrap_and_scipy():
     assert row["n_prompts"] == 29 == len(d) and row["n_zero"] == 2  # prompt 0 of each dataset
     assert row["diff"] == pytest.approx(d.mean(), abs=1e-12)
     rng = np.random.default_rng(pairwise.pair_seed(4, "bleu", None, "high", "twin"))
-    means = d[rng.integers(0, len(d), (500, len(d)))].mean(axis=1)
-    lo, hi = np.percentile(means, [2.5, 97.5])
+    xb = d[rng.integers(0, len(d), (500, len(d)))]  # bootstrap-t (Efron & Tibshirani 1993, §12.5)
+    se = d.std(ddof=1) / np.sqrt(len(d))
+    tb = (xb.mean(axis=1) - d.mean()) / (xb.std(axis=1, ddof=1) / np.sqrt(len(d)))
+    lo, hi = d.mean() - np.quantile(tb, 0.975) * se, d.mean() - np.quantile(tb, 0.025) * se
     assert (row["ci_low"], row["ci_high"]) == (pytest.approx(lo, abs=1e-12), pytest.approx(hi, abs=1e-12))
     flips = pairwise.paired_test(d, "mean", np.random.default_rng([pairwise.pair_seed(4, "bleu", None, "high", "twin"), 1]))
     assert row["p"] == flips["p"] and row["method"] == "exact (all 2^27 sign flips)" and row["mc_se"] == 0
@@ -253,3 +255,12 @@ def test_a_pair_the_test_does_not_call_but_whose_ci_excludes_zero_says_why():
     assert "bootstrap CI of the mean difference excludes 0" in s and "[95% CI −0.0970, −0.00900]" in s
     row.update(ci_low=-0.09, ci_high=0.01)
     assert "excludes 0" not in pair_sentence(row)
+
+
+def test_a_borderline_ci_call_is_said_so():
+    row = {"model_a": "a", "model_b": "b", "axis_label": "Δ-Prob", "dataset": "truthfulqa", "verdict": "none",
+           "sgs_a": 0.061, "sgs_b": 0.043, "diff": 0.018, "ci_low": 0.00016, "ci_high": 0.033, "p_adj": 1.0,
+           "correction": "holm", "n_prompts": 16, "better": None, "test": pairwise.TESTS["mean"], "ci_call": "borderline"}
+    s = pairwise.pair_sentence(row)
+    assert "excludes 0 is borderline" in s and "though the bootstrap CI" not in s
+    assert "though the bootstrap CI" in pairwise.pair_sentence({**row, "ci_call": "excludes 0"})
