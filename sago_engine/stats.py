@@ -282,29 +282,88 @@ def sample_size_summary(curve: pd.DataFrame, by: Sequence[str] = ("model", "axis
     return out
 
 
-def n_for_halfwidth(scores: pd.DataFrame, halfwidth: float = 0.02, level: float = 0.95,
-                    by: Sequence[str] = ("model", "axis")) -> pd.DataFrame:
-    """Prompts needed for a CI of SGS with half-width h: n = ⌈(z·σ/h)²⌉ (normal approximation).
+def pooled_sgs_spread(scores: pd.DataFrame, sizes: Sequence[int] = SAMPLE_SIZES,
+                      by: Sequence[str] = ("model", "axis")) -> pd.DataFrame:
+    """How much the pooled SGS of N prompts varies with N: one population per curve, exact, monotone.
 
-    z = ``scipy.stats.norm.ppf(1 − (1 − level)/2)``, σ = sample std (ddof=1) of s_X(i) in the
-    group. Returns ``by`` + sigma, n_now, halfwidth_now (z·σ/√n_now), n_needed (0 when σ = 0:
-    "no variation"), halfwidth, level, status. Non-finite s (NaN, ±inf in a store) are left out
-    like missing ones.
+    The population of a ``by`` group is its M per-prompt scores s_X(i) (the prompts in the filter);
+    its SGS is their mean. For N of them drawn without replacement the std of that mean is exactly
+    σ/√N·√((M−N)/(M−1)) (σ: the population std, ddof=0; Cochran, *Sampling Techniques* (1977)
+    Thm 2.2), falling to 0 at N = M. For N new prompts from the same source it is σ̂/√N (σ̂: the
+    sample std, ddof=1), defined at any N. Both fall strictly with N when σ > 0 — no cells, no
+    medians, no simulation noise.
+
+    Args:
+        scores: per-prompt scores (``Store.prompt_scores``: ``by`` + s); non-finite s left out.
+        sizes: the N drawn (those with 2 ≤ N < M for the within-store curve); N = M is added.
+    Returns:
+        ``by`` + n, n_available (M), sd_within (NaN for N > M), sd_new, sigma (σ̂), status
+        (``ok`` | ``no variation`` (σ = 0: both curves are 0) | ``too few prompts`` (M < 2, no row
+        per N)). One row per group and N, N ascending.
+    """
+    cols = [*by, "n", "n_available", "sd_within", "sd_new", "sigma", "status"]
+    rows = []
+    for key, grp in scores.groupby(list(by), sort=True, observed=True):
+        x = grp["s"].to_numpy(dtype=float)
+        x = x[np.isfinite(x)]
+        m = len(x)
+        if m < 2:
+            rows.append({**dict(zip(by, key)), "n": m, "n_available": m, "sd_within": float("nan"),
+                         "sd_new": float("nan"), "sigma": float("nan"), "status": STATUS_TINY})
+            continue
+        flat = np.ptp(x) == 0  # equal scores: σ is 0, not the rounding noise of their mean
+        pop, sd = (0.0, 0.0) if flat else (float(np.std(x)), float(np.std(x, ddof=1)))
+        status = STATUS_FLAT if flat else STATUS_OK
+        for n in sorted({int(k) for k in sizes if int(k) >= 2} | {m}):
+            within = pop / math.sqrt(n) * math.sqrt((m - n) / (m - 1)) if n <= m else float("nan")
+            rows.append({**dict(zip(by, key)), "n": n, "n_available": m, "sd_within": within,
+                         "sd_new": sd / math.sqrt(n), "sigma": sd, "status": status})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def prompts_for_halfwidth(sigma: float, halfwidth: float, level: float = 0.95) -> int:
+    """Fewest prompts n ≥ 2 whose t-interval of the mean has half-width ≤ h: t_(1−α/2, n−1)·σ/√n ≤ h.
+
+    Starts at the normal-approximation n = ⌈(z·σ/h)²⌉ (a lower bound: t > z) and steps up until
+    the t-quantile condition holds (a handful of steps). σ = 0 → 2 (the fewest prompts with an
+    interval). Raises ValueError for h ≤ 0 or σ not finite and ≥ 0.
     """
     if not halfwidth > 0:
         raise ValueError(f"half-width must be > 0, got {halfwidth}")
+    if not (np.isfinite(sigma) and sigma >= 0):
+        raise ValueError(f"σ must be finite and ≥ 0, got {sigma}")
+    if sigma == 0:
+        return 2
     z = float(stats.norm.ppf(1 - (1 - level) / 2))
+    n = max(2, int(math.ceil((z * sigma / halfwidth) ** 2)))
+    while float(stats.t.ppf(1 - (1 - level) / 2, n - 1)) * sigma / math.sqrt(n) > halfwidth:
+        n += 1
+    return n
+
+
+def n_for_halfwidth(scores: pd.DataFrame, halfwidth: float = 0.02, level: float = 0.95,
+                    by: Sequence[str] = ("model", "axis")) -> pd.DataFrame:
+    """Prompts needed for a t-interval of SGS with half-width h (``prompts_for_halfwidth``, n ≥ 2).
+
+    σ = sample std (ddof=1) of s_X(i) in the group. Returns ``by`` + sigma, n_now,
+    halfwidth_now (t_(1−α/2, n_now−1)·σ/√n_now), n_needed (2 when σ = 0: "no variation";
+    None with < 2 prompts), halfwidth, level, status. Non-finite s (NaN, ±inf in a store) are
+    left out like missing ones. Raises ValueError for h ≤ 0.
+    """
+    if not halfwidth > 0:
+        raise ValueError(f"half-width must be > 0, got {halfwidth}")
     rows = []
     for key, grp in scores.groupby(list(by), sort=True, observed=True):  # a list of keys: every key is a tuple
         s = grp["s"].to_numpy(dtype=float)
         s = s[np.isfinite(s)]
         n = len(s)
-        sd = float(np.std(s, ddof=1)) if n > 1 else float("nan")
+        sd = (0.0 if np.ptp(s) == 0 else float(np.std(s, ddof=1))) if n > 1 else float("nan")
         status = STATUS_TINY if n < 2 else (STATUS_FLAT if sd == 0 else STATUS_OK)
-        need = int(math.ceil((z * sd / halfwidth) ** 2)) if n > 1 else None  # 0 when σ = 0
+        tq = float(stats.t.ppf(1 - (1 - level) / 2, n - 1)) if n > 1 else float("nan")
         rows.append({**dict(zip(by, key)), "sigma": sd, "n_now": n,
-                     "halfwidth_now": z * sd / math.sqrt(n) if n > 1 else float("nan"),
-                     "n_needed": need, "halfwidth": halfwidth, "level": level, "status": status})
+                     "halfwidth_now": tq * sd / math.sqrt(n) if n > 1 else float("nan"),
+                     "n_needed": prompts_for_halfwidth(sd, halfwidth, level) if n > 1 else None,
+                     "halfwidth": halfwidth, "level": level, "status": status})
     return pd.DataFrame(rows, columns=[*by, "sigma", "n_now", "halfwidth_now", "n_needed", "halfwidth", "level",
                                        "status"])
 

@@ -56,7 +56,6 @@ from tests.test_pages_independent import (
     p_greater,
     raw_all_axes,
     reference,
-    sample_size_reference,
     sgs_table,
 )
 
@@ -217,16 +216,19 @@ def test_significance(site, store, ref):
 
 
 def check_sample_size(files: dict, ref: dict) -> None:
-    want = sample_size_reference(ref["raw"], "model-a")  # the page's first model
+    ps = ref["ps"][ref["ps"]["model"] == "model-a"]  # the page's first model
     curve = files["sample_size_curve_dl_csv"]
     assert set(curve["model"]) == {"model-a"}
-    plotted = _vega_rows(files["sample_size_curve_dl_html"], "median_std", "n_groups").set_index(["axis", "n"])
-    for got in (curve[curve["n_groups"] > 0].set_index(["axis", "n"]), plotted):
-        assert sorted(got.index) == sorted(want.index) and len(want) == 6 * 2  # N = 4, 8 in every axis
-        for k, w in want.iterrows():
-            assert got.loc[k, "n_groups"] == w["n_groups"], k
-            assert got.loc[k, "median_expected"] == pytest.approx(w["median_expected"], rel=1e-9), k
-            assert got.loc[k, "median_std"] == pytest.approx(w["median_expected"], rel=0.25), k  # 500 seeded draws
+    plotted = _vega_rows(files["sample_size_curve_dl_html"], "sd_new", "n").set_index(["axis", "n"])
+    for a, g in ps.groupby("axis"):
+        x = g["s"].to_numpy()
+        m = len(x)
+        for n in sorted({4, 8, 16, 32, 64, 128, m}):
+            row = curve[(curve["axis"] == LABEL[a]) & (curve["n"] == n)].iloc[0]
+            within = np.std(x) / math.sqrt(n) * math.sqrt((m - n) / (m - 1)) if n <= m else float("nan")
+            assert row["sd_within"] == pytest.approx(within, abs=1e-12, nan_ok=True), (a, n)
+            assert row["sd_new"] == pytest.approx(np.std(x, ddof=1) / math.sqrt(n), abs=1e-12), (a, n)
+            assert plotted.loc[(LABEL[a], n), "sd_new"] == pytest.approx(row["sd_new"], abs=1e-12), (a, n)
     need = files["sample_size_needed_csv"].set_index(["model", "axis"])
     z = stats.norm.ppf(0.975)
     assert len(need) == len(ref["total"])
@@ -234,8 +236,12 @@ def check_sample_size(files: dict, ref: dict) -> None:
         sd = float(np.std(g["s"], ddof=1))
         row = need.loc[(m, LABEL[a])]
         assert row["sigma"] == pytest.approx(sd, rel=1e-9) and row["n_now"] == len(g), (m, a)
-        assert row["n_needed"] == math.ceil((z * sd / 0.02) ** 2), (m, a)
-        assert row["halfwidth_now"] == pytest.approx(z * sd / math.sqrt(len(g)), rel=1e-9), (m, a)
+        n = max(2, math.ceil((z * sd / 0.02) ** 2))
+        while stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n) > 0.02:
+            n += 1
+        assert row["n_needed"] == n, (m, a)
+        assert row["halfwidth_now"] == pytest.approx(stats.t.ppf(0.975, len(g) - 1) * sd / math.sqrt(len(g)),
+                                                     rel=1e-9), (m, a)
 
 
 def test_sample_size(site, ref):

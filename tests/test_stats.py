@@ -20,6 +20,14 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXED = np.array([0.12, 0.31, 0.05, 0.22, 0.18, 0.40, 0.09, 0.27, 0.15, 0.33, 0.02, 0.21])
 
 
+def t_needed(sd: float, h: float, level: float) -> int:
+    """Fewest n ≥ 2 with t_(1−α/2, n−1)·sd/√n ≤ h, counted up from 2."""
+    n = 2
+    while sps.t.ppf(1 - (1 - level) / 2, n - 1) * sd / math.sqrt(n) > h:
+        n += 1
+    return n
+
+
 # ---------------------------------------------------------------- 1. bootstrap
 def test_bootstrap_ci_equals_scipy_and_is_deterministic():
     rng = stats.group_rng(7, ("m", "bleu"))
@@ -49,7 +57,7 @@ def test_bootstrap_degenerate_no_variation_and_tiny_n():
     assert out.loc["one", "status"] == "too few prompts" and np.isnan(out.loc["one", "lo"])
     assert report.ci_cell(0.0, 0.0, 0.0, "", "no variation") == "0.000 (no variation)"
     need = stats.n_for_halfwidth(df, 0.05, by=("model",)).set_index("model")
-    assert need.loc["z", "n_needed"] == 0 and need.loc["z", "status"] == "no variation"
+    assert need.loc["z", "n_needed"] == 2 and need.loc["z", "status"] == "no variation"
 
 
 def _studentized_by_hand(x: np.ndarray, b: int, rng: np.random.Generator) -> tuple[float, float]:
@@ -193,7 +201,38 @@ def test_sample_size_on_synthetic_store(tmp_path):
         assert v[-1] == 0 and (np.diff(v) < 0).all()  # shrinks with N, 0 when every prompt is drawn
     s = np.array([0.1, 0.3, 0.2, 0.4])
     need = stats.n_for_halfwidth(pd.DataFrame({"model": "m", "axis": "a", "s": s}), 0.05, 0.95)
-    assert need.loc[0, "n_needed"] == math.ceil((sps.norm.ppf(0.975) * np.std(s, ddof=1) / 0.05) ** 2)
+    assert need.loc[0, "n_needed"] == t_needed(np.std(s, ddof=1), 0.05, 0.95)
+
+
+def test_pooled_sgs_spread_is_the_exact_std_over_every_subset():
+    """Seven prompts: the std of the mean over all C(7, N) subsets equals the finite-population formula."""
+    import itertools
+
+    x = np.array([0.0, 0.0, 0.0, 0.05, 0.3, 0.0, 0.6])  # mostly zeros, like Δ-MR
+    sc = pd.DataFrame({"model": "m", "axis": "mr", "s": x})
+    out = stats.pooled_sgs_spread(sc, sizes=(2, 4, 8)).set_index("n")
+    assert list(out.index) == [2, 4, 7, 8] and (out["n_available"] == 7).all()
+    for n in (2, 4, 7):
+        means = [x[list(c)].mean() for c in itertools.combinations(range(7), n)]
+        assert out.loc[n, "sd_within"] == pytest.approx(np.std(means), abs=1e-12)
+        assert out.loc[n, "sd_new"] == pytest.approx(np.std(x, ddof=1) / math.sqrt(n), abs=1e-15)
+    assert np.isnan(out.loc[8, "sd_within"]) and out.loc[4, "sd_within"] > 0.05  # the cells' median said 0
+    v = out["sd_within"].dropna().to_numpy()
+    assert (np.diff(v) < 0).all() and v[-1] == 0 and (np.diff(out["sd_new"].to_numpy()) < 0).all()
+    flat = stats.pooled_sgs_spread(sc.assign(s=0.2), sizes=(2,))
+    assert (flat["status"] == "no variation").all() and (flat[["sd_within", "sd_new"]] == 0).all().all()
+    tiny = stats.pooled_sgs_spread(sc.iloc[:1])
+    assert tiny["status"].tolist() == ["too few prompts"]
+
+
+def test_prompts_for_halfwidth_is_at_least_two_and_uses_t():
+    assert stats.prompts_for_halfwidth(0.0, 0.02) == 2
+    assert stats.prompts_for_halfwidth(0.001, 0.02) == 2 == t_needed(0.001, 0.02, 0.95)  # normal approx.: 1
+    assert stats.prompts_for_halfwidth(0.003, 0.02) == 3 == t_needed(0.003, 0.02, 0.95)  # normal approx.: 1
+    for sd, h, lv in ((0.1, 0.05, 0.9), (0.135, 0.02, 0.95), (0.03, 0.01, 0.99)):
+        assert stats.prompts_for_halfwidth(sd, h, lv) == t_needed(sd, h, lv)
+    with pytest.raises(ValueError, match="σ must be finite"):
+        stats.prompts_for_halfwidth(float("nan"), 0.02)
 
 
 # ---------------------------------------------------------------- 4. reversals
@@ -313,18 +352,18 @@ def test_n_for_halfwidth_every_column_by_hand():
     assert list(out.columns) == ["model", "axis", "sigma", "n_now", "halfwidth_now", "n_needed", "halfwidth", "level",
                                  "status"]
     assert list(out["model"]) == ["a", "b", "c"]  # sorted, the unused category left out
-    z = sps.norm.ppf(0.95)
     a, b, c = out.iloc[0], out.iloc[1], out.iloc[2]
-    assert (a["sigma"], a["n_now"], a["halfwidth_now"], a["n_needed"], a["status"]) == (0.0, 2, 0.0, 0, STATUS_FLAT)
+    assert (a["sigma"], a["n_now"], a["halfwidth_now"], a["n_needed"], a["status"]) == (0.0, 2, 0.0, 2, STATUS_FLAT)
     assert b["sigma"] == pytest.approx(0.1) and b["n_now"] == 3 and b["status"] == STATUS_OK
-    assert b["halfwidth_now"] == pytest.approx(z * 0.1 / math.sqrt(3))
-    assert b["n_needed"] == math.ceil((z * 0.1 / 0.05) ** 2) == 11
+    assert b["halfwidth_now"] == pytest.approx(sps.t.ppf(0.95, 2) * 0.1 / math.sqrt(3))
+    # by hand: t(0.95, 10)·0.1/√11 = 0.0546, t(0.95, 11)·0.1/√12 = 0.0518, t(0.95, 12)·0.1/√13 = 0.0494 ≤ 0.05
+    assert b["n_needed"] == 13 == t_needed(0.1, 0.05, 0.9)  # the normal approximation said 11
     assert c["n_now"] == 2 and c["sigma"] == pytest.approx(math.sqrt(0.045))  # the NaN is dropped
     assert (out["halfwidth"] == 0.05).all() and (out["level"] == 0.9).all()
     one = n_for_halfwidth(pd.DataFrame({"model": "m", "axis": "cos", "s": [0.3]}))
     assert one.loc[0, "status"] == STATUS_TINY and one.loc[0, "n_needed"] is None
     assert math.isnan(one.loc[0, "sigma"]) and math.isnan(one.loc[0, "halfwidth_now"])
-    assert n_for_halfwidth(sc, halfwidth=1.5)["n_needed"].tolist() == [0, 1, 1]  # h > 1 is a valid request
+    assert n_for_halfwidth(sc, halfwidth=1.5)["n_needed"].tolist() == [2, 2, 3]  # t(0.975, 1) = 12.7: c needs 3
     with pytest.raises(ValueError, match="half-width must be > 0, got 0"):
         n_for_halfwidth(sc, halfwidth=0)
     empty = n_for_halfwidth(sc.iloc[:0])

@@ -16,6 +16,7 @@ from scipy import stats as sps
 
 from sago_engine import stats
 from sago_engine.scoring import marker
+from tests.test_stats import t_needed
 
 X = np.array([0.12, 0.31, 0.05, 0.22, 0.18, 0.40, 0.09])
 
@@ -308,10 +309,10 @@ def test_n_for_halfwidth_missing_scores_no_warning():
         assert math.isnan(out.loc[m, "sigma"]) and math.isnan(out.loc[m, "halfwidth_now"])
         assert pd.isna(out.loc[m, "n_needed"])
     sd = float(np.std([0.1, 0.3], ddof=1))
-    assert out.loc["c", "n_needed"] == math.ceil((sps.norm.ppf(0.975) * sd / 0.1) ** 2)
+    assert out.loc["c", "n_needed"] == t_needed(sd, 0.1, 0.95)
     default = stats.n_for_halfwidth(sc)  # h = 0.02 at 95 %
     assert default["halfwidth"].tolist() == [0.02] * 3 and default["level"].tolist() == [0.95] * 3
-    assert default["n_needed"].iloc[2] == math.ceil((sps.norm.ppf(0.975) * sd / 0.02) ** 2)
+    assert default["n_needed"].iloc[2] == t_needed(sd, 0.02, 0.95)
 
 
 # ---------------------------------------------------------------- data_driven_normalizers
