@@ -51,6 +51,7 @@ from sago_engine.choice_scores import (  # noqa: F401  (re-exported: the page an
     option_axes,
     per_token_option_scores,
 )
+from sago_engine.external import degenerate
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_NORMALIZERS, OPTION_SEP, option_of
 
@@ -139,6 +140,29 @@ def cap_option_scores(scores: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame
     return pd.concat(frames, ignore_index=True)[SCORE_COLS]
 
 
+# ====================================================================== references that are answers
+ALL_PROMPTS, ANSWERS_ONLY = "every prompt", "base reply not degenerate"
+
+
+def reference_option_scores(scores: pd.DataFrame, base_flags: pd.DataFrame) -> pd.DataFrame:
+    """Scores with every prompt, and without the prompts whose base reply (of that run) is degenerate.
+
+    Args:
+        scores: ``Store.prompt_scores`` (with run_id); option axes are dropped.
+        base_flags: ``degenerate.reply_flags`` over ``Store.reply_texts(base_only=True)`` (run_id,
+            prompt_id, kind).
+    Returns:
+        ``SCORE_COLS`` rows: option ``ALL_PROMPTS`` (every score) and ``ANSWERS_ONLY`` (the scores of
+        (run, prompt) pairs whose base reply has kind "").
+    """
+    plain = _plain(scores)
+    bad = base_flags.loc[base_flags["kind"] != "", ["run_id", "prompt_id"]].drop_duplicates()
+    keep = plain.merge(bad.assign(_bad=True), on=["run_id", "prompt_id"], how="left")
+    kept = keep[keep["_bad"].isna()].drop(columns="_bad")
+    return pd.concat([plain.assign(option=ALL_PROMPTS), kept.assign(option=ANSWERS_ONLY)],
+                     ignore_index=True)[SCORE_COLS]
+
+
 # ====================================================================== collect every choice of a store
 def collect_choices(store: Store, f: Filters | None = None, q: float = 0.95,
                     cap_store: str | os.PathLike | None = None) -> list[Choice]:
@@ -153,7 +177,7 @@ def collect_choices(store: Store, f: Filters | None = None, q: float = 0.95,
     Returns:
         Choices in page order: one per option-axis base (Δ-Cos and Δ-BERT first, always listed,
         with ``missing`` set when the store has no such option axes), R_X, clipping, Δ-Prob,
-        reply length cap. A choice without two options has ``missing`` saying why and how to get them.
+        references (prompts with a degenerate base reply left out), reply length cap. A choice without two options has ``missing`` saying why and how to get them.
     """
     # an axis whose base is not one of the six (a foreign or damaged store) has no choice to compare
     names = [a for a in store.axis_names() if str(a).split(OPTION_SEP, 1)[0] in AXES]
@@ -218,6 +242,21 @@ def collect_choices(store: Store, f: Filters | None = None, q: float = 0.95,
         ch.scores = sc
         ch.notes = {"per sequence": f"Δ of the summed log-prob, R = {AXIS_SPECS['prob'].normalizer:g} (the paper)",
                     "per token": f"Δ of log-prob / n_tokens, R = {r:.4g} (the {q:.0%} quantile of |Δ per token|)"}
+    out.append(ch)
+
+    flags = degenerate.reply_flags(store.reply_texts(f, base_only=True))
+    n_bad = flags[flags["kind"] != ""].groupby("model").size()
+    ch = Choice(key="references", title="References: every base reply vs base replies that are answers",
+                axes=tuple(a for a in AXES if a in plain_axes), reference=ALL_PROMPTS,
+                options=(ALL_PROMPTS, ANSWERS_ONLY))
+    if n_bad.empty or not len(scores):
+        ch.missing = ("No base reply in the current filter is a repetition loop, an echo of the prompt or token "
+                      "salad (sago_engine.external.degenerate), so every reference is an answer.")
+    else:
+        ch.scores = reference_option_scores(scores, flags)
+        ch.notes = {ALL_PROMPTS: "s_X(i) of every prompt, whatever the base reply",
+                    ANSWERS_ONLY: "without the prompts whose base reply (that model's) is degenerate: "
+                                  + ", ".join(f"{m} {int(k)}" for m, k in n_bad.items())}
     out.append(ch)
 
     pairs = cap_pairs(store.run_settings())

@@ -27,6 +27,7 @@ from sago_engine.external.authors_format import (
     authors_value,
     row_role,
 )
+from sago_engine.external.degenerate import SALAD, reply_kind
 from sago_engine.external.leak import Leak, TemplateText, find_leak
 from sago_engine.pipeline import Unit, compute_rows, response_id
 from sago_engine.scoring import resolve_normalizers
@@ -93,7 +94,7 @@ def build_pairs(model: str, parts: list[tuple[SourceFile, pd.DataFrame]],
                 Leak("", row["response_orig"])
             var = find_leak(row["response_pert"], row["prompt_pert"], templates) if templates else \
                 Leak("", row["response_pert"])
-            degenerate = salad.is_salad(base.cleaned) and salad.is_salad(var.cleaned)
+            degenerate = (reply_kind(base.cleaned) == SALAD) and (reply_kind(var.cleaned) == SALAD)
             out.pairs.append(Pair(src, int(idx), row, pid, dataset, variant, role, base, var, degenerate))
             out.prompts.setdefault(pid, {"prompt_id": pid, "dataset": dataset, "source_id": str(row["prompt_id"]),
                                          "text": row["prompt_orig"], "reference": None,

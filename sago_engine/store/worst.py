@@ -31,6 +31,15 @@ MAX_SEARCH = 200
 #: Variant orders: by |Δ̃| (largest first), most negative Δ̃ first, most positive Δ̃ first.
 ORDERS = ("abs", "neg", "pos")
 _ORDER_SQL = {"abs": "abs(delta_norm) DESC", "neg": "delta_norm ASC", "pos": "delta_norm DESC"}
+#: Significant digits a ranking's score is compared at: scores equal to 12 digits are one tie (float
+#: noise of sums in another order is no difference).
+TIE_DIGITS = 12
+
+
+def _tie_key(expr: str) -> str:
+    """SQL of ``expr`` rounded to ``TIE_DIGITS`` significant digits (0 stays 0): the key ties are decided on."""
+    return (f"(CASE WHEN ({expr}) = 0 OR NOT isfinite({expr}) THEN ({expr}) ELSE round(({expr}), "
+            f"{TIE_DIGITS} - 1 - CAST(floor(log10(abs({expr}))) AS INTEGER)) END)")
 
 
 def search_needle(search: str | None) -> str | None:
@@ -109,8 +118,12 @@ class WorstQueries:
         if order not in ORDERS:
             raise ValueError(f"unknown order {order!r}; valid: {', '.join(ORDERS)}")
         cte, params = self._pairs_cte(f, axis, model, search)
+        key = _tie_key(_ORDER_SQL[order].rsplit(" ", 1)[0])
         sql = f"""{cte}
-            SELECT model, run_id, dataset, prompt_id, variant_id, delta, delta_norm, differs FROM pairs
+            SELECT model, run_id, dataset, prompt_id, variant_id, delta, delta_norm, differs,
+                   rank() OVER (ORDER BY {key} {_ORDER_SQL[order].rsplit(" ", 1)[1]})::BIGINT AS tie_rank,
+                   count(*) OVER (PARTITION BY {key})::BIGINT AS n_tied
+            FROM pairs
             WHERE matched AND {_changed_sql(changed, "differs")}
             ORDER BY {_ORDER_SQL[order]}, model, dataset, prompt_id, variant_id LIMIT ?"""
         return fetch_df(self.con, sql, [*params, _limit(limit)])
@@ -127,7 +140,8 @@ class WorstQueries:
         Returns:
             model, run_id, dataset, prompt_id, n (variants with a Δ̃), sum_sq (ΣΔ̃²), n_different
             (variants whose reply differs), worst_variant_id (largest |Δ̃|; ties: smallest id),
-            worst_delta_norm — ordered by ΣΔ̃²/n descending, then model, dataset, prompt_id.
+            worst_delta_norm, tie_rank, n_tied (as ``variant_ranking``) — ordered by ΣΔ̃²/n
+            descending, then model, dataset, prompt_id.
         Raises:
             ValueError: unknown axis, limit out of range.
         """
@@ -139,7 +153,12 @@ class WorstQueries:
                    first(delta_norm ORDER BY abs(delta_norm) DESC, variant_id) AS worst_delta_norm
             FROM pairs GROUP BY model, run_id, dataset, prompt_id
             HAVING bool_or(matched) AND {_changed_sql(changed, "count(*) FILTER (WHERE differs) > 0")}
-            ORDER BY sum(delta_norm * delta_norm) / count(*) DESC, model, dataset, prompt_id LIMIT ?"""
+        """
+        key = _tie_key("sum_sq / n")
+        sql = f"""SELECT *, rank() OVER (ORDER BY {key} DESC)::BIGINT AS tie_rank,
+                   count(*) OVER (PARTITION BY {key})::BIGINT AS n_tied
+            FROM ({sql}) ranked
+            ORDER BY sum_sq / n DESC, model, dataset, prompt_id LIMIT ?"""
         return fetch_df(self.con, sql, [*params, _limit(limit)])
 
     def reply_pairs(self, keys: Sequence[tuple[str, str]], f: Filters | None = None) -> pd.DataFrame:
