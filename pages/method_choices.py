@@ -63,7 +63,7 @@ for i, (ch, s) in enumerate(summ):
 # ---------------------------------------------------------------- the paired test of Model vs model
 st.header("Model vs model: which paired test")
 tests = " and ".join(f"the {t}" for t in pairwise.TESTS.values())
-diff_rows = data.scored(mc.test_choice, f, correction="holm")
+diff_rows = data.scored(pairwise.tests_compared, f, correction="holm")
 st.markdown(f"Model vs model, Rankings and Profiles test each pair of models with the {pairwise.TEST_NAME} "
             "(it tests the mean difference the pages show); the other choice is the Wilcoxon signed-rank test, "
             "which asks whether one model is more stable across the shared prompts. Both are exact over every sign "

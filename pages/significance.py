@@ -4,7 +4,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, choices, controls, data, exports, frame, prose, urlstate
+from dashboard import charts, choices, controls, data, exports, frame, prose, safe, urlstate
 from sago_engine import assumptions, paper, report
 from sago_engine.axis_spec import AXIS_SPECS
 from sago_engine.noise import floor_table
@@ -126,7 +126,7 @@ exports.table(cmp_.drop(columns=["cell_paper", "cell_data"]), "significance_norm
 st.caption("SGS and raw markers under the paper's fixed R_X ("
            + ", ".join(f"{spec.label} {spec.normalizer:g} {spec.unit}" for spec in AXIS_SPECS.values())
            + ") and under R_X taken from the data. ratio = SGS(data R) / SGS(paper R). When the quantile is 0 "
-           "(e.g. most Δ-MR are 0) the max |Δ| is used.")
+           "(e.g. most Δ-MR are 0) the max |Δ| is used. " + safe.md(report.rx_pooling(quant)))
 
 st.subheader("Length-normalized log-prob (per token) beside Δ-Prob")
 ptok = data.scored_frame(report.per_token_prob, data.query(Store.per_token_logprob_deltas, f))

@@ -37,9 +37,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sago_engine import pairwise, paper, rankcorr, report, runpairs
+from sago_engine import paper, rankcorr, report, runpairs
 from sago_engine.axis_spec import AXIS_SPECS
 from sago_engine.choice_scores import (  # noqa: F401  (re-exported: the page and tests read them here)
+    ALL_PROMPTS,
+    ANSWERS_ONLY,
     CLIPPED,
     DEFAULT_OPTION,
     SCORE_COLS,
@@ -50,6 +52,7 @@ from sago_engine.choice_scores import (  # noqa: F401  (re-exported: the page an
     normalizer_option_scores,
     option_axes,
     per_token_option_scores,
+    reference_option_scores,
 )
 from sago_engine.external import degenerate
 from sago_engine.scoring import MAIN_EPSILON
@@ -140,29 +143,6 @@ def cap_option_scores(scores: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame
     return pd.concat(frames, ignore_index=True)[SCORE_COLS]
 
 
-# ====================================================================== references that are answers
-ALL_PROMPTS, ANSWERS_ONLY = "every prompt", "base reply not degenerate"
-
-
-def reference_option_scores(scores: pd.DataFrame, base_flags: pd.DataFrame) -> pd.DataFrame:
-    """Scores with every prompt, and without the prompts whose base reply (of that run) is degenerate.
-
-    Args:
-        scores: ``Store.prompt_scores`` (with run_id); option axes are dropped.
-        base_flags: ``degenerate.reply_flags`` over ``Store.reply_texts(base_only=True)`` (run_id,
-            prompt_id, kind).
-    Returns:
-        ``SCORE_COLS`` rows: option ``ALL_PROMPTS`` (every score) and ``ANSWERS_ONLY`` (the scores of
-        (run, prompt) pairs whose base reply has kind "").
-    """
-    plain = _plain(scores)
-    bad = base_flags.loc[base_flags["kind"] != "", ["run_id", "prompt_id"]].drop_duplicates()
-    keep = plain.merge(bad.assign(_bad=True), on=["run_id", "prompt_id"], how="left")
-    kept = keep[keep["_bad"].isna()].drop(columns="_bad")
-    return pd.concat([plain.assign(option=ALL_PROMPTS), kept.assign(option=ANSWERS_ONLY)],
-                     ignore_index=True)[SCORE_COLS]
-
-
 # ====================================================================== collect every choice of a store
 def collect_choices(store: Store, f: Filters | None = None, q: float = 0.95,
                     cap_store: str | os.PathLike | None = None) -> list[Choice]:
@@ -215,7 +195,8 @@ def collect_choices(store: Store, f: Filters | None = None, q: float = 0.95,
         ch.scores = normalizer_option_scores(scores, data_sc)
         ch.notes = {"paper R_X": "R_X = " + ", ".join(f"{AXIS_LABELS.get(a, a)} {DEFAULT_NORMALIZERS[a]:g}" for a in AXES),
                     "data-driven R_X": f"R_X = the {q:.0%} quantile of |Δ| per axis: " + ", ".join(
-                        f"{AXIS_LABELS.get(a, a)} {v:.4g}" for a, v in zip(rx["axis"], rx["r_data"]))}
+                        f"{AXIS_LABELS.get(a, a)} {v:.4g}" for a, v in zip(rx["axis"], rx["r_data"]))
+                    + ". " + report.rx_pooling(quant)}
     else:
         ch.missing = "No deltas for the current filter."
     out.append(ch)
@@ -483,42 +464,3 @@ def claims_wide(table: pd.DataFrame, options: Sequence[str]) -> pd.DataFrame:
                   columns=[o for o in options if o in w.columns])
     w.columns.name = None
     return w.reset_index()
-
-
-# ====================================================================== the paired test of Model vs model
-def test_choice(scores: pd.DataFrame, correction: str = "holm", n_resamples: int = 1000,
-                seed: int = 0) -> pd.DataFrame:
-    """Model vs model under each paired test (``pairwise.TESTS``): the rows whose verdict differs.
-
-    Both ``pairwise.paired_table`` families (all datasets, and per dataset) are computed under the
-    default test and under each other one, with the same ``correction``.
-
-    Args:
-        scores: per-prompt scores (``Store.prompt_scores``).
-    Returns:
-        scope ("all datasets" | "per dataset"), axis_label, dataset, model_a, model_b, diff, and per
-        test ``p_adj_<key>``, ``verdict_<key>`` (a / b / none / mixed / n/a) — only rows where some
-        verdict differs from the default test's; empty (with those columns) when none does.
-    """
-    keys = ["axis", "dataset", "model_a", "model_b"]
-    cols = ["scope", "axis_label", "dataset", "model_a", "model_b", "diff"]
-    cols += [f"{c}_{t}" for t in pairwise.TESTS for c in ("p_adj", "verdict")]
-    frames = []
-    for per_dataset in (False, True):
-        merged = None
-        for t in pairwise.TESTS:
-            tab = pairwise.paired_table(scores, per_dataset, correction, n_resamples, seed=seed, test=t)
-            part = tab[[*keys, "axis_label", "diff", "p_adj", "verdict"]].rename(
-                columns={"p_adj": f"p_adj_{t}", "verdict": f"verdict_{t}"})
-            merged = part if merged is None else merged.merge(part.drop(columns=["axis_label", "diff"]), on=keys,
-                                                              how="outer")
-        if merged is None or merged.empty:
-            continue
-        base = merged[f"verdict_{pairwise.DEFAULT_TEST}"]
-        differs = np.zeros(len(merged), dtype=bool)
-        for t in pairwise.TESTS:
-            differs |= (merged[f"verdict_{t}"] != base).to_numpy()
-        frames.append(merged[differs].assign(scope="per dataset" if per_dataset else "all datasets"))
-    if not frames:
-        return pd.DataFrame(columns=cols)
-    return pd.concat(frames, ignore_index=True)[cols]

@@ -291,3 +291,42 @@ def leader_sentences(scores: pd.DataFrame, per_dataset: bool = False, correction
         out = out.assign(_o=out["axis"].map(axis_sort_key)).sort_values(["dataset", "_o"], na_position="first").drop(
             columns="_o")
     return out.reset_index(drop=True)
+
+
+# ====================================================================== the paired test of Model vs model
+def tests_compared(scores: pd.DataFrame, correction: str = "holm", n_resamples: int = 1000,
+                seed: int = 0) -> pd.DataFrame:
+    """Model vs model under each paired test (``TESTS``): the rows whose verdict differs.
+
+    Both ``pairwise.paired_table`` families (all datasets, and per dataset) are computed under the
+    default test and under each other one, with the same ``correction``.
+
+    Args:
+        scores: per-prompt scores (``Store.prompt_scores``).
+    Returns:
+        scope ("all datasets" | "per dataset"), axis_label, dataset, model_a, model_b, diff, and per
+        test ``p_adj_<key>``, ``verdict_<key>`` (a / b / none / mixed / n/a) — only rows where some
+        verdict differs from the default test's; empty (with those columns) when none does.
+    """
+    keys = ["axis", "dataset", "model_a", "model_b"]
+    cols = ["scope", "axis_label", "dataset", "model_a", "model_b", "diff"]
+    cols += [f"{c}_{t}" for t in TESTS for c in ("p_adj", "verdict")]
+    frames = []
+    for per_dataset in (False, True):
+        merged = None
+        for t in TESTS:
+            tab = paired_table(scores, per_dataset, correction, n_resamples, seed=seed, test=t)
+            part = tab[[*keys, "axis_label", "diff", "p_adj", "verdict"]].rename(
+                columns={"p_adj": f"p_adj_{t}", "verdict": f"verdict_{t}"})
+            merged = part if merged is None else merged.merge(part.drop(columns=["axis_label", "diff"]), on=keys,
+                                                              how="outer")
+        if merged is None or merged.empty:
+            continue
+        base = merged[f"verdict_{DEFAULT_TEST}"]
+        differs = np.zeros(len(merged), dtype=bool)
+        for t in TESTS:
+            differs |= (merged[f"verdict_{t}"] != base).to_numpy()
+        frames.append(merged[differs].assign(scope="per dataset" if per_dataset else "all datasets"))
+    if not frames:
+        return pd.DataFrame(columns=cols)
+    return pd.concat(frames, ignore_index=True)[cols]

@@ -13,6 +13,7 @@ from sago_engine.stats import (  # noqa: F401  (re-exported: pages reach them th
     data_driven_normalizers,
     n_for_halfwidth,
     pooled_sgs_spread,
+    rx_pooling,
     sample_size_std,
     sample_size_summary,
 )

@@ -455,6 +455,33 @@ def data_driven_normalizers(quantiles: pd.DataFrame, paper: Mapping[str, float] 
     return pd.DataFrame(rows, columns=["axis", "n", "q", "q_abs", "max_abs", "r_paper", "r_data", "source"])
 
 
+def rx_pooling(quantiles: pd.DataFrame) -> str:
+    """Which models a data-driven R_X was pooled over, as a sentence ("" without quantiles).
+
+    Args:
+        quantiles: ``Store.delta_abs_quantiles`` (axis, …, models).
+    Returns:
+        "Data-driven R_X is pooled over the deltas of 3 models (a, b, c): a model's SGS under it
+        changes when other models are filtered in or out; filter to one model for its own R_X."
+        (per axis when the axes pool different models; "… of 1 model (a) …" needs no warning).
+    """
+    if quantiles.empty or "models" not in quantiles:
+        return ""
+    sets = {a: tuple(sorted(str(m) for m in ms)) for a, ms in zip(quantiles["axis"], quantiles["models"])}
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for a, ms in sets.items():
+        groups.setdefault(ms, []).append(str(a))
+    if len(groups) == 1:
+        [ms] = groups
+        if len(ms) == 1:
+            return f"Data-driven R_X is taken from the deltas of {ms[0]} alone: it is this model's own."
+        return (f"Data-driven R_X is pooled over the deltas of {len(ms)} models ({', '.join(ms)}): a model's SGS "
+                "under it changes when other models are filtered in or out; filter to one model for its own R_X.")
+    parts = "; ".join(f"{', '.join(axes)}: {len(ms)} model(s) ({', '.join(ms)})" for ms, axes in groups.items())
+    return (f"Data-driven R_X is pooled per axis over the models with deltas on it — {parts}. A model's SGS under it "
+            "changes when other models are filtered in or out; filter to one model for its own R_X.")
+
+
 def rms_scores(deltas: pd.DataFrame, r: float, value: str = "delta",
                by: Sequence[str] = ("model", "dataset", "prompt_id")) -> pd.DataFrame:
     """Per-prompt RMS s(i) = sqrt(mean clip(Δ/R, −1, 1)²) of any raw Δ column (SAGO §Notation formula).

@@ -403,15 +403,3 @@ def test_a_label_sidecar_that_cannot_be_read_is_named_and_nothing_runs(tmp_path,
     assert not [r for r in at.radio if r.key == "methods_label_value"]
     assert _sha(store) == before
 
-
-def test_the_paired_test_choice_lists_the_verdicts_that_differ():
-    """Nine small positive differences and one large negative: the ranks call it, the mean is near 0."""
-    d = [0.02, 0.03, 0.025, 0.04, 0.035, 0.03, 0.045, 0.05, 0.02, -0.35] * 2
-    rows = [{"model": m, "dataset": "ds", "prompt_id": f"ds:{i}", "axis": "bleu", "s": 0.5 + (x if m == "a" else 0.0)}
-            for i, x in enumerate(d) for m in ("a", "b")]
-    t = mc.test_choice(pd.DataFrame(rows), correction="holm")
-    assert list(t["scope"]) == ["all datasets", "per dataset"]
-    assert list(t["verdict_mean"]) == ["none"] * 2 and list(t["verdict_signed_rank"]) == ["mixed"] * 2
-    assert (t["p_adj_signed_rank"] < 0.05).all() and (t["p_adj_mean"] > 0.5).all()
-    same = mc.test_choice(pd.DataFrame(rows).assign(s=lambda x: x["s"] + (x["model"] == "a") * 0.5), correction="holm")
-    assert same.empty and "verdict_mean" in same.columns

@@ -264,3 +264,17 @@ def test_a_borderline_ci_call_is_said_so():
     s = pairwise.pair_sentence(row)
     assert "excludes 0 is borderline" in s and "though the bootstrap CI" not in s
     assert "though the bootstrap CI" in pairwise.pair_sentence({**row, "ci_call": "excludes 0"})
+
+
+def test_the_paired_test_choice_lists_the_verdicts_that_differ():
+    """Nine small positive differences and one large negative: the ranks call it, the mean is near 0."""
+    d = [0.02, 0.03, 0.025, 0.04, 0.035, 0.03, 0.045, 0.05, 0.02, -0.35] * 2
+    rows = [{"model": m, "dataset": "ds", "prompt_id": f"ds:{i}", "axis": "bleu", "s": 0.5 + (x if m == "a" else 0.0)}
+            for i, x in enumerate(d) for m in ("a", "b")]
+    t = pairwise.tests_compared(pd.DataFrame(rows), correction="holm")
+    assert list(t["scope"]) == ["all datasets", "per dataset"]
+    assert list(t["verdict_mean"]) == ["none"] * 2 and list(t["verdict_signed_rank"]) == ["mixed"] * 2
+    assert (t["p_adj_signed_rank"] < 0.05).all() and (t["p_adj_mean"] > 0.5).all()
+    same = pairwise.tests_compared(pd.DataFrame(rows).assign(s=lambda x: x["s"] + (x["model"] == "a") * 0.5),
+                                   correction="holm")
+    assert same.empty and "verdict_mean" in same.columns

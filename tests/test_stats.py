@@ -419,3 +419,14 @@ def test_data_driven_normalizers_every_column_and_fallbacks():
     small = data_driven_normalizers(q.assign(max_abs=[90.0, 0.5, 0.0, 0.5]), {"mr": 1.0})
     assert small.set_index("axis").loc["mr", "r_data"] == 0.5  # a max below 1 is still a scale
     assert list(data_driven_normalizers(q.iloc[:0], {}).columns) == list(out.columns)
+
+
+def test_data_driven_rx_says_which_models_it_pools():
+    q = pd.DataFrame({"axis": ["bleu", "mr"], "models": [["b", "a"], ["a", "b"]]})
+    assert stats.rx_pooling(q) == ("Data-driven R_X is pooled over the deltas of 2 models (a, b): a model's SGS under "
+                                   "it changes when other models are filtered in or out; filter to one model for its "
+                                   "own R_X.")
+    assert stats.rx_pooling(q.assign(models=[["a"], ["a"]])).endswith("of a alone: it is this model's own.")
+    mixed = stats.rx_pooling(pd.DataFrame({"axis": ["bleu", "prob"], "models": [["a", "b"], ["a"]]}))
+    assert "bleu: 2 model(s) (a, b); prob: 1 model(s) (a)" in mixed
+    assert stats.rx_pooling(pd.DataFrame(columns=["axis", "models"])) == ""

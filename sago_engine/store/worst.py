@@ -161,6 +161,28 @@ class WorstQueries:
             ORDER BY sum_sq / n DESC, model, dataset, prompt_id LIMIT ?"""
         return fetch_df(self.con, sql, [*params, _limit(limit)])
 
+    def reply_texts(self, f: Filters | None = None, *, base_only: bool = False) -> pd.DataFrame:
+        """Every stored reply with the text it answers, for the degenerate-reply detector.
+
+        Columns: run_id, model, dataset, prompt_id, variant_id (NULL for a base reply), response,
+        prompt (the base prompt's text, or the variant's). The model and dataset filters apply to
+        every reply; the (F, u, s, p) filters to variant replies (a base reply has no cell). Sorted
+        by model, prompt_id, variant_id (base first).
+        """
+        where, params = filter_where(None if f is None else replace(f, families=None, subtypes=None,
+                                                                        strengths=None, positions=None), d="p")
+        cell, cparams = filter_where(None if f is None else replace(f, models=None, datasets=None))
+        sql = f"""
+            SELECT x.run_id, r.model, p.dataset, x.prompt_id, x.variant_id, x.response,
+                   coalesce(v.text, p.text) AS prompt
+            FROM responses x JOIN runs r USING (run_id) JOIN prompts p ON p.prompt_id = x.prompt_id
+            LEFT JOIN variants v ON v.variant_id = x.variant_id
+            WHERE {where} AND (x.variant_id IS NULL OR ({cell}))"""
+        if base_only:
+            sql += " AND x.variant_id IS NULL"
+        sql += " ORDER BY r.model, x.prompt_id, x.variant_id NULLS FIRST"
+        return self.con.execute(sql, params + cparams).df()
+
     def reply_pairs(self, keys: Sequence[tuple[str, str]], f: Filters | None = None) -> pd.DataFrame:
         """The texts behind (run_id, variant_id) pairs: prompt, variant, both replies, tokens, latency, request.
 
