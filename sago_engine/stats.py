@@ -384,6 +384,17 @@ def _boot_means(scores: pd.DataFrame, axis: str, dataset: str, models: list[str]
     return obs, boot
 
 
+#: A difference of two SGS within this share of their size is 0 (float noise of sums in another order).
+DIFF_RTOL = 1e-12
+
+
+def _noise_free(a, b):
+    """a − b with |a − b| ≤ ``DIFF_RTOL``·max(1, |a|, |b|) set to exactly 0 (scalars or arrays)."""
+    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    tol = DIFF_RTOL * np.maximum(1.0, np.maximum(np.abs(a), np.abs(b)))
+    return np.where(np.abs(d) <= tol, 0.0, d)
+
+
 def reversal_probabilities(scores: pd.DataFrame, n_resamples: int = 1000, seed: int = 0,
                            threshold: float = REVERSAL_THRESHOLD) -> pd.DataFrame:
     """Bootstrap probability that two models' order on an axis differs between two datasets.
@@ -391,7 +402,8 @@ def reversal_probabilities(scores: pd.DataFrame, n_resamples: int = 1000, seed: 
     For each axis, dataset d, a bootstrap replicate resamples d's prompts with replacement — the
     same prompts for every model (the models answered the same prompts, so the draw is paired).
     For models a < b and datasets A < B, P(reversal) = share of replicates where
-    sign(SGS_a(A) − SGS_b(A)) and sign(SGS_a(B) − SGS_b(B)) are strictly opposite. Datasets are
+    sign(SGS_a(A) − SGS_b(A)) and sign(SGS_a(B) − SGS_b(B)) are strictly opposite (a difference within
+    ``DIFF_RTOL`` of the SGS is 0: equal scores summed in another order never flip). Datasets are
     resampled independently. Only pairs with P ≥ ``threshold`` (default 0.95) are *called*
     reversals (``reversal`` True); the point-estimate flips are kept as ``observed_flip``.
 
@@ -415,10 +427,11 @@ def reversal_probabilities(scores: pd.DataFrame, n_resamples: int = 1000, seed: 
                     for db in datasets[k + 1:]:
                         oa, ba = bm[da]
                         ob, bb = bm[db]
-                        d1, d2 = oa[i] - oa[j], ob[i] - ob[j]
+                        d1, d2 = _noise_free(oa[i], oa[j]), _noise_free(ob[i], ob[j])
                         if not (np.isfinite(d1) and np.isfinite(d2)):
                             continue
-                        s1, s2 = np.sign(ba[:, i] - ba[:, j]), np.sign(bb[:, i] - bb[:, j])
+                        s1 = np.sign(_noise_free(ba[:, i], ba[:, j]))
+                        s2 = np.sign(_noise_free(bb[:, i], bb[:, j]))
                         p = float(np.mean(s1 * s2 < 0))
                         rows.append({"axis": axis, "model_a": a, "model_b": b, "dataset_a": da, "dataset_b": db,
                                      "diff_a": float(d1), "diff_b": float(d2), "observed_flip": bool(d1 * d2 < 0),

@@ -430,3 +430,21 @@ def test_data_driven_rx_says_which_models_it_pools():
     mixed = stats.rx_pooling(pd.DataFrame({"axis": ["bleu", "prob"], "models": [["a", "b"], ["a"]]}))
     assert "bleu: 2 model(s) (a, b); prob: 1 model(s) (a)" in mixed
     assert stats.rx_pooling(pd.DataFrame(columns=["axis", "models"])) == ""
+
+
+def test_equal_scores_summed_in_another_order_never_reverse():
+    """Two models with the same per-variant values, summed forwards and backwards: their SGS differ by float noise
+    only, which is no order, so no reversal is observed or called (kind: float noise is no difference)."""
+    rng = np.random.default_rng(2)
+    rows = []
+    for ds in ("d1", "d2"):
+        for i in range(12):
+            v = rng.uniform(0, 1, 13) ** 3
+            fwd, bwd = sum(v) / 13, sum(v[::-1]) / 13
+            rows += [{"model": "a", "dataset": ds, "prompt_id": f"{ds}:{i}", "axis": "bleu", "s": fwd},
+                     {"model": "b", "dataset": ds, "prompt_id": f"{ds}:{i}", "axis": "bleu", "s": bwd}]
+    sc = pd.DataFrame(rows)
+    sgs = sc.groupby(["dataset", "model"])["s"].apply(lambda x: np.mean(x.to_numpy()))
+    assert (sgs["d1", "a"] - sgs["d1", "b"]) * (sgs["d2", "a"] - sgs["d2", "b"]) < 0  # noise points opposite ways
+    r = stats.reversal_probabilities(sc, n_resamples=300).iloc[0]
+    assert (r["diff_a"], r["diff_b"], r["observed_flip"], r["p_reversal"]) == (0.0, 0.0, False, 0.0)
