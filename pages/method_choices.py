@@ -6,7 +6,7 @@ from pathlib import Path
 import streamlit as st
 
 from dashboard import accuracy, charts, choices, controls, data, exports, frame, safe, urlstate
-from sago_engine import judge_audit
+from sago_engine import judge_audit, pairwise
 from sago_engine import method_choices as mc
 from sago_engine.scoring import EPSILONS, MAIN_EPSILON
 from sago_engine.store import Store
@@ -18,7 +18,7 @@ frame.require_frame()
 f = controls.current_filters()
 st.title("Method choices: how much do open choices move the results?")
 st.caption("SAGO (arXiv 2610.01428) fixes the formulas but leaves some measurement choices open. sago records each "
-           "as an option and recomputes SGS (95% percentile-bootstrap CI over prompts, B = 1000, seed 0; markers: "
+           "as an option and recomputes SGS (95% studentized-bootstrap CI over prompts, B = 1000, seed 0; markers: "
            "one-sided t-test of H0: E[s] ≤ ε), the models' order between options (Kendall's τ-b: pairs of models "
            "that keep vs swap order; robust with few models and ties) and which of the paper's claims still hold.")
 urlstate.restore("eps", "methods_eps", "float", choices=EPSILONS, default=MAIN_EPSILON)
@@ -62,6 +62,21 @@ for i, (ch, s) in enumerate(summ):
 
 # ---------------------------------------------------------------- correctness scorer
 accuracy.scorer_choice(f)
+
+# ---------------------------------------------------------------- the paired test of Model vs model
+st.header("Model vs model: which paired test")
+tests = " and ".join(f"the {t}" for t in pairwise.TESTS.values())
+diff_rows = data.scored(pairwise.tests_compared, f, correction="holm")
+st.markdown(f"Model vs model, Rankings and Profiles test each pair of models with the {pairwise.TEST_NAME} "
+            "(it tests the mean difference the pages show); the other choice is the Wilcoxon signed-rank test, "
+            "which asks whether one model is more stable across the shared prompts. Both are exact over every sign "
+            "assignment at the pages' prompt counts. "
+            + (f"Under Holm, every verdict is the same under {tests}." if diff_rows.empty else
+               f"Under Holm, {len(diff_rows)} verdict(s) differ between them:"))
+if not diff_rows.empty:
+    exports.table(diff_rows, "methods_paired_test", "sago_method_paired_test.csv")
+    st.caption("verdict a / b: that model is more stable (Holm-adjusted p < 0.05); none: not distinguishable. "
+               "Family: every pair × axis (all datasets), or every pair × axis × dataset (per dataset).")
 
 # ---------------------------------------------------------------- mirroring judge audit
 st.header("Δ-MR: mirroring judge vs heuristic")

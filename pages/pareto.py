@@ -37,7 +37,7 @@ with controls.page_controls():
     c4, c5, c6 = st.columns(3)
     with c4:
         bars = st.radio("Error bars", ["95% bootstrap CI", "± std", "none"], key="pareto_bars", horizontal=True,
-                        help="CI: percentile bootstrap over prompts (scipy.stats.bootstrap, B = 1000, seed 0).")
+                        help="CI: studentized bootstrap (bootstrap-t) over prompts (B = 1000, seed 0).")
     with c6:
         correction = controls.correction_control("pareto")
     with c5:

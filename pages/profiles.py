@@ -5,6 +5,7 @@ import streamlit as st
 
 from dashboard import accuracy, charts, choices, controls, data, exports, frame, links, prose, urlstate
 from sago_engine import assumptions, pairwise, paper, report
+from sago_engine.external import degenerate
 from sago_engine.noise import floor_table, reply_health_table
 from sago_engine.report import radar_axis_scales, wide_cells, wide_ci_cells
 from sago_engine.scoring import MAIN_EPSILON
@@ -156,6 +157,14 @@ if len(health):
                "reasoning, so the text axes of those pairs are n/a); refused (content filter / safety / refusal), "
                "judge answers without an unambiguous YES/NO (fell back to the heuristic), replies whose server "
                "log-probs were unusable (invalid_logprobs: their Δ-Prob and Δ-Ent are n/a).")
+flagged = data.scored_frame(degenerate.reply_flags, data.query(Store.reply_texts, f))
+counts = data.scored_frame(degenerate.degenerate_counts, flagged[["model", "variant_id", "kind"]])
+if len(counts) and counts["degenerate"].sum():
+    st.markdown("**Replies that are no answer: loops, echoes, token salad, per model**")
+    exports.table(counts, "profiles_degenerate", "sago_degenerate_replies.csv")
+    st.caption("loop: half or more of the reply's word 4-grams repeat an earlier one; echo: the reply restates the "
+               "prompt's first line (twice, or as nearly all of it); salad: not text in any language. A degenerate "
+               "base reply is a broken reference: Method choices shows SGS and rankings without those prompts.")
 nf = data.query(Store.noise_floor)
 if len(nf):
     exports.table(floor_table(data.query(Store.prompt_scores, f), nf), "profiles_noise_floor", "sago_noise_floor.csv")

@@ -12,6 +12,7 @@ from sago_engine.detail import (
     variant_numbers,
     variant_rows,
 )
+from sago_engine.external import degenerate
 from sago_engine.store import Store
 
 frame.require_frame()
@@ -79,11 +80,14 @@ else:
     for m in models:
         st.text(f"Model: {m}")
         cb, cv = st.columns(2)
+        base_kind = degenerate.reply_kind(base_row[m], base_text) if isinstance(base_row[m], str) else ""
+        var_kind = degenerate.reply_kind(var_row[m], str(row["text"])) if isinstance(var_row[m], str) else ""
         with cb:
-            st.caption("Response to the base prompt")
+            st.caption("Response to the base prompt" + (f" — no answer ({base_kind}): a broken reference for Δ̃"
+                                                        if base_kind else ""))
             st.code(str(base_row[m]), language=None, wrap_lines=True)
         with cv:
-            st.caption("Response to this variant")
+            st.caption("Response to this variant" + (f" — no answer ({var_kind})" if var_kind else ""))
             st.code(str(var_row[m]), language=None, wrap_lines=True)
 
 # ---------------------------------------------------------------- heatmap of Δ̃ per variant × axis

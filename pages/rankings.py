@@ -52,7 +52,8 @@ exports.altair_chart(bump, "rankings_bump",
 
 if r["model"].nunique() > 1:
     lead = data.scored(pairwise.leader_sentences, f, per_dataset=True, correction=controls.current_correction(), seed=0)
-    st.caption(f"Is rank 1 ahead of rank 2 on {AXIS_LABELS[axis]}? Paired Wilcoxon signed-rank test per dataset "
+    st.caption(f"Is rank 1 ahead of rank 2 on {AXIS_LABELS[axis]}? {pairwise.TEST_NAME.capitalize()} per "
+               "dataset, exact over every sign assignment at 16 prompts "
                "(family: every pair × axis × dataset; the multiple-comparison control chosen on Significance).")
     prose.sentences(lead.loc[lead["axis"] == axis, "sentence"])
     links.page_link(links.PAIRWISE, {"axis": axis}, "Every pair of models: Model vs model",

@@ -1,12 +1,12 @@
-"""Sample size (SAGO appendix D): std of group means over N prompts drawn without replacement; N for a CI half-width."""
+"""Sample size: the spread of the pooled SGS against N prompts (exact, one population per curve); N for a CI half-width."""
 
 import altair as alt
 import streamlit as st
 
-from dashboard import charts, controls, data, exports, frame, urlstate
+from dashboard import controls, data, exports, frame, safe, urlstate
 from sago_engine import report
 from sago_engine.palette import AXIS_COLORS
-from sago_engine.stats import SAMPLE_SIZES
+from sago_engine.stats import SAMPLE_SIZES, STATUS_FLAT
 from sago_engine.store import Store
 from sago_engine.types import AXES, AXIS_LABELS
 
@@ -14,56 +14,43 @@ frame.require_frame()
 
 f = controls.current_filters()
 st.title("Sample size: how many prompts are enough?")
-st.caption("SAGO (arXiv 2610.01428) appendix D: draw N ∈ {4, 8, 16, 32, 64, 128} prompts without replacement "
-           "(only from groups with more than N prompts), repeat, and take the std across repeats of the mean per (F, u, s, p) group. "
-           "The paper uses N = 16 per dataset; its reviewer called that thin.")
-cells = data.query(Store.cell_prompt_scores, f)
-data.empty_stop(cells, "deltas")
+st.caption("How much would SGS move with another draw of N prompts? Each curve is one population: a model's "
+           "per-prompt scores s_X(i) on one axis over the prompts in the filter (SGS is their mean). Solid: the "
+           "exact std of the mean of N of them drawn without replacement, σ/√N·√((M−N)/(M−1)), 0 at N = M. "
+           "Dashed: σ̂/√N, the std of the SGS of N new prompts from the same source. SAGO (arXiv 2610.01428) "
+           "uses N = 16 per dataset; its reviewer called that thin.")
+scores = data.query(Store.prompt_scores, f)
+data.empty_stop(scores, "deltas")
 
-urlstate.restore("model", "sample_size_model", choices=sorted(cells["model"].unique()))
-c1, c2 = st.columns(2)
-with c1:
-    repeats = st.number_input("Repeats", 50, 5000, 500, step=50, key="sample_size_repeats")
-with c2:
-    model = st.selectbox("Model", sorted(cells["model"].unique()), key="sample_size_model")
+urlstate.restore("model", "sample_size_model", choices=sorted(scores["model"].unique()))
+model = st.selectbox("Model", sorted(scores["model"].unique()), key="sample_size_model")
 urlstate.publish()
-curve = data.scored_frame(report.sample_size_std, cells[cells["model"] == model], sizes=SAMPLE_SIZES,
-                            n_repeats=int(repeats), seed=0)
-summ = data.scored_frame(report.sample_size_curve, curve, sizes=SAMPLE_SIZES)
-summ = summ.assign(axis_label=summ["axis"].map(AXIS_LABELS))
+spread = data.scored_frame(report.pooled_sgs_spread, scores[scores["model"] == model], sizes=SAMPLE_SIZES)
+spread = spread.assign(axis_label=spread["axis"].map(AXIS_LABELS))
 order = [AXIS_LABELS[a] for a in AXES]
-plotted = summ[summ["n_groups"] > 0]
-base = alt.Chart(plotted).encode(
-    x=alt.X("n:Q", title="N prompts drawn (requested)", scale=alt.Scale(type="log", base=2),
-            axis=alt.Axis(values=list(SAMPLE_SIZES), format="d")),
+base = alt.Chart(spread.dropna(subset=["sd_new"])).encode(
+    x=alt.X("n:Q", title="N prompts", scale=alt.Scale(type="log", base=2),
+            axis=alt.Axis(values=sorted({*SAMPLE_SIZES, *spread["n_available"].astype(int)}), format="d")),
     color=alt.Color("axis_label:N", sort=order, title="axis",
-                    scale=alt.Scale(domain=order, range=[AXIS_COLORS[a] for a in AXES])))
-ch = (base.mark_line().encode(y=alt.Y("median_std:Q", title="std of the group mean (median over groups)"))
-      + base.mark_point(filled=True).encode(
-    y="median_std:Q", size=alt.Size("n_groups:Q", title="groups in the median", scale=alt.Scale(range=[15, 220]),
-                                    legend=alt.Legend(orient="bottom", direction="horizontal",  # grey dots: seen on light and dark
-                                                      symbolFillColor=charts.NEUTRAL, symbolStrokeColor=charts.NEUTRAL)),
+                    scale=alt.Scale(domain=order, range=[AXIS_COLORS[a] for a in AXES])),
     tooltip=[alt.Tooltip("axis_label:N", title="axis"), alt.Tooltip("n:Q", title="N"),
-             alt.Tooltip("median_std:Q", format=".4f"), alt.Tooltip("median_expected:Q", format=".4f"),
-             alt.Tooltip("n_groups:Q", title="groups with more than N prompts"),
-             alt.Tooltip("n_short:Q", title="groups left out (N or fewer prompts)")])
-      + base.mark_line(strokeDash=[4, 3], opacity=0.6).encode(y="median_expected:Q")).properties(
-    height=controls.chart_height(380), title=alt.Title(f"Std of the mean vs N — {model}", anchor="start"),
-    # fit the width only: under Streamlit's default "fit" the bottom legend squeezed the plot and
-    # pushed the title out of the frame
+             alt.Tooltip("sd_within:Q", format=".4f", title="std, N of these prompts"),
+             alt.Tooltip("sd_new:Q", format=".4f", title="std, N new prompts"),
+             alt.Tooltip("n_available:Q", title="prompts in the filter (M)")])
+within = base.transform_filter("isValid(datum.sd_within)")
+ch = (within.mark_line().encode(y=alt.Y("sd_within:Q", title="std of the pooled SGS"))
+      + within.mark_point(filled=True).encode(y="sd_within:Q")
+      + base.mark_line(strokeDash=[4, 3], opacity=0.6).encode(y="sd_new:Q")).properties(
+    height=controls.chart_height(380), title=alt.Title(f"Std of SGS vs N — {model}", anchor="start"),
     autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
 exports.altair_chart(ch, "sample_size_curve",
-                    "Solid: std across repeats of the mean over N prompts drawn without replacement, median over the "
-                    "(F, u, s, p) groups that have more than N prompts. Dashed: the exact value for sampling without "
-                    "replacement, σ/√N·√((M−N)/(M−1)). Groups with N or fewer prompts are left out at that N; the dot's "
-                    "size is how many groups remain, so a point that rests on few groups looks small.",
-                    data=summ)
-short = summ.groupby("n", as_index=False).agg(n_short=("n_short", "max"), n_total=("n_total", "max"))
-short = short[short["n_short"] > 0]
-if len(short):
-    st.caption("Groups that cannot sample N (they have N or fewer prompts; left out of that point): "
-               + "; ".join(f"N = {int(r.n)}: {int(r.n_short)} of {int(r.n_total)}" for r in short.itertuples())
-               + ". No point is drawn where no group has more than N prompts.")
+                     "Solid: the exact std of the mean of N of the filter's M prompts drawn without replacement "
+                     "(finite-population formula, falls to 0 at N = M). Dashed: σ̂/√N for N new prompts (σ̂: the "
+                     "sample std of s_X(i)). No simulation and no median over cells: each curve is one population.",
+                     data=spread)
+flat = spread.loc[spread["status"] == STATUS_FLAT, "axis_label"].drop_duplicates()
+if len(flat):
+    st.caption("No variation (every prompt scores the same, so both curves are 0): " + safe.md(", ".join(flat)) + ".")
 
 st.subheader("Prompts needed for a chosen CI half-width")
 c3, c4 = st.columns(2)
@@ -75,7 +62,9 @@ with c4:
 need = data.scored(report.n_for_halfwidth, f, halfwidth=float(h), level=float(level))
 need = need.assign(axis_label=need["axis"].map(AXIS_LABELS))
 exports.table(need[["model", "axis_label", "sigma", "n_now", "halfwidth_now", "n_needed", "status"]],
-             "sample_size_needed", "sago_n_needed.csv")
-st.caption("Normal approximation: n = ⌈(z·σ/h)²⌉ with z the normal quantile and σ the std of the per-prompt scores "
-           "s_X(i) over all filtered prompts. halfwidth_now = z·σ/√n_now. 'no variation' (σ = 0) needs no more prompts.")
+              "sample_size_needed", "sago_n_needed.csv")
+st.caption("n_needed: the fewest prompts n ≥ 2 with t·σ/√n ≤ h, t the Student quantile with n − 1 degrees of freedom "
+           "(found by stepping up from the normal approximation), σ the std of the per-prompt scores s_X(i) over "
+           "all filtered prompts. halfwidth_now = t·σ/√n_now. 'no variation' (σ = 0): 2, the fewest prompts with an "
+           "interval.")
 data.provenance("sample_size")

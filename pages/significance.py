@@ -4,7 +4,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, choices, controls, data, exports, frame, prose, urlstate
+from dashboard import charts, choices, controls, data, exports, frame, prose, safe, urlstate
 from sago_engine import assumptions, paper, report
 from sago_engine.axis_spec import AXIS_SPECS
 from sago_engine.noise import floor_table
@@ -93,8 +93,8 @@ with st.expander("Raw and adjusted p-values, with 95% bootstrap CIs", expanded=c
     exports.table(data.scored_frame(report.pvalue_table, ci_sig), "significance_pvalues",
                  f"sago_pvalues_eps{eps:.3f}_{correction}.csv")
     st.caption("p_raw: one-sided t-test; p_adj: after the chosen control (= p_raw for none). Holm: step-down, "
-               "family-wise error; BH: scipy.stats.false_discovery_control, false discovery rate. CI: percentile "
-               "bootstrap over prompts (B = 1000, seed 0).")
+               "family-wise error; BH: scipy.stats.false_discovery_control, false discovery rate. CI: studentized "
+               "bootstrap (bootstrap-t) over prompts (B = 1000, seed 0).")
     if ci_sig["small_n"].any():
         st.warning("Some groups have fewer than 5 prompts: their tests and intervals are unreliable.")
 
@@ -126,7 +126,7 @@ exports.table(cmp_.drop(columns=["cell_paper", "cell_data"]), "significance_norm
 st.caption("SGS and raw markers under the paper's fixed R_X ("
            + ", ".join(f"{spec.label} {spec.normalizer:g} {spec.unit}" for spec in AXIS_SPECS.values())
            + ") and under R_X taken from the data. ratio = SGS(data R) / SGS(paper R). When the quantile is 0 "
-           "(e.g. most Δ-MR are 0) the max |Δ| is used.")
+           "(e.g. most Δ-MR are 0) the max |Δ| is used. " + safe.md(report.rx_pooling(quant)))
 
 st.subheader("Length-normalized log-prob (per token) beside Δ-Prob")
 ptok = data.scored_frame(report.per_token_prob, data.query(Store.per_token_logprob_deltas, f))
@@ -139,7 +139,7 @@ if len(ptok["table"]):
     exports.table(both, "significance_per_token", "sago_prob_per_token.csv")
     st.caption(f"Δ-Prob / token = Δ of seq_logprob / n_tokens (nats per token), normalized by R = {ptok['r']:.3f} "
                "(the 95% quantile of |Δ per token| here; the paper fixes no constant for it). Δ-Prob itself is "
-               "length-sensitive on purpose (as in the paper; docs/METHOD.md). CIs: percentile bootstrap over prompts.")
+               "length-sensitive on purpose (as in the paper; docs/METHOD.md). CIs: studentized bootstrap over prompts.")
 else:
     st.info("No sequence log-probs stored for the current filter (closed models: unavailable).")
 data.provenance("significance")

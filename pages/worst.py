@@ -70,15 +70,18 @@ if rows.empty:
             + " with the current filters.")
     st.stop()
 
-rows = rows.assign(open=[links.href(links.PROMPTS, worst.prompts_link(r)) for _, r in rows.iterrows()])
+rows = rows.assign(open=[links.href(links.PROMPTS, worst.prompts_link(r)) for _, r in rows.iterrows()],
+                   tied=[f"{int(n)} tied" if n > 1 else "" for n in rows["n_tied"]],
+                   reference=[f"no answer: {k}" if k else "" for k in rows["base_kind"]])
 if by == "prompt":
     shown = rows.assign(different=[f"{int(d)} of {int(n)}" for d, n in zip(rows["n_different"], rows["n_variants"])])
-    shown = shown[["rank", "open", "model", "dataset", "score", "different", "label", "delta_norm", "prompt_text"]]
+    shown = shown[["rank", "tied", "open", "model", "dataset", "score", "different", "label", "delta_norm", "reference",
+                   "prompt_text"]]
     names = {"prompt_text": "prompt", "score": f"s_X(i) on {label}", "different": "different replies",
              "label": "worst variant", "delta_norm": "its Δ̃"}
 else:
-    shown = rows[["rank", "open", "model", "dataset", "score", "differs", "label", "prompt_text", "variant_text",
-                  "base_reply", "variant_reply"]]
+    shown = rows[["rank", "tied", "open", "model", "dataset", "score", "differs", "label", "reference", "prompt_text",
+                  "variant_text", "base_reply", "variant_reply"]]
     names = {"prompt_text": "prompt", "label": "variant", "variant_text": "variant text", "score": f"Δ̃ on {label}",
              "differs": "reply differs", "base_reply": "base reply", "variant_reply": "variant's reply"}
 config = {"open": st.column_config.LinkColumn("Prompts", display_text="open ↗", width="small",
@@ -86,12 +89,17 @@ config = {"open": st.column_config.LinkColumn("Prompts", display_text="open ↗"
           "rank": st.column_config.NumberColumn("rank", format="%d", width="small"),
           names["score"]: st.column_config.NumberColumn(format="%.3f"),
           "its Δ̃": st.column_config.NumberColumn(format="%+.3f")}
-csv = rows.drop(columns=["open"]).assign(axis=axis, axis_label=label)
+csv = rows.drop(columns=["open", "tied", "reference"]).assign(axis=axis, axis_label=label)
 event = exports.table(csv, "worst_table", f"sago_worst_{by}s_{axis}.csv", show=shown.rename(columns=names),
                       on_select="rerun", selection_mode="single-row", column_config=config)
 st.caption(f"{len(rows)} row(s), worst first" + (f", matching “{md(search.strip()[:MAX_SEARCH])}”" if search else "")
            + ("." if controls.presentation_on() else
-              ". The CSV holds every column of these rows (texts, tokens, latency, requests)."))
+              ". The CSV holds every column of these rows (texts, tokens, latency, requests).")
+           + " reference: the base reply is no answer (a repetition loop, an echo of the prompt or token salad), so "
+             "Δ̃ measures distance from a broken reference.")
+ties = worst.tie_note(rows)
+if ties:
+    st.caption(md(ties))
 
 picked = list(getattr(getattr(event, "selection", None), "rows", []) or [])
 r = rows.iloc[picked[0] if picked and picked[0] < len(rows) else 0]
@@ -109,12 +117,13 @@ cb, cv = st.columns(2)
 with cb:
     st.caption("Base prompt")
     st.code(str(r["prompt_text"]), language=None, wrap_lines=True)
-    st.caption("Reply to the base prompt")
+    st.caption("Reply to the base prompt" + (f" — no answer: {r['base_kind']}" if r["base_kind"] else ""))
     st.code(worst.reply_text(r["base_reply"]), language=None, wrap_lines=True)
 with cv:
     st.caption("Variant")
     st.code(str(r["variant_text"]), language=None, wrap_lines=True)
-    st.caption("Reply to the variant" + (" (identical to the base reply)" if not r["differs"] else ""))
+    st.caption("Reply to the variant" + (" (identical to the base reply)" if not r["differs"] else "")
+               + (f" — no answer: {r['variant_kind']}" if r["variant_kind"] else ""))
     st.code(worst.reply_text(r["variant_reply"]), language=None, wrap_lines=True)
 st.caption("Word diff of the replies: struck-through red words are only in the base reply, green ones only in the "
            "variant's reply.")

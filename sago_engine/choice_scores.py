@@ -100,3 +100,25 @@ def per_token_option_scores(scores: pd.DataFrame, per_token: pd.DataFrame, q: fl
         frames.append(pd.concat([plain[plain["axis"] != "prob"], tok.assign(axis="prob")]).assign(option="per token"))
     return pd.concat(frames, ignore_index=True)[SCORE_COLS], r
 
+
+# ====================================================================== references that are answers
+ALL_PROMPTS, ANSWERS_ONLY = "every prompt", "base reply not degenerate"
+
+
+def reference_option_scores(scores: pd.DataFrame, base_flags: pd.DataFrame) -> pd.DataFrame:
+    """Scores with every prompt, and without the prompts whose base reply (of that run) is degenerate.
+
+    Args:
+        scores: ``Store.prompt_scores`` (with run_id); option axes are dropped.
+        base_flags: ``degenerate.reply_flags`` over ``Store.reply_texts(base_only=True)`` (run_id,
+            prompt_id, kind).
+    Returns:
+        ``SCORE_COLS`` rows: option ``ALL_PROMPTS`` (every score) and ``ANSWERS_ONLY`` (the scores of
+        (run, prompt) pairs whose base reply has kind "").
+    """
+    plain = _plain(scores)
+    bad = base_flags.loc[base_flags["kind"] != "", ["run_id", "prompt_id"]].drop_duplicates()
+    keep = plain.merge(bad.assign(_bad=True), on=["run_id", "prompt_id"], how="left")
+    kept = keep[keep["_bad"].isna()].drop(columns="_bad")
+    return pd.concat([plain.assign(option=ALL_PROMPTS), kept.assign(option=ANSWERS_ONLY)],
+                     ignore_index=True)[SCORE_COLS]

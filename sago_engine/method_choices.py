@@ -40,6 +40,8 @@ import pandas as pd
 from sago_engine import paper, rankcorr, report, runpairs
 from sago_engine.axis_spec import AXIS_SPECS
 from sago_engine.choice_scores import (  # noqa: F401  (re-exported: the page and tests read them here)
+    ALL_PROMPTS,
+    ANSWERS_ONLY,
     CLIPPED,
     DEFAULT_OPTION,
     SCORE_COLS,
@@ -50,7 +52,9 @@ from sago_engine.choice_scores import (  # noqa: F401  (re-exported: the page an
     normalizer_option_scores,
     option_axes,
     per_token_option_scores,
+    reference_option_scores,
 )
+from sago_engine.external import degenerate
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_NORMALIZERS, OPTION_SEP, option_of
 
@@ -153,7 +157,7 @@ def collect_choices(store: Store, f: Filters | None = None, q: float = 0.95,
     Returns:
         Choices in page order: one per option-axis base (Δ-Cos and Δ-BERT first, always listed,
         with ``missing`` set when the store has no such option axes), R_X, clipping, Δ-Prob,
-        reply length cap. A choice without two options has ``missing`` saying why and how to get them.
+        references (prompts with a degenerate base reply left out), reply length cap. A choice without two options has ``missing`` saying why and how to get them.
     """
     # an axis whose base is not one of the six (a foreign or damaged store) has no choice to compare
     names = [a for a in store.axis_names() if str(a).split(OPTION_SEP, 1)[0] in AXES]
@@ -191,7 +195,8 @@ def collect_choices(store: Store, f: Filters | None = None, q: float = 0.95,
         ch.scores = normalizer_option_scores(scores, data_sc)
         ch.notes = {"paper R_X": "R_X = " + ", ".join(f"{AXIS_LABELS.get(a, a)} {DEFAULT_NORMALIZERS[a]:g}" for a in AXES),
                     "data-driven R_X": f"R_X = the {q:.0%} quantile of |Δ| per axis: " + ", ".join(
-                        f"{AXIS_LABELS.get(a, a)} {v:.4g}" for a, v in zip(rx["axis"], rx["r_data"]))}
+                        f"{AXIS_LABELS.get(a, a)} {v:.4g}" for a, v in zip(rx["axis"], rx["r_data"]))
+                    + ". " + report.rx_pooling(quant)}
     else:
         ch.missing = "No deltas for the current filter."
     out.append(ch)
@@ -220,6 +225,21 @@ def collect_choices(store: Store, f: Filters | None = None, q: float = 0.95,
                     "per token": f"Δ of log-prob / n_tokens, R = {r:.4g} (the {q:.0%} quantile of |Δ per token|)"}
     out.append(ch)
 
+    flags = degenerate.reply_flags(store.reply_texts(f, base_only=True))
+    n_bad = flags[flags["kind"] != ""].groupby("model").size()
+    ch = Choice(key="references", title="References: every base reply vs base replies that are answers",
+                axes=tuple(a for a in AXES if a in plain_axes), reference=ALL_PROMPTS,
+                options=(ALL_PROMPTS, ANSWERS_ONLY))
+    if n_bad.empty or not len(scores):
+        ch.missing = ("No base reply in the current filter is a repetition loop, an echo of the prompt or token "
+                      "salad (sago_engine.external.degenerate), so every reference is an answer.")
+    else:
+        ch.scores = reference_option_scores(scores, flags)
+        ch.notes = {ALL_PROMPTS: "s_X(i) of every prompt, whatever the base reply",
+                    ANSWERS_ONLY: "without the prompts whose base reply (that model's) is degenerate: "
+                                  + ", ".join(f"{m} {int(k)}" for m, k in n_bad.items())}
+    out.append(ch)
+
     pairs = cap_pairs(store.run_settings())
     ch = Choice(key="cap", title="Reply length cap: max_new_tokens", axes=tuple(a for a in AXES if a in plain_axes),
                 reference="")
@@ -243,7 +263,7 @@ def collect_choices(store: Store, f: Filters | None = None, q: float = 0.95,
 # ====================================================================== per-choice summaries
 def option_sgs(opt_scores: pd.DataFrame, axes: Sequence[str], eps: float = MAIN_EPSILON, n_resamples: int = 1000,
                seed: int = 0) -> pd.DataFrame:
-    """SGS per option × model × axis (``axes`` only) with the t-test at ε and a percentile-bootstrap CI.
+    """SGS per option × model × axis (``axes`` only) with the t-test at ε and a studentized-bootstrap CI.
 
     ``report.sgs_ci_table`` per option (raw p; B = ``n_resamples``, ``seed``). Returns option,
     model, axis, axis_label, sgs, lo, hi, n_prompts, p, marker, status, ci_cell.

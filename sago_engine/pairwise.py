@@ -1,14 +1,15 @@
-"""Model against model: paired differences of per-prompt scores, a bootstrap CI and the Wilcoxon signed-rank test.
+"""Model against model: paired differences of per-prompt scores, a bootstrap CI and an exact paired test.
 
 SAGO (arXiv 2610.01428) tests each model against ε only; a meeting also asks whether model A is
 more stable than model B. Both models answered the same prompts, so the comparison is paired:
 d(i) = s_X^A(i) − s_X^B(i) over the prompts both have a score for. Per pair of models, axis and
 scope (all datasets, or one dataset): the mean paired difference (= SGS_A − SGS_B on the shared
-prompts) with a percentile-bootstrap CI over prompts, and a two-sided Wilcoxon signed-rank test
-(``scipy.stats.wilcoxon``, Pratt's treatment of zero differences), adjusted over the table's
-tests by ``stats.adjust_pvalues`` (none / Holm / BH). docs/METHOD.md, "Model against model",
-says why this test. Pure functions over ``Store.prompt_scores`` frames; nothing here touches
-the store or Streamlit.
+prompts) with a bootstrap CI over prompts, and a two-sided paired sign-flip test
+(``signflip``: on the mean difference by default, Wilcoxon's signed-rank statistic with
+Pratt's zeros as the other choice; exact at the pages' n, Monte Carlo with its error above),
+adjusted over the table's tests by ``stats.adjust_pvalues`` (none / Holm / BH).
+docs/METHOD.md, "Model against model", says why these tests. Pure functions over
+``Store.prompt_scores`` frames; nothing here touches the store or Streamlit.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from sago_engine import stats
+from sago_engine import signflip, stats
 from sago_engine.scoring import marker
 from sago_engine.seeds import derive_seed
 from sago_engine.types import axis_label, axis_sort_key
@@ -26,18 +27,22 @@ from sago_engine.types import axis_label, axis_sort_key
 ALPHA = 0.05
 #: Tag of the seeds of the paired bootstraps (``seeds.derive_seed``).
 SEED_TAG = "sago pairwise v1"
-#: The test, as the pages name it.
-TEST_NAME = "Wilcoxon signed-rank, two-sided, zero differences by Pratt's method"
-#: Up to this many prompts a test with ties or zero differences enumerates all 2^n sign flips.
-EXACT_FLIPS_MAX_N = 13
-#: Up to this many prompts a test without ties or zeros uses the exact null distribution.
-EXACT_MAX_N = 50
+#: Bootstrap resamples of a comparison's CI by default: the Monte Carlo error of its call on 0 is then
+#: ±0.0011 at the 2.5 % tail, so few calls sit in the borderline band (``stats.bootstrap_mean_ci_call``).
+PAIR_RESAMPLES = 20_000
+#: The paired tests a page can use: key → how sentences and captions name it.
+TESTS = {"mean": "paired sign-flip permutation test on the mean difference",
+         "signed_rank": "Wilcoxon signed-rank test (Pratt's zeros)"}
+#: The default test: it tests the mean difference, the effect the pages report (docs/METHOD.md).
+DEFAULT_TEST = "mean"
+#: The test, as the pages name it (the default one).
+TEST_NAME = TESTS[DEFAULT_TEST]
 
 VERDICT_A, VERDICT_B, VERDICT_NONE, VERDICT_MIXED, VERDICT_NA = "a", "b", "none", "mixed", "n/a"
 
 COLUMNS = ["axis", "axis_label", "dataset", "model_a", "model_b", "n_prompts", "sgs_a", "sgs_b", "diff", "ci_low",
-           "ci_high", "ci_status", "n_zero", "r_plus", "r_minus", "p", "method", "p_adj", "correction", "marker",
-           "verdict", "better"]
+           "ci_high", "ci_status", "ci_call", "n_zero", "r_plus", "r_minus", "p", "method", "mc_se", "test", "p_adj",
+           "correction", "marker", "verdict", "better"]
 
 
 def pair_seed(seed: int, axis: str, dataset: str | None, model_a: str, model_b: str) -> int:
@@ -49,66 +54,66 @@ def pair_seed(seed: int, axis: str, dataset: str | None, model_a: str, model_b: 
                        str(model_b))
 
 
-def signed_rank_test(d) -> dict:
-    """Two-sided Wilcoxon signed-rank test of H0: the paired differences ``d`` are symmetric about 0.
+def test_label(test: str) -> str:
+    """How the pages name ``test`` (a key of ``TESTS``); raises ValueError naming the valid keys otherwise."""
+    if test not in TESTS:
+        raise ValueError(f"unknown paired test {test!r}; valid: {', '.join(TESTS)}")
+    return TESTS[test]
 
-    Zero differences by Pratt's method (``zero_method="pratt"``): they are ranked with the others
-    and then left out of the rank sums, so prompts on which the two models score the same still
-    weigh in the ranks. The null distribution (``method``):
-      - ``"exact"``: no ties and no zeros, n ≤ ``EXACT_MAX_N`` (scipy's exact distribution);
-      - ``"exact (all 2^n sign flips)"``: ties or zeros, n ≤ ``EXACT_FLIPS_MAX_N``
-        (``scipy.stats.PermutationMethod``: every sign assignment enumerated);
-      - ``"normal approximation"``: otherwise (tie-corrected, Pratt-adjusted mean and variance,
-        Cureton 1967; no continuity correction).
+
+def paired_test(d, test: str = DEFAULT_TEST, rng: np.random.Generator | None = None) -> dict:
+    """Two-sided paired test of H0: the differences ``d`` are symmetric about 0 (the models are exchangeable).
+
+    ``test="mean"``: the sign-flip permutation test on Σ d (``signflip.mean_flip_test``: exact up
+    to 34 non-zero d, seeded Monte Carlo with its error above); ``test="signed_rank"``: Wilcoxon's
+    signed-rank test with Pratt's zeros, exact at every n the pages use
+    (``signflip.signed_rank_flip_test``).
 
     Args:
-        d: paired differences, shape (n,); NaN dropped.
+        d: ``signflip.paired_differences`` output, shape (n,) (zeros and ties already decided).
+        rng: generator of a Monte Carlo null (seeded per comparison by the caller).
     Returns:
-        dict with n, n_zero, r_plus (Σ rank of positive d), r_minus (Σ rank of negative d), p,
-        method. n < 2 → p NaN (method ``"too few prompts"``); every d = 0 → p = 1 (method
-        ``"no difference"``), never NaN.
-    Source: scipy.stats.wilcoxon; ranks by scipy.stats.rankdata (average for ties).
+        dict with n, n_zero, r_plus (Σ rank of positive d), r_minus (of negative d), p, method
+        (how the null was computed), mc_se (Monte Carlo standard error of p, 0 when exact).
+        n < 2 → p NaN (method ``"too few prompts"``); every d = 0 → p = 1 (``"no difference"``).
     """
+    test_label(test)
     x = np.asarray(d, dtype=np.float64)
     x = x[~np.isnan(x)]
-    n = len(x)
-    n_zero = int(np.sum(x == 0))
-    out = {"n": n, "n_zero": n_zero, "r_plus": float("nan"), "r_minus": float("nan"), "p": float("nan"),
-           "method": stats.STATUS_TINY}
-    if n < 2:
-        return out
-    ranks = sps.rankdata(np.abs(x))
-    out["r_plus"], out["r_minus"] = float(ranks[x > 0].sum()), float(ranks[x < 0].sum())
-    if n_zero == n:
-        return {**out, "p": 1.0, "method": "no difference"}
-    nonzero = np.abs(x[x != 0])
-    ties = len(np.unique(nonzero)) < len(nonzero)
-    if not ties and n_zero == 0 and n <= EXACT_MAX_N:
-        method, label = "exact", "exact"
-    elif n <= EXACT_FLIPS_MAX_N:
-        method, label = sps.PermutationMethod(n_resamples=2 ** n), "exact (all 2^n sign flips)"
-    else:
-        method, label = "asymptotic", "normal approximation"
-    res = sps.wilcoxon(x, zero_method="pratt", correction=False, alternative="two-sided", method=method)
-    return {**out, "p": float(min(1.0, res.pvalue)), "method": label}
+    res = (signflip.mean_flip_test if test == "mean" else signflip.signed_rank_flip_test)(x, rng)
+    out = {"n": res.n, "n_zero": res.n_zero, "r_plus": float("nan"), "r_minus": float("nan"), "p": res.p,
+           "method": res.method, "mc_se": res.mc_se}
+    if len(x) >= 2:
+        ranks = sps.rankdata(np.abs(x))
+        out["r_plus"], out["r_minus"] = float(ranks[x > 0].sum()), float(ranks[x < 0].sum())
+    return out
 
 
-def _verdict(diff: float, r_plus: float, r_minus: float, p_adj: float, alpha: float) -> str:
-    """Which model is more stable: ``"a"`` / ``"b"`` when p_adj < alpha and the mean difference and
-    the rank sums agree on the direction; ``"mixed"`` when they disagree; ``"none"``; ``"n/a"`` (no test)."""
+def signed_rank_test(d) -> dict:
+    """``paired_test(d, "signed_rank")`` on raw differences (zeros and ties decided by ``signflip``)."""
+    x = np.asarray(d, dtype=np.float64)
+    x = x[~np.isnan(x)]
+    return paired_test(signflip.paired_differences(x, np.zeros_like(x)), "signed_rank")
+
+
+def _verdict(diff: float, r_plus: float, r_minus: float, p_adj: float, alpha: float, test: str = DEFAULT_TEST) -> str:
+    """Which model is more stable: ``"a"`` / ``"b"`` when p_adj < alpha, in the direction of the mean
+    difference; under the signed-rank test ``"mixed"`` when the mean and the rank sums disagree;
+    ``"none"``; ``"n/a"`` (no test)."""
     if not np.isfinite(p_adj):
         return VERDICT_NA
     if p_adj >= alpha:
         return VERDICT_NONE
-    mean_sign, rank_sign = np.sign(diff), np.sign(r_plus - r_minus)
-    if mean_sign == 0 or mean_sign != rank_sign:
+    mean_sign = np.sign(diff)
+    if mean_sign == 0 or (test == "signed_rank" and mean_sign != np.sign(r_plus - r_minus)):
         return VERDICT_MIXED
     return VERDICT_A if mean_sign < 0 else VERDICT_B  # lower score = more stable
 
 
 def paired_table(scores: pd.DataFrame, per_dataset: bool = False, correction: str = "none",
-                 n_resamples: int = 1000, level: float = 0.95, seed: int = 0, alpha: float = ALPHA) -> pd.DataFrame:
-    """Every pair of models per axis (and dataset): paired difference, bootstrap CI, signed-rank test.
+                 n_resamples: int = PAIR_RESAMPLES, level: float = 0.95, seed: int = 0, alpha: float = ALPHA,
+                 test: str = DEFAULT_TEST) -> pd.DataFrame:
+    """Every pair of models per axis (and dataset): paired difference, bootstrap CI, paired test.
 
     Args:
         scores: per-prompt scores (``Store.prompt_scores``: model, dataset, prompt_id, axis, s).
@@ -116,18 +121,24 @@ def paired_table(scores: pd.DataFrame, per_dataset: bool = False, correction: st
             all prompts (paired on (dataset, prompt_id); every prompt weighs the same).
         correction: ``"none"`` | ``"holm"`` | ``"bh"`` over every row of the table (the family:
             pairs × axes, × datasets when ``per_dataset``); ``stats.adjust_pvalues``.
-        n_resamples, level: the percentile bootstrap of the mean difference over the shared
-            prompts (``stats.bootstrap_mean_ci``), seeded per comparison by ``pair_seed``.
+        n_resamples, level: the studentized bootstrap of the mean difference over the shared prompts
+            (``stats.bootstrap_mean_ci_call``), seeded per comparison by ``pair_seed``.
         alpha: level of the verdict on the adjusted p.
+        test: a key of ``TESTS`` (``paired_test``); its Monte Carlo null, where it needs one, is
+            seeded per comparison too.
     Returns:
         ``COLUMNS``: axis, axis_label, dataset (None over all datasets), model_a < model_b
         (sorted names), n_prompts (shared prompts), sgs_a, sgs_b (mean s on them), diff
         (mean of s_a − s_b; negative = a more stable), ci_low, ci_high, ci_status (``ok`` |
-        ``no variation`` | ``too few prompts``), n_zero (prompts with d = 0), r_plus, r_minus
-        (signed-rank sums), p (raw, two-sided), method, p_adj, correction, marker (of p_adj),
-        verdict (``"a"`` | ``"b"`` | ``"none"`` | ``"mixed"`` | ``"n/a"``), better (the more
-        stable model's name, or ""). Sorted by axis (paper's order), dataset, model_a, model_b.
+        ``no variation`` | ``too few prompts``), ci_call (``stats.bootstrap_mean_ci_call``: ``excludes 0``
+        | ``includes 0`` | ``borderline``), n_zero (prompts with d = 0 after
+        ``signflip.paired_differences``), r_plus, r_minus (signed-rank sums), p (raw,
+        two-sided), method (how the null was computed), mc_se, test (``TESTS[test]``), p_adj,
+        correction, marker (of p_adj), verdict (``"a"`` | ``"b"`` | ``"none"`` | ``"mixed"`` |
+        ``"n/a"``), better (the more stable model's name, or ""). Sorted by axis (paper's
+        order), dataset, model_a, model_b.
     """
+    name = test_label(test)
     rows = []
     keys = ["axis", "dataset"] if per_dataset else ["axis"]
     for key, grp in scores.groupby(keys, sort=True, observed=True):
@@ -138,20 +149,22 @@ def paired_table(scores: pd.DataFrame, per_dataset: bool = False, correction: st
         for i, a in enumerate(models):
             for b in models[i + 1:]:
                 both = w[[a, b]].dropna()
-                d = (both[a] - both[b]).to_numpy(dtype=np.float64)
-                rng = np.random.default_rng(pair_seed(seed, axis, dataset, a, b))
-                m, lo, hi, ci_status = stats.bootstrap_mean_ci(d, n_resamples, level, rng)
-                t = signed_rank_test(d)
+                d = signflip.paired_differences(both[a].to_numpy(), both[b].to_numpy())
+                pseed = pair_seed(seed, axis, dataset, a, b)
+                m, lo, hi, ci_status, ci_call = stats.bootstrap_mean_ci_call(d, n_resamples, level,
+                                                                              np.random.default_rng(pseed))
+                t = paired_test(d, test, np.random.default_rng([pseed, 1]))
                 rows.append({"axis": axis, "axis_label": axis_label(axis), "dataset": dataset, "model_a": a,
                              "model_b": b, "n_prompts": len(d), "sgs_a": float(both[a].mean()) if len(d) else np.nan,
                              "sgs_b": float(both[b].mean()) if len(d) else np.nan, "diff": m, "ci_low": lo,
-                             "ci_high": hi, "ci_status": ci_status, "n_zero": t["n_zero"], "r_plus": t["r_plus"],
-                             "r_minus": t["r_minus"], "p": t["p"], "method": t["method"]})
-    out = pd.DataFrame(rows, columns=COLUMNS[:17])
+                             "ci_high": hi, "ci_status": ci_status, "ci_call": ci_call, "n_zero": t["n_zero"],
+                             "r_plus": t["r_plus"], "r_minus": t["r_minus"], "p": t["p"], "method": t["method"], "mc_se": t["mc_se"],
+                             "test": name})
+    out = pd.DataFrame(rows, columns=COLUMNS[:20])
     out["p_adj"] = stats.adjust_pvalues(out["p"].to_numpy(dtype=float), correction) if len(out) else []
     out["correction"] = correction
     out["marker"] = [marker(p) for p in out["p_adj"]]
-    out["verdict"] = [_verdict(d, rp, rm, p, alpha) for d, rp, rm, p in
+    out["verdict"] = [_verdict(d, rp, rm, p, alpha, test) for d, rp, rm, p in
                       zip(out["diff"], out["r_plus"], out["r_minus"], out["p_adj"])]
     out["better"] = [a if v == VERDICT_A else (b if v == VERDICT_B else "") for a, b, v in
                      zip(out["model_a"], out["model_b"], out["verdict"])]
@@ -202,17 +215,19 @@ _ADJ = {"none": "", "holm": ", Holm-adjusted", "bh": ", BH-adjusted"}
 
 
 def pair_sentence(row, first: str | None = None) -> str:
-    """One plain-English sentence for one comparison (a row of ``paired_table``).
+    """One plain-English sentence for one comparison (a row of ``paired_table``), naming its test.
 
-    "A is more stable than B on Δ-BLEU (p = 0.003, Holm-adjusted; SGS 0.412 vs 0.455 on 96 shared
-    prompts, difference −0.043 [95% CI −0.061, −0.026])." or "A and B are not distinguishable on …".
-    ``first``: the model named first when the pair is not distinguishable (default model_a). A pair
-    the test does not call whose bootstrap CI excludes 0 says so, and why the two can disagree.
-    Names appear as given (render the sentence as text).
+    "A is more stable than B on Δ-BLEU (paired sign-flip permutation test on the mean difference:
+    p = 0.003, Holm-adjusted; SGS 0.412 vs 0.455 on 96 shared prompts, difference −0.043 [95% CI
+    −0.061, −0.026])." or "A and B are not distinguishable on … (<test>: p = …; …)". ``first``: the
+    model named first when the pair is not distinguishable (default model_a). A pair the test does
+    not call whose bootstrap CI excludes 0 says so, and why the two can disagree. The test is the
+    row's ``test`` (``TEST_NAME`` when the row has none). Names appear as given (render as text).
     """
     a, b = str(row["model_a"]), str(row["model_b"])
     where = f" on {row['axis_label']}" + ("" if row.get("dataset") is None or pd.isna(row.get("dataset"))
                                           else f" in {row['dataset']}")
+    test = str(row.get("test") or TEST_NAME)
     if row["verdict"] == VERDICT_NA:
         return f"{a} and {b} cannot be compared{where}: fewer than 2 shared prompts."
     sa, sb, d, lo, hi = row["sgs_a"], row["sgs_b"], row["diff"], row["ci_low"], row["ci_high"]
@@ -225,30 +240,36 @@ def pair_sentence(row, first: str | None = None) -> str:
     numbers = (f"SGS {sa:#.3g} vs {sb:#.3g} on {int(row['n_prompts'])} shared prompts, difference {d:+#.3g}{ci}"
                ).replace("-", "−")
     if row["verdict"] in (VERDICT_A, VERDICT_B):
-        return f"{a} is more stable than {b}{where} ({ptxt}; {numbers})."
+        return f"{a} is more stable than {b}{where} ({test}: {ptxt}; {numbers})."
     if row["verdict"] == VERDICT_MIXED:
-        return (f"{a} and {b} are not distinguishable{where}: the signed-rank test ({ptxt}) and the mean "
+        return (f"{a} and {b} are not distinguishable{where}: the {test} ({ptxt}) and the mean "
                 f"difference point opposite ways ({numbers}).")
-    if np.isfinite(lo) and (lo > 0 or hi < 0):  # the CI of the mean excludes 0, the rank test does not call it
-        return (f"{a} and {b} are not distinguishable{where} by the signed-rank test ({ptxt}), though the "
-                f"bootstrap CI of the mean difference excludes 0 ({numbers}): the test asks whether one model is "
-                "more stable across the shared prompts, the CI is of the mean, which a few large differences move "
-                "(and it is not adjusted for multiple comparisons).")
-    return f"{a} and {b} are not distinguishable{where} ({ptxt}; {numbers})."
+    if row.get("ci_call") == stats.CALL_BORDERLINE:
+        return (f"{a} and {b} are not distinguishable{where} ({test}: {ptxt}; {numbers}); whether the bootstrap CI "
+                "excludes 0 is borderline: its end lies within the resampling error of 0.")
+    if np.isfinite(lo) and (lo > 0 or hi < 0):  # the CI of the mean excludes 0, the test does not call it
+        why = ("the test asks whether one model is more stable across the shared prompts, the CI is of the mean, "
+               "which a few large differences move (and it is not adjusted for multiple comparisons)"
+               if test == TESTS["signed_rank"] else
+               "both speak of the mean, so the call is borderline (the CI is not adjusted for multiple comparisons)")
+        return (f"{a} and {b} are not distinguishable{where} by the {test} ({ptxt}), though the bootstrap CI "
+                f"of the mean difference excludes 0 ({numbers}): {why}.")
+    return f"{a} and {b} are not distinguishable{where} ({test}: {ptxt}; {numbers})."
 
 
 def leader_sentences(scores: pd.DataFrame, per_dataset: bool = False, correction: str = "none",
-                     n_resamples: int = 1000, seed: int = 0, alpha: float = ALPHA) -> pd.DataFrame:
+                     n_resamples: int = PAIR_RESAMPLES, seed: int = 0, alpha: float = ALPHA,
+                     test: str = DEFAULT_TEST) -> pd.DataFrame:
     """Per axis (and dataset): is the most stable model distinguishable from the runner-up?
 
     The leader and runner-up are the two lowest SGS (mean s over the scope's prompts) among the
     models with scores; their comparison is the row of ``paired_table(scores, per_dataset,
-    correction, …)`` (so the correction's family is that whole table).
+    correction, …, test=test)`` (so the correction's family is that whole table).
     Returns axis, axis_label, dataset, leader, runner_up, verdict, p_adj, sentence — one row per
     axis (× dataset) with at least two models, in the paper's axis order.
     """
     cols = ["axis", "axis_label", "dataset", "leader", "runner_up", "verdict", "p_adj", "sentence"]
-    table = paired_table(scores, per_dataset, correction, n_resamples, seed=seed, alpha=alpha)
+    table = paired_table(scores, per_dataset, correction, n_resamples, seed=seed, alpha=alpha, test=test)
     keys = ["axis", "dataset"] if per_dataset else ["axis"]
     sgs = scores.groupby([*keys, "model"], observed=True)["s"].mean().reset_index()
     rows = []
@@ -270,3 +291,42 @@ def leader_sentences(scores: pd.DataFrame, per_dataset: bool = False, correction
         out = out.assign(_o=out["axis"].map(axis_sort_key)).sort_values(["dataset", "_o"], na_position="first").drop(
             columns="_o")
     return out.reset_index(drop=True)
+
+
+# ====================================================================== the paired test of Model vs model
+def tests_compared(scores: pd.DataFrame, correction: str = "holm", n_resamples: int = 1000,
+                seed: int = 0) -> pd.DataFrame:
+    """Model vs model under each paired test (``TESTS``): the rows whose verdict differs.
+
+    Both ``pairwise.paired_table`` families (all datasets, and per dataset) are computed under the
+    default test and under each other one, with the same ``correction``.
+
+    Args:
+        scores: per-prompt scores (``Store.prompt_scores``).
+    Returns:
+        scope ("all datasets" | "per dataset"), axis_label, dataset, model_a, model_b, diff, and per
+        test ``p_adj_<key>``, ``verdict_<key>`` (a / b / none / mixed / n/a) — only rows where some
+        verdict differs from the default test's; empty (with those columns) when none does.
+    """
+    keys = ["axis", "dataset", "model_a", "model_b"]
+    cols = ["scope", "axis_label", "dataset", "model_a", "model_b", "diff"]
+    cols += [f"{c}_{t}" for t in TESTS for c in ("p_adj", "verdict")]
+    frames = []
+    for per_dataset in (False, True):
+        merged = None
+        for t in TESTS:
+            tab = paired_table(scores, per_dataset, correction, n_resamples, seed=seed, test=t)
+            part = tab[[*keys, "axis_label", "diff", "p_adj", "verdict"]].rename(
+                columns={"p_adj": f"p_adj_{t}", "verdict": f"verdict_{t}"})
+            merged = part if merged is None else merged.merge(part.drop(columns=["axis_label", "diff"]), on=keys,
+                                                              how="outer")
+        if merged is None or merged.empty:
+            continue
+        base = merged[f"verdict_{DEFAULT_TEST}"]
+        differs = np.zeros(len(merged), dtype=bool)
+        for t in TESTS:
+            differs |= (merged[f"verdict_{t}"] != base).to_numpy()
+        frames.append(merged[differs].assign(scope="per dataset" if per_dataset else "all datasets"))
+    if not frames:
+        return pd.DataFrame(columns=cols)
+    return pd.concat(frames, ignore_index=True)[cols]

@@ -12,6 +12,8 @@ from sago_engine.stats import (  # noqa: F401  (re-exported: pages reach them th
     REVERSAL_THRESHOLD,
     data_driven_normalizers,
     n_for_halfwidth,
+    pooled_sgs_spread,
+    rx_pooling,
     sample_size_std,
     sample_size_summary,
 )
@@ -66,10 +68,10 @@ def axis_order(df: pd.DataFrame, col: str = "axis") -> pd.DataFrame:
 
 def bootstrap_ci(scores: pd.DataFrame, by: tuple[str, ...] = ("model", "axis"), n_resamples: int = 1000,
                  level: float = 0.95, seed: int = 0) -> pd.DataFrame:
-    """Percentile-bootstrap CI of SGS (the mean of s_X(i)) over prompts, per group.
+    """Studentized-bootstrap CI of SGS (the mean of s_X(i)) over prompts, per group.
 
-    Delegates to ``sago_engine.stats.bootstrap_sgs`` (the one bootstrap of sago):
-    ``scipy.stats.bootstrap(method="percentile")``, resampling prompts with replacement
+    Delegates to ``sago_engine.stats.bootstrap_sgs`` (the one bootstrap of sago): bootstrap-t
+    (``stats.bootstrap_mean_ci``), resampling prompts with replacement
     ``n_resamples`` times; each group's generator is seeded from ``seed`` and the group's key
     (crc32), so a CI does not change when other groups are filtered in or out.
     Returns ``by`` + sgs, lo, hi, n_prompts, n_resamples, level, status, small_n. Groups with
@@ -306,7 +308,7 @@ def ci_cell(mean: float, lo: float, hi: float, mark: str, status: str = "ok", di
 
 def sgs_ci_table(scores: pd.DataFrame, eps: float = MAIN_EPSILON, per_dataset: bool = False,
                  correction: str = "none", n_resamples: int = 1000, seed: int = 0) -> pd.DataFrame:
-    """Significance table (raw p, adjusted p, marker after correction) joined with percentile-bootstrap CIs.
+    """Significance table (raw p, adjusted p, marker after correction) joined with studentized-bootstrap CIs.
 
     Columns: model, [dataset,] axis, sgs, std, n_prompts, t, p, p_adj, correction, marker, eps,
     cell ("mean±std marker"), lo, hi, status, small_n, ci_cell ("mean [lo, hi] marker").
@@ -411,44 +413,6 @@ def per_token_prob(per_token: pd.DataFrame, q: float = 0.95, n_resamples: int = 
 
 
 # ====================================================================== sample size (appendix D), plotted by requested N
-def sample_size_curve(curve: pd.DataFrame, sizes, by: tuple[str, ...] = ("model", "axis")) -> pd.DataFrame:
-    """The Sample-size chart's points: per ``by`` and REQUESTED N, the median over the (F, u, s, p) groups that can sample N.
-
-    Args:
-        curve: ``stats.sample_size_std`` (one row per group and N used; N is capped at the group's
-            M prompts, where std is 0 by construction).
-        sizes: the requested N (``stats.SAMPLE_SIZES``).
-    Returns:
-        ``by`` + n (requested N), median_std, max_std, median_expected (σ/√N·√((M−N)/(M−1)), median),
-        n_groups (groups with M > N, the ones in the median), n_short (groups with M ≤ N, left
-        out: drawing N of them takes the whole group, std 0 by construction), n_total. A point
-        has a value only where n_groups > 0, so groups capped at their own size never pull the
-        curve to 0 (a zig-zag that is no property of the model).
-    """
-    cols = [*by, "n", "median_std", "max_std", "median_expected", "n_groups", "n_short", "n_total"]
-    if curve.empty:
-        return pd.DataFrame(columns=cols)
-    keys = [*by, *CELL]
-    m = curve.groupby(keys, observed=True, dropna=False)["n_available"].first().reset_index()
-    rows = []
-    for k, grp in m.groupby(list(by), observed=True, sort=True):
-        k = k if isinstance(k, tuple) else (k,)
-        sub = curve.merge(pd.DataFrame([dict(zip(by, k))]), on=list(by))
-        for n in sizes:
-            reach = sub[(sub["n_requested"] == n) & (sub["n_available"] > n)]
-            n_short = int((grp["n_available"] <= n).sum())
-            if reach.empty:
-                rows.append({**dict(zip(by, k)), "n": int(n), "median_std": float("nan"), "max_std": float("nan"),
-                             "median_expected": float("nan"), "n_groups": 0, "n_short": n_short,
-                             "n_total": int(len(grp))})
-                continue
-            rows.append({**dict(zip(by, k)), "n": int(n), "median_std": float(reach["std_mean"].median()),
-                         "max_std": float(reach["std_mean"].max()),
-                         "median_expected": float(reach["expected_std"].median()), "n_groups": int(len(reach)),
-                         "n_short": n_short, "n_total": int(len(grp))})
-    return pd.DataFrame(rows, columns=cols)
-
-
 # ====================================================================== radar scale
 def radar_axis_scales(radar: pd.DataFrame, use_ci: bool = True, extra: pd.DataFrame | None = None) -> dict[str, float]:
     """Per-axis radar scale: the largest value shown on each spoke, so small axes are not lost in the centre.

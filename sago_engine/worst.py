@@ -18,6 +18,7 @@ import pandas as pd
 from sago_engine import scoring
 from sago_engine.correctness.compare import chosen_scorers
 from sago_engine.detail import NO_REPLY, numbered_label, variant_label
+from sago_engine.external import degenerate
 from sago_engine.textdiff import diff_html, diff_segments
 
 if TYPE_CHECKING:
@@ -33,10 +34,10 @@ _CHANGED = {"all": None, "different": True, "unchanged": False, "right_to_wrong"
 #: Shown where a store keeps no rendered request (``responses.request`` NULL or absent).
 NOT_RECORDED = "not recorded"
 
-COLUMNS = ["rank", "model", "run_id", "dataset", "prompt_id", "variant_id", "label", "score", "s", "delta_norm",
+COLUMNS = ["rank", "n_tied", "model", "run_id", "dataset", "prompt_id", "variant_id", "label", "score", "s", "delta_norm",
            "n_variants", "n_different", "differs", "prompt_text", "variant_text", "base_reply", "variant_reply",
            "base_tokens", "variant_tokens", "base_latency_s", "variant_latency_s", "base_finish", "variant_finish",
-           "base_error", "variant_error", "base_request", "variant_request"]
+           "base_error", "variant_error", "base_request", "variant_request", "base_kind", "variant_kind"]
 
 
 def worst_cases(store: Store, f: Filters | None = None, *, axis: str, by: str = "prompt", model: str | None = None,
@@ -60,13 +61,15 @@ def worst_cases(store: Store, f: Filters | None = None, *, axis: str, by: str = 
             bounds it to ``store.worst.MAX_SEARCH`` characters; it is a bound SQL parameter).
         limit: rows, 1 … ``store.worst.MAX_ROWS``.
     Returns:
-        ``COLUMNS``: rank (1 = worst), model, run_id, dataset, prompt_id, variant_id (the row's
+        ``COLUMNS``: rank (1 = worst; tied scores share the rank), n_tied (rows of the whole selection
+        with that score, this one included), model, run_id, dataset, prompt_id, variant_id (the row's
         variant: the worst one for a prompt row), label (F · u · s · p as on the Prompts page),
         score (what the rank orders: s_X(i) for prompts, Δ̃ for variants), s (s_X(i); NaN for
         variant rows), delta_norm (the variant's Δ̃), n_variants, n_different (prompt rows; NaN
         for variants), differs (the shown variant's reply differs from the base reply), the
         texts (prompt_text, variant_text, base_reply, variant_reply; None = no reply stored),
-        tokens, latency (seconds), finish reasons, errors and the requests (None = not recorded).
+        tokens, latency (seconds), finish reasons, errors and the requests (None = not recorded),
+        base_kind / variant_kind (``external.degenerate.reply_kind``: "" or salad / loop / echo).
     Raises:
         ValueError: unknown ``by``, ``replies``, ``order`` or axis; ``limit`` out of range.
     """
@@ -92,9 +95,9 @@ def worst_cases(store: Store, f: Filters | None = None, *, axis: str, by: str = 
     if rk.empty:
         return pd.DataFrame(columns=COLUMNS)
     texts = store.reply_pairs(list(zip(rk["run_id"], rk["variant_id"])), f)
-    out = rk[["run_id", "variant_id", "score", "s", "delta_norm", "n_variants", "n_different"]].merge(
-        texts, on=["run_id", "variant_id"], how="left", validate="one_to_one")
-    out["rank"] = np.arange(1, len(out) + 1)
+    out = rk[["run_id", "variant_id", "score", "s", "delta_norm", "n_variants", "n_different", "tie_rank",
+              "n_tied"]].merge(texts, on=["run_id", "variant_id"], how="left", validate="one_to_one")
+    out["rank"] = out["tie_rank"].astype(int)
     out["label"] = [numbered_label(variant_label(*t), k) for *t, k in
                     zip(out["family"], out["subtype"], out["strength"], out["position"], out["dup"])]
     out["differs"] = [not (isinstance(b, str) and isinstance(v, str) and b == v)
@@ -102,7 +105,23 @@ def worst_cases(store: Store, f: Filters | None = None, *, axis: str, by: str = 
     for c in ("base_reply", "variant_reply", "base_request", "variant_request", "base_error", "variant_error",
               "base_finish", "variant_finish"):
         out[c] = pd.Series([v if isinstance(v, str) else None for v in out[c]], index=out.index, dtype=object)
+    out["base_kind"] = [degenerate.reply_kind(r, p) if isinstance(r, str) else ""
+                        for r, p in zip(out["base_reply"], out["prompt_text"])]
+    out["variant_kind"] = [degenerate.reply_kind(r, p) if isinstance(r, str) else ""
+                           for r, p in zip(out["variant_reply"], out["variant_text"])]
     return out[COLUMNS].reset_index(drop=True)
+
+
+def tie_note(rows: pd.DataFrame) -> str:
+    """A sentence on the ties among ``worst_cases`` rows ("" when none): which ranks are shared, by how many rows
+    of the whole selection, and that the order inside a tie is alphabetical, not by instability."""
+    tied = rows[rows["n_tied"] > 1].drop_duplicates("rank")
+    if tied.empty:
+        return ""
+    parts = [f"rank {int(r['rank'])}: {int(r['n_tied'])} rows at {r['score']:+.4g}" for _, r in tied.iterrows()]
+    return ("Ties (score equal to 12 significant digits) share a rank — " + "; ".join(parts)
+            + ". Inside a tie the rows are listed by model, dataset, prompt and variant, which says nothing about "
+              "which is worse; a tie larger than the rows shown continues beyond them.")
 
 
 def reply_text(text) -> str:

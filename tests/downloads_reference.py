@@ -8,6 +8,7 @@ and docs/METHOD.md; tests/test_pages_independent.py holds the SGS / t-test / opt
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 
@@ -77,7 +78,8 @@ def per_token(store) -> tuple[float, pd.DataFrame]:
 
 def wilcoxon_pairs(ps: pd.DataFrame) -> pd.DataFrame:
     """Every pair model_a < model_b per axis on their shared prompts: sgs_a, sgs_b, diff = mean(s_a − s_b),
-    n_prompts, n_zero, r_plus / r_minus (signed-rank sums) and the two-sided Wilcoxon p (Pratt's zeros)."""
+    n_prompts, n_zero, r_plus / r_minus (signed-rank sums), the two-sided Wilcoxon p (Pratt's zeros) and
+    p_mean, the two-sided sign-flip p of Σ d with every sign assignment of the non-zero d enumerated."""
     rows = []
     models = sorted(ps["model"].unique())
     for axis, g in ps.groupby("axis"):
@@ -90,9 +92,13 @@ def wilcoxon_pairs(ps: pd.DataFrame) -> pd.DataFrame:
                 d = (both[a] - both[b]).to_numpy()
                 ranks = stats.rankdata(np.abs(d))
                 res = stats.wilcoxon(d, zero_method="pratt", alternative="two-sided")
+                nz = d[np.abs(d) > 1e-12]
+                flips = np.array(list(itertools.product((-1.0, 1.0), repeat=len(nz)))) @ nz
+                p_mean = float(np.mean(np.abs(flips) >= abs(nz.sum()) - 1e-9)) if len(nz) else 1.0
                 rows.append({"axis": axis, "model_a": a, "model_b": b, "n_prompts": len(d), "sgs_a": both[a].mean(),
                              "sgs_b": both[b].mean(), "diff": d.mean(), "n_zero": int((d == 0).sum()),
-                             "r_plus": ranks[d > 0].sum(), "r_minus": ranks[d < 0].sum(), "p": float(res.pvalue)})
+                             "r_plus": ranks[d > 0].sum(), "r_minus": ranks[d < 0].sum(), "p": float(res.pvalue),
+                             "p_mean": p_mean, "n_nonzero": len(nz)})
     return pd.DataFrame(rows).set_index(["axis", "model_a", "model_b"])
 
 

@@ -56,7 +56,6 @@ from tests.test_pages_independent import (
     p_greater,
     raw_all_axes,
     reference,
-    sample_size_reference,
     sgs_table,
 )
 
@@ -217,16 +216,20 @@ def test_significance(site, store, ref):
 
 
 def check_sample_size(files: dict, ref: dict) -> None:
-    want = sample_size_reference(ref["raw"], "model-a")  # the page's first model
+    ps = ref["ps"][ref["ps"]["model"] == "model-a"]  # the page's first model
     curve = files["sample_size_curve_dl_csv"]
     assert set(curve["model"]) == {"model-a"}
-    plotted = _vega_rows(files["sample_size_curve_dl_html"], "median_std", "n_groups").set_index(["axis", "n"])
-    for got in (curve[curve["n_groups"] > 0].set_index(["axis", "n"]), plotted):
-        assert sorted(got.index) == sorted(want.index) and len(want) == 6 * 2  # N = 4, 8 in every axis
-        for k, w in want.iterrows():
-            assert got.loc[k, "n_groups"] == w["n_groups"], k
-            assert got.loc[k, "median_expected"] == pytest.approx(w["median_expected"], rel=1e-9), k
-            assert got.loc[k, "median_std"] == pytest.approx(w["median_expected"], rel=0.25), k  # 500 seeded draws
+    plotted = _vega_rows(files["sample_size_curve_dl_html"], "sd_new", "n")
+    for a, g in ps.groupby("axis"):
+        x = g["s"].to_numpy()
+        m = len(x)
+        for n in sorted({4, 8, 16, 32, 64, 128, m}):
+            row = curve[curve["axis"].isin([a, LABEL[a]]) & (curve["n"] == n)].iloc[0]
+            within = np.std(x) / math.sqrt(n) * math.sqrt((m - n) / (m - 1)) if n <= m else float("nan")
+            assert row["sd_within"] == pytest.approx(within, abs=1e-12, nan_ok=True), (a, n)
+            assert row["sd_new"] == pytest.approx(np.std(x, ddof=1) / math.sqrt(n), abs=1e-12), (a, n)
+            [drawn] = plotted.loc[plotted["axis"].isin([a, LABEL[a]]) & (plotted["n"] == n), "sd_new"]
+            assert drawn == pytest.approx(row["sd_new"], abs=1e-12), (a, n)
     need = files["sample_size_needed_csv"].set_index(["model", "axis"])
     z = stats.norm.ppf(0.975)
     assert len(need) == len(ref["total"])
@@ -234,8 +237,12 @@ def check_sample_size(files: dict, ref: dict) -> None:
         sd = float(np.std(g["s"], ddof=1))
         row = need.loc[(m, LABEL[a])]
         assert row["sigma"] == pytest.approx(sd, rel=1e-9) and row["n_now"] == len(g), (m, a)
-        assert row["n_needed"] == math.ceil((z * sd / 0.02) ** 2), (m, a)
-        assert row["halfwidth_now"] == pytest.approx(z * sd / math.sqrt(len(g)), rel=1e-9), (m, a)
+        n = max(2, math.ceil((z * sd / 0.02) ** 2))
+        while stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n) > 0.02:
+            n += 1
+        assert row["n_needed"] == n, (m, a)
+        assert row["halfwidth_now"] == pytest.approx(stats.t.ppf(0.975, len(g) - 1) * sd / math.sqrt(len(g)),
+                                                     rel=1e-9), (m, a)
 
 
 def test_sample_size(site, ref):
@@ -252,10 +259,11 @@ def check_pairwise(files: dict, ref: dict) -> None:
         assert [g[c] for c in ("n_prompts", "n_zero", "r_plus", "r_minus")] == [w[c] for c in (
             "n_prompts", "n_zero", "r_plus", "r_minus")], k
         assert [g[c] for c in ("sgs_a", "sgs_b", "diff")] == pytest.approx([w["sgs_a"], w["sgs_b"], w["diff"]], abs=TOL)
-        assert g["p"] == pytest.approx(w["p"], rel=1e-9) and g["p_adj"] == g["p"] and g["method"] == "exact", k
+        assert g["p"] == pytest.approx(w["p_mean"], rel=1e-9) and g["p_adj"] == g["p"], k
+        assert g["method"] == f"exact (all 2^{int(w['n_nonzero'])} sign flips)", k
         assert g["ci_low"] <= g["diff"] <= g["ci_high"], k
         if g["verdict"] != "none":  # a side is called only where p < 0.05, and it is the one with the lower SGS
-            assert w["p"] < 0.05 and g["better"] == (k[1] if w["diff"] < 0 else k[2]), k
+            assert w["p_mean"] < 0.05 and g["better"] == (k[1] if w["diff"] < 0 else k[2]), k
         else:
             assert not isinstance(g["better"], str), k
     # the matrix of Δ-BLEU (the page's default axis): row − column, both orders
@@ -273,15 +281,15 @@ def check_pairwise(files: dict, ref: dict) -> None:
     assert len(drawn) == 3 * 2
     for (a, b), w in bleu.iterrows():
         for r, c, d in ((a, b, w["diff"]), (b, a, -w["diff"])):
-            p = "p < 0.001" if w["p"] < 0.001 else f"p = {w['p']:.2g}"
-            text = f"{d:+#.3g}".replace("-", "−") + mark(w["p"]) + "\n" + p
+            p = "p < 0.001" if w["p_mean"] < 0.001 else f"p = {w['p_mean']:.2g}"
+            text = f"{d:+#.3g}".replace("-", "−") + mark(w["p_mean"]) + "\n" + p
             cell = cells.loc[(r, c)]
-            assert cell["diff"] == pytest.approx(d, abs=TOL) and cell["p"] == pytest.approx(w["p"], rel=1e-9), (r, c)
+            assert cell["diff"] == pytest.approx(d, abs=TOL) and cell["p"] == pytest.approx(w["p_mean"], rel=1e-9), (r, c)
             assert cell["label"] == ("'" if text.startswith("+") else "") + text, (r, c)  # a leading + is quoted
             shown, z, layer = drawn[(r, c)]
             assert shown == text.replace("\n", "<br>"), (r, c)
             assert (z, layer == "not distinguishable") == ((0.0, True) if not cell["called"] else (pytest.approx(d), False))
-            assert not cell["called"] or w["p"] < 0.05, (r, c)
+            assert not cell["called"] or w["p_mean"] < 0.05, (r, c)
             assert shown.split("<br>")[0] in files["pairwise_matrix_dl_svg"], (r, c)  # the drawn cell text
 
 

@@ -402,3 +402,4 @@ def test_a_label_sidecar_that_cannot_be_read_is_named_and_nothing_runs(tmp_path,
     assert f"The label file {side.name} cannot be read" in warn and str(tmp_path) not in warn
     assert not [r for r in at.radio if r.key == "methods_label_value"]
     assert _sha(store) == before
+

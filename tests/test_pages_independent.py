@@ -254,34 +254,27 @@ def test_significance_cells_and_counts_equal_the_recomputation(synth, ref, eps):
 
 
 # ---------------------------------------------------------------- Sample size
-def sample_size_reference(raw: pd.DataFrame, model: str) -> pd.DataFrame:
-    """Per (axis, N): groups (F, u, s, p) with more than N prompts and the median over them of the exact
-    std of the mean of N prompts drawn without replacement, σ/√N·√((M−N)/(M−1)) (SAGO appendix D)."""
-    ok = raw[(raw["model"] == model) & raw["available"] & raw["kept"]]
-    cell = ok.assign(a=ok["delta_norm"].abs()).groupby(["axis", "family", "subtype", "strength", "position",
-                                                         "prompt_id"])["a"].apply(lambda x: math.sqrt(np.mean(x ** 2)))
+def sample_size_reference(ps: pd.DataFrame, model: str) -> pd.DataFrame:
+    """Per (axis, N): the exact std of the mean of N of the model's M per-prompt scores drawn without
+    replacement, σ/√N·√((M−N)/(M−1)) (NaN above M), and σ̂/√N for N new prompts."""
     rows = []
-    for (axis, *_), g in cell.groupby(level=[0, 1, 2, 3, 4]):
-        x = g.to_numpy(dtype=float)
-        m, sigma = len(x), float(np.std(x))
-        for n in (4, 8, 16, 32, 64, 128):
-            if m > n:
-                rows.append({"axis": axis, "n": n, "exp": sigma / math.sqrt(n) * math.sqrt((m - n) / (m - 1))})
-    return pd.DataFrame(rows).groupby(["axis", "n"]).agg(n_groups=("exp", "size"), median_expected=("exp", "median"))
+    for axis, g in ps[ps["model"] == model].groupby("axis"):
+        x = g["s"].to_numpy(dtype=float)
+        m = len(x)
+        for n in sorted({4, 8, 16, 32, 64, 128, m}):
+            within = float(np.std(x)) / math.sqrt(n) * math.sqrt((m - n) / (m - 1)) if n <= m else float("nan")
+            rows.append({"axis": axis, "n": n, "sd_within": within, "sd_new": float(np.std(x, ddof=1)) / math.sqrt(n)})
+    return pd.DataFrame(rows).set_index(["axis", "n"])
 
 
 def test_sample_size_points_equal_the_recomputation(synth, ref):
     at = _app(synth, "sample_size", sample_size_model="model-b")
-    got = _vega(at, "median_std", "n_groups")
-    want = sample_size_reference(ref["raw"], "model-b")
-    got = got.set_index(["axis", "n"])
-    assert len(got) == len(want) == 6 * 3  # 6 groups of 18 prompts: N = 4, 8, 16 for every axis
-    for (axis, n), row in want.iterrows():
-        g = got.loc[(axis, n)]
-        assert int(g["n_groups"]) == row["n_groups"]
-        assert g["median_expected"] == pytest.approx(row["median_expected"], rel=1e-9)
-        # 500 seeded draws: the sampled std is the exact value up to its own sampling error (~3 %)
-        assert g["median_std"] == pytest.approx(row["median_expected"], rel=0.25)
+    got = _vega(at, "sd_within", "sd_new").assign(axis=lambda d: d["axis"]).set_index(["axis", "n"])
+    want = sample_size_reference(ref["ps"], "model-b")
+    assert sorted(got.index) == sorted(want.index) and len(want) == 6 * 7  # 18 prompts: N = 4…128 and M = 18
+    for k, row in want.iterrows():
+        assert got.loc[k, "sd_within"] == pytest.approx(row["sd_within"], abs=1e-12, nan_ok=True), k
+        assert got.loc[k, "sd_new"] == pytest.approx(row["sd_new"], abs=1e-12), k
 
 
 # ---------------------------------------------------------------- Prompts and Variants (the real engine's store)

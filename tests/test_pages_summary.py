@@ -333,34 +333,17 @@ def test_summary_pages_render_on_real_store(tiny_store, page):
         assert set(_vega_data(at, 0)["rank"]) == {1}  # one model: rank 1 on every dataset
 
 
-# ---------------------------------------------------------------- sample size by requested N
-def test_sample_size_curve_plots_requested_n_without_capped_groups():
-    from sago_engine.stats import SAMPLE_SIZES, sample_size_std
-
-    rng = np.random.default_rng(0)
-    rows = []
-    for sub, m in (("small", 5), ("large", 40)):  # one group of 5 prompts, one of 40
-        for i in range(m):
-            rows.append({"model": "m", "axis": "bleu", "family": "social_register", "subtype": sub,
-                         "strength": 1.0, "position": "PREFIX", "prompt_id": f"p{i}", "s": rng.uniform(0, 1)})
-    curve = sample_size_std(pd.DataFrame(rows), sizes=SAMPLE_SIZES, n_repeats=200, seed=0)
-    out = report.sample_size_curve(curve, SAMPLE_SIZES).set_index("n")
-    assert list(out.index) == list(SAMPLE_SIZES)
-    assert list(out["n_groups"]) == [2, 1, 1, 1, 0, 0]  # M > N: both at 4, the 40-prompt group up to 32
-    assert list(out["n_short"]) == [0, 1, 1, 1, 2, 2]
-    large = curve[(curve["subtype"] == "large")].set_index("n_requested")
-    for n in (8, 16, 32):  # the point is the large group's own value, never pulled to 0 by the capped one
-        assert out.loc[n, "median_std"] == large.loc[n, "std_mean"] > 0
-    assert np.isnan(out.loc[64, "median_std"]) and np.isnan(out.loc[128, "median_std"])
-    assert (out["median_std"].dropna() > 0).all()
-
-
-def test_sample_size_page_plots_by_requested_n(synth):
+# ---------------------------------------------------------------- sample size: one population per curve
+def test_sample_size_page_plots_the_pooled_sgs_spread(synth):
     at = _app(synth, "sample_size")
     data = _vega_data(at)
-    # 6 prompts x 3 datasets = 18 per (F, u, s, p) group: points at N = 4, 8, 16 for each of the six axes
-    assert len(data) == 3 * 6 and set(data["n"]) == {4, 8, 16} and (data["n_groups"] > 0).all()
-    assert (data.loc[data["n_groups"] > 0, "median_std"] > 0).all()
+    # 6 prompts x 3 datasets = 18 prompts per model and axis: N = 4, 8, 16, 18 (= M, std 0), 32, 64, 128 (new only)
+    assert set(data["n"]) == {4, 8, 16, 18, 32, 64, 128} and (data["n_available"] == 18).all()
+    for _, g in data.groupby("axis"):
+        g = g.sort_values("n")
+        within = g["sd_within"].dropna().to_numpy()
+        assert len(within) == 4 and within[-1] == 0 and (np.diff(within) < 0).all()  # monotone, 0 at N = M
+        assert (np.diff(g["sd_new"].to_numpy()) < 0).all()
 
 
 # ---------------------------------------------------------------- per-axis radar scale

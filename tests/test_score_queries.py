@@ -258,8 +258,10 @@ def test_delta_abs_quantiles(two_runs):
             got = st.delta_abs_quantiles(f, axes=axes) if q is None else st.delta_abs_quantiles(f, q=q, axes=axes)
             qq = 0.95 if q is None else q
             g = d.assign(a=d["delta"].abs()).groupby("axis", sort=True)["a"]
-            assert list(got.columns) == ["axis", "n", "q", "q_abs", "max_abs"]
+            assert list(got.columns) == ["axis", "n", "q", "q_abs", "max_abs", "models"]
             assert got["axis"].tolist() == sorted(g.groups)
+            pooled = d.groupby("axis", sort=True)["model"].agg(lambda m: sorted(set(m)))
+            assert [list(m) for m in got["models"]] == pooled.tolist()  # the models each R_X was pooled over
             assert got["n"].tolist() == g.size().tolist()
             assert (got["q"] == qq).all()
             np.testing.assert_allclose(got["q_abs"], g.quantile(qq, interpolation="linear").to_numpy(), rtol=1e-12)

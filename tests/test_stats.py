@@ -20,10 +20,18 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXED = np.array([0.12, 0.31, 0.05, 0.22, 0.18, 0.40, 0.09, 0.27, 0.15, 0.33, 0.02, 0.21])
 
 
+def t_needed(sd: float, h: float, level: float) -> int:
+    """Fewest n ≥ 2 with t_(1−α/2, n−1)·sd/√n ≤ h, counted up from 2."""
+    n = 2
+    while sps.t.ppf(1 - (1 - level) / 2, n - 1) * sd / math.sqrt(n) > h:
+        n += 1
+    return n
+
+
 # ---------------------------------------------------------------- 1. bootstrap
 def test_bootstrap_ci_equals_scipy_and_is_deterministic():
     rng = stats.group_rng(7, ("m", "bleu"))
-    m, lo, hi, st = stats.bootstrap_mean_ci(FIXED, 2000, 0.95, rng)
+    m, lo, hi, st = stats.bootstrap_mean_ci(FIXED, 2000, 0.95, rng, method="percentile")
     ref = sps.bootstrap((FIXED,), np.mean, n_resamples=2000, method="percentile", vectorized=True,
                         random_state=np.random.default_rng([7, __import__("zlib").crc32(repr(("m", "bleu")).encode())]))
     assert (lo, hi) == (ref.confidence_interval.low, ref.confidence_interval.high) and st == "ok"
@@ -49,7 +57,69 @@ def test_bootstrap_degenerate_no_variation_and_tiny_n():
     assert out.loc["one", "status"] == "too few prompts" and np.isnan(out.loc["one", "lo"])
     assert report.ci_cell(0.0, 0.0, 0.0, "", "no variation") == "0.000 (no variation)"
     need = stats.n_for_halfwidth(df, 0.05, by=("model",)).set_index("model")
-    assert need.loc["z", "n_needed"] == 0 and need.loc["z", "status"] == "no variation"
+    assert need.loc["z", "n_needed"] == 2 and need.loc["z", "status"] == "no variation"
+
+
+def _studentized_by_hand(x: np.ndarray, b: int, rng: np.random.Generator) -> tuple[float, float]:
+    """Bootstrap-t 95 % interval of the mean (Efron & Tibshirani 1993, §12.5), one resample at a time."""
+    n, m = len(x), x.mean()
+    se = x.std(ddof=1) / math.sqrt(n)
+    t = []
+    for _ in range(b):
+        xb = x[rng.integers(0, n, size=n)]
+        sb = xb.std(ddof=1) / math.sqrt(n)
+        t.append((xb.mean() - m) / sb if sb > 0 else (0.0 if xb.mean() == m else math.copysign(math.inf, xb.mean() - m)))
+    q_hi, q_lo = np.quantile(t, [0.975, 0.025])
+    return max(m - q_hi * se, x.min()), min(m - q_lo * se, x.max())
+
+
+def test_studentized_bootstrap_by_hand():
+    m, lo, hi, st = stats.bootstrap_mean_ci(FIXED, 400, 0.95, np.random.default_rng(3))
+    want = _studentized_by_hand(FIXED, 400, np.random.default_rng(3))
+    assert (lo, hi) == pytest.approx(want, abs=1e-12) and st == "ok" and lo < m < hi
+
+
+#: Coverage simulation: scores like the store's per-prompt s (40 % exact zeros, the rest Beta(0.5, 3),
+#: mean 0.6 · 0.5/3.5 known), 600 datasets per n. Band: 95 % ± 2.5 points (3 binomial s.e. at 600).
+COVERAGE_BAND = (0.925, 0.975)
+
+
+def _coverage(n: int, k: int = 600, b: int = 1000) -> float:
+    rng = np.random.default_rng([2026, n])
+    x = rng.beta(0.5, 3, (k, n)) * (rng.random((k, n)) >= 0.4)
+    mu = 0.6 * 0.5 / 3.5
+    hits = 0
+    for i in range(k):
+        _, lo, hi, _ = stats.bootstrap_mean_ci(x[i], b, 0.95, np.random.default_rng([n, i]))
+        hits += lo <= mu <= hi
+    return hits / k
+
+
+@pytest.mark.parametrize("n", [16, 96])
+def test_95_percent_intervals_cover_95_percent_of_known_means(n):
+    """The pages' bootstrap CI at 16 and 96 prompts covers the true mean within COVERAGE_BAND (the percentile
+    interval covered ~89 % at 16 prompts)."""
+    cov = _coverage(n)
+    assert COVERAGE_BAND[0] <= cov <= COVERAGE_BAND[1], cov
+
+
+def test_a_ci_call_near_zero_is_borderline_not_a_coin_flip():
+    """An interval whose end sits at 0 within the seed's error says "borderline"; clear cases say which."""
+    x = np.array([0.31, -0.12, 0.45, 0.08, -0.27, 0.52, 0.19, 0.66, -0.04, 0.38, 0.1, -0.2, 0.25, 0.05, -0.1, 0.3])
+    calls = {}
+    for shift in np.linspace(-0.2, 0.2, 81):
+        calls[round(float(shift), 3)] = stats.bootstrap_mean_ci_call(x - x.mean() + shift, 1000, 0.95,
+                                                                    np.random.default_rng(1))[4]
+    assert calls[0.0] == "includes 0" and calls[0.2] == calls[-0.2] == "excludes 0"
+    border = [k for k, v in calls.items() if v == "borderline"]
+    assert border and all(0.05 < abs(k) < 0.2 for k in border)
+    for k in border:  # a borderline shift: some seeds exclude 0, some do not
+        ends = [stats.bootstrap_mean_ci(x - x.mean() + k, 1000, 0.95, np.random.default_rng(s)) for s in range(40)]
+        excl = {bool(lo > 0 or hi < 0) for _, lo, hi, _ in ends}
+        if excl == {True, False}:
+            break
+    else:
+        pytest.fail(f"no borderline shift {border} moves across 0 with the seed")
 
 
 # ---------------------------------------------------------------- 2. Holm / BH
@@ -131,7 +201,38 @@ def test_sample_size_on_synthetic_store(tmp_path):
         assert v[-1] == 0 and (np.diff(v) < 0).all()  # shrinks with N, 0 when every prompt is drawn
     s = np.array([0.1, 0.3, 0.2, 0.4])
     need = stats.n_for_halfwidth(pd.DataFrame({"model": "m", "axis": "a", "s": s}), 0.05, 0.95)
-    assert need.loc[0, "n_needed"] == math.ceil((sps.norm.ppf(0.975) * np.std(s, ddof=1) / 0.05) ** 2)
+    assert need.loc[0, "n_needed"] == t_needed(np.std(s, ddof=1), 0.05, 0.95)
+
+
+def test_pooled_sgs_spread_is_the_exact_std_over_every_subset():
+    """Seven prompts: the std of the mean over all C(7, N) subsets equals the finite-population formula."""
+    import itertools
+
+    x = np.array([0.0, 0.0, 0.0, 0.05, 0.3, 0.0, 0.6])  # mostly zeros, like Δ-MR
+    sc = pd.DataFrame({"model": "m", "axis": "mr", "s": x})
+    out = stats.pooled_sgs_spread(sc, sizes=(2, 4, 8)).set_index("n")
+    assert list(out.index) == [2, 4, 7, 8] and (out["n_available"] == 7).all()
+    for n in (2, 4, 7):
+        means = [x[list(c)].mean() for c in itertools.combinations(range(7), n)]
+        assert out.loc[n, "sd_within"] == pytest.approx(np.std(means), abs=1e-12)
+        assert out.loc[n, "sd_new"] == pytest.approx(np.std(x, ddof=1) / math.sqrt(n), abs=1e-15)
+    assert np.isnan(out.loc[8, "sd_within"]) and out.loc[4, "sd_within"] > 0.05  # the cells' median said 0
+    v = out["sd_within"].dropna().to_numpy()
+    assert (np.diff(v) < 0).all() and v[-1] == 0 and (np.diff(out["sd_new"].to_numpy()) < 0).all()
+    flat = stats.pooled_sgs_spread(sc.assign(s=0.2), sizes=(2,))
+    assert (flat["status"] == "no variation").all() and (flat[["sd_within", "sd_new"]] == 0).all().all()
+    tiny = stats.pooled_sgs_spread(sc.iloc[:1])
+    assert tiny["status"].tolist() == ["too few prompts"]
+
+
+def test_prompts_for_halfwidth_is_at_least_two_and_uses_t():
+    assert stats.prompts_for_halfwidth(0.0, 0.02) == 2
+    assert stats.prompts_for_halfwidth(0.001, 0.02) == 2 == t_needed(0.001, 0.02, 0.95)  # normal approx.: 1
+    assert stats.prompts_for_halfwidth(0.003, 0.02) == 3 == t_needed(0.003, 0.02, 0.95)  # normal approx.: 1
+    for sd, h, lv in ((0.1, 0.05, 0.9), (0.135, 0.02, 0.95), (0.03, 0.01, 0.99)):
+        assert stats.prompts_for_halfwidth(sd, h, lv) == t_needed(sd, h, lv)
+    with pytest.raises(ValueError, match="σ must be finite"):
+        stats.prompts_for_halfwidth(float("nan"), 0.02)
 
 
 # ---------------------------------------------------------------- 4. reversals
@@ -251,18 +352,18 @@ def test_n_for_halfwidth_every_column_by_hand():
     assert list(out.columns) == ["model", "axis", "sigma", "n_now", "halfwidth_now", "n_needed", "halfwidth", "level",
                                  "status"]
     assert list(out["model"]) == ["a", "b", "c"]  # sorted, the unused category left out
-    z = sps.norm.ppf(0.95)
     a, b, c = out.iloc[0], out.iloc[1], out.iloc[2]
-    assert (a["sigma"], a["n_now"], a["halfwidth_now"], a["n_needed"], a["status"]) == (0.0, 2, 0.0, 0, STATUS_FLAT)
+    assert (a["sigma"], a["n_now"], a["halfwidth_now"], a["n_needed"], a["status"]) == (0.0, 2, 0.0, 2, STATUS_FLAT)
     assert b["sigma"] == pytest.approx(0.1) and b["n_now"] == 3 and b["status"] == STATUS_OK
-    assert b["halfwidth_now"] == pytest.approx(z * 0.1 / math.sqrt(3))
-    assert b["n_needed"] == math.ceil((z * 0.1 / 0.05) ** 2) == 11
+    assert b["halfwidth_now"] == pytest.approx(sps.t.ppf(0.95, 2) * 0.1 / math.sqrt(3))
+    # by hand: t(0.95, 10)·0.1/√11 = 0.0546, t(0.95, 11)·0.1/√12 = 0.0518, t(0.95, 12)·0.1/√13 = 0.0494 ≤ 0.05
+    assert b["n_needed"] == 13 == t_needed(0.1, 0.05, 0.9)  # the normal approximation said 11
     assert c["n_now"] == 2 and c["sigma"] == pytest.approx(math.sqrt(0.045))  # the NaN is dropped
     assert (out["halfwidth"] == 0.05).all() and (out["level"] == 0.9).all()
     one = n_for_halfwidth(pd.DataFrame({"model": "m", "axis": "cos", "s": [0.3]}))
     assert one.loc[0, "status"] == STATUS_TINY and one.loc[0, "n_needed"] is None
     assert math.isnan(one.loc[0, "sigma"]) and math.isnan(one.loc[0, "halfwidth_now"])
-    assert n_for_halfwidth(sc, halfwidth=1.5)["n_needed"].tolist() == [0, 1, 1]  # h > 1 is a valid request
+    assert n_for_halfwidth(sc, halfwidth=1.5)["n_needed"].tolist() == [2, 2, 3]  # t(0.975, 1) = 12.7: c needs 3
     with pytest.raises(ValueError, match="half-width must be > 0, got 0"):
         n_for_halfwidth(sc, halfwidth=0)
     empty = n_for_halfwidth(sc.iloc[:0])
@@ -318,3 +419,32 @@ def test_data_driven_normalizers_every_column_and_fallbacks():
     small = data_driven_normalizers(q.assign(max_abs=[90.0, 0.5, 0.0, 0.5]), {"mr": 1.0})
     assert small.set_index("axis").loc["mr", "r_data"] == 0.5  # a max below 1 is still a scale
     assert list(data_driven_normalizers(q.iloc[:0], {}).columns) == list(out.columns)
+
+
+def test_data_driven_rx_says_which_models_it_pools():
+    q = pd.DataFrame({"axis": ["bleu", "mr"], "models": [["b", "a"], ["a", "b"]]})
+    assert stats.rx_pooling(q) == ("Data-driven R_X is pooled over the deltas of 2 models (a, b): a model's SGS under "
+                                   "it changes when other models are filtered in or out; filter to one model for its "
+                                   "own R_X.")
+    assert stats.rx_pooling(q.assign(models=[["a"], ["a"]])).endswith("of a alone: it is this model's own.")
+    mixed = stats.rx_pooling(pd.DataFrame({"axis": ["bleu", "prob"], "models": [["a", "b"], ["a"]]}))
+    assert "bleu: 2 model(s) (a, b); prob: 1 model(s) (a)" in mixed
+    assert stats.rx_pooling(pd.DataFrame(columns=["axis", "models"])) == ""
+
+
+def test_equal_scores_summed_in_another_order_never_reverse():
+    """Two models with the same per-variant values, summed forwards and backwards: their SGS differ by float noise
+    only, which is no order, so no reversal is observed or called (kind: float noise is no difference)."""
+    rng = np.random.default_rng(2)
+    rows = []
+    for ds in ("d1", "d2"):
+        for i in range(12):
+            v = rng.uniform(0, 1, 13) ** 3
+            fwd, bwd = sum(v) / 13, sum(v[::-1]) / 13
+            rows += [{"model": "a", "dataset": ds, "prompt_id": f"{ds}:{i}", "axis": "bleu", "s": fwd},
+                     {"model": "b", "dataset": ds, "prompt_id": f"{ds}:{i}", "axis": "bleu", "s": bwd}]
+    sc = pd.DataFrame(rows)
+    sgs = sc.groupby(["dataset", "model"])["s"].apply(lambda x: np.mean(x.to_numpy()))
+    assert (sgs["d1", "a"] - sgs["d1", "b"]) * (sgs["d2", "a"] - sgs["d2", "b"]) < 0  # noise points opposite ways
+    r = stats.reversal_probabilities(sc, n_resamples=300).iloc[0]
+    assert (r["diff_a"], r["diff_b"], r["observed_flip"], r["p_reversal"]) == (0.0, 0.0, False, 0.0)

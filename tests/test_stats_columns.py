@@ -16,6 +16,7 @@ from scipy import stats as sps
 
 from sago_engine import stats
 from sago_engine.scoring import marker
+from tests.test_stats import t_needed
 
 X = np.array([0.12, 0.31, 0.05, 0.22, 0.18, 0.40, 0.09])
 
@@ -31,13 +32,30 @@ def _scipy_ci(x, n, level, rng, method="percentile"):
     return r.confidence_interval.low, r.confidence_interval.high
 
 
+def _boot_t(x, n, level, rng):
+    """Bootstrap-t interval (Efron & Tibshirani 1993, §12.5) in plain numpy, clipped to [min x, max x]."""
+    x = np.asarray(x, dtype=float)
+    k = len(x)
+    xb = x[rng.integers(0, k, size=(n, k))]
+    sb = xb.std(axis=1, ddof=1) / np.sqrt(k)
+    t = np.where(sb > 0, (xb.mean(axis=1) - x.mean()) / np.where(sb > 0, sb, 1), np.sign(xb.mean(axis=1) - x.mean()) * 1e12)
+    se = x.std(ddof=1) / np.sqrt(k)
+    q_hi, q_lo = np.quantile(t, [1 - (1 - level) / 2, (1 - level) / 2])
+    return (pytest.approx(np.clip(x.mean() - q_hi * se, x.min(), x.max()), abs=1e-12),
+            pytest.approx(np.clip(x.mean() - q_lo * se, x.min(), x.max()), abs=1e-12))
+
+
 # ---------------------------------------------------------------- bootstrap_mean_ci
-def test_bootstrap_mean_ci_defaults_and_level_equal_scipy():
-    m, lo, hi, st = stats.bootstrap_mean_ci(X)  # 1000 resamples, 95 %, percentile, default_rng(0)
-    assert (lo, hi) == _scipy_ci(X, 1000, 0.95, np.random.default_rng(0)) and st == "ok"
+def test_bootstrap_mean_ci_defaults_and_level():
+    m, lo, hi, st = stats.bootstrap_mean_ci(X)  # 1000 resamples, 95 %, studentized, default_rng(0)
+    assert (lo, hi) == _boot_t(X, 1000, 0.95, np.random.default_rng(0)) and st == "ok"
     assert m == pytest.approx(float(np.mean(X)))
     m, lo, hi, st = stats.bootstrap_mean_ci(X, 300, 0.8, np.random.default_rng(3))
+    assert (lo, hi) == _boot_t(X, 300, 0.8, np.random.default_rng(3))
+    m, lo, hi, st = stats.bootstrap_mean_ci(X, 300, 0.8, np.random.default_rng(3), method="percentile")
     assert (lo, hi) == _scipy_ci(X, 300, 0.8, np.random.default_rng(3))
+    with pytest.raises(ValueError, match="studentized, percentile, BCa"):
+        stats.bootstrap_mean_ci(X, method="basic")
 
 
 def test_bootstrap_mean_ci_missing_tiny_and_flat():
@@ -49,7 +67,7 @@ def test_bootstrap_mean_ci_missing_tiny_and_flat():
     # None is a missing score like NaN; two scores are enough for an interval
     m, lo, hi, st = stats.bootstrap_mean_ci([0.1, None, 0.3])
     assert m == pytest.approx(0.2) and st == "ok"
-    assert (lo, hi) == _scipy_ci([0.1, 0.3], 1000, 0.95, np.random.default_rng(0))
+    assert (lo, hi) == _boot_t([0.1, 0.3], 1000, 0.95, np.random.default_rng(0))
     assert stats.bootstrap_mean_ci([0.25, 0.25, 0.25]) == (0.25, 0.25, 0.25, "no variation")  # exact in binary
 
 
@@ -71,7 +89,7 @@ def test_bootstrap_sgs_every_column_with_defaults():
     for r in out.itertuples():
         x = vals[r.model]
         assert r.sgs == pytest.approx(float(np.mean(x)))
-        assert (r.lo, r.hi) == _scipy_ci(x, 1000, 0.95, _rng(0, (r.model, "cos")))
+        assert (r.lo, r.hi) == _boot_t(x, 1000, 0.95, _rng(0, (r.model, "cos")))
     assert list(out["n_prompts"]) == [5, 4] and list(out["small_n"]) == [False, True]
     assert (out["n_resamples"] == 1000).all() and (out["level"] == 0.95).all() and (out["status"] == "ok").all()
 
@@ -291,10 +309,10 @@ def test_n_for_halfwidth_missing_scores_no_warning():
         assert math.isnan(out.loc[m, "sigma"]) and math.isnan(out.loc[m, "halfwidth_now"])
         assert pd.isna(out.loc[m, "n_needed"])
     sd = float(np.std([0.1, 0.3], ddof=1))
-    assert out.loc["c", "n_needed"] == math.ceil((sps.norm.ppf(0.975) * sd / 0.1) ** 2)
+    assert out.loc["c", "n_needed"] == t_needed(sd, 0.1, 0.95)
     default = stats.n_for_halfwidth(sc)  # h = 0.02 at 95 %
     assert default["halfwidth"].tolist() == [0.02] * 3 and default["level"].tolist() == [0.95] * 3
-    assert default["n_needed"].iloc[2] == math.ceil((sps.norm.ppf(0.975) * sd / 0.02) ** 2)
+    assert default["n_needed"].iloc[2] == t_needed(sd, 0.02, 0.95)
 
 
 # ---------------------------------------------------------------- data_driven_normalizers

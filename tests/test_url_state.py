@@ -19,7 +19,7 @@ BAD = ("inf", "nan", "-inf", "-1", "1e309")
 #: Every numeric URL parameter of the dashboard → (page, widget key, a finite value its widget does not offer).
 NUMERIC = {
     ("pages/profiles.py", "B"): ("profiles_boot", "20000"),
-    ("pages/pairwise.py", "B"): ("pairwise_boot", "20000"),
+    ("pages/pairwise.py", "B"): ("pairwise_boot", "30000"),
     ("pages/worst.py", "rows"): ("worst_rows", "7"),
     ("pages/significance.py", "eps"): ("significance_eps", "5"),
     ("pages/method_choices.py", "eps"): ("methods_eps", "0.07"),

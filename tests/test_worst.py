@@ -206,3 +206,39 @@ def test_u7_every_substring_of_a_stored_text_finds_it(fold_store):
                 needle = " ".join(words[i:i + 2])
                 hit = worst.worst_cases(st, None, axis="bleu", by="prompt", search=needle, limit=50)
                 assert pid in set(hit["prompt_id"]), needle
+
+
+def test_ties_share_a_rank_and_say_how_many(store_path, tmp_path):
+    """Equal scores (to 12 digits: -(0.1 + 0.2) and -0.3 are one tie) share their rank, n_tied counts the whole
+    selection, and the rank is 1 + the rows strictly ahead, recomputed here from every row."""
+    import shutil
+
+    import duckdb
+
+    p = tmp_path / "ties.duckdb"
+    shutil.copy(store_path, p)
+    con = duckdb.connect(str(p))
+    ids = [r[0] for r in con.execute("""SELECT variant_id FROM deltas d JOIN runs r USING (run_id)
+        WHERE r.model = 'model-a' AND axis = 'bleu' AND available ORDER BY variant_id LIMIT 3""").fetchall()]
+    for vid, x in zip(ids, (-(0.1 + 0.2), -0.3, -0.3)):
+        con.execute("""UPDATE deltas SET delta_norm = ? WHERE axis = 'bleu' AND variant_id = ?
+                       AND run_id IN (SELECT run_id FROM runs WHERE model = 'model-a')""", [x, vid])
+    con.close()
+    f = Filters(models=("model-a",))
+    with open_store(p) as st:
+        full = st.variant_ranking(f, axis="bleu", order="neg", limit=MAX_ROWS)
+        rows = worst.worst_cases(st, f, axis="bleu", by="variant", order="neg", limit=3)
+    key = full["delta_norm"].round(12)
+    assert (full["tie_rank"] == [1 + int((key < k).sum()) for k in key]).all()
+    assert (full["n_tied"] == [int((key == k).sum()) for k in key]).all()
+    tied = full[full["variant_id"].isin(ids)]
+    assert tied["tie_rank"].nunique() == 1 and (tied["n_tied"] >= 3).all()
+    assert rows["rank"].tolist() == full["tie_rank"].head(3).tolist()
+    assert rows["n_tied"].tolist() == full["n_tied"].head(3).tolist()
+    note = worst.tie_note(rows.assign(n_tied=[3, 3, 3], rank=[1, 1, 1], score=[-0.3] * 3))
+    assert note.startswith("Ties (score equal to 12 significant digits) share a rank — rank 1: 3 rows at -0.3.")
+    assert worst.tie_note(rows.assign(n_tied=1)) == ""
+    with open_store(p) as st:
+        pr = st.prompt_ranking(f, axis="bleu", limit=MAX_ROWS)
+    pkey = (pr["sum_sq"] / pr["n"]).round(12)
+    assert (pr["tie_rank"] == [1 + int((pkey > k).sum()) for k in pkey]).all()

@@ -29,6 +29,7 @@ from sago_engine.external.authors_format import (
     authors_value,
     row_role,
 )
+from sago_engine.external.degenerate import SALAD, reply_kind
 from sago_engine.external.leak import Leak, TemplateText, find_leak
 from sago_engine.pipeline import Unit, compute_rows, response_id
 from sago_engine.scoring import resolve_normalizers
@@ -101,7 +102,7 @@ def build_pairs(model: str, parts: list[tuple[SourceFile, pd.DataFrame]],
                 Leak("", row["response_orig"])
             var = find_leak(row["response_pert"], row["prompt_pert"], templates) if templates else \
                 Leak("", row["response_pert"])
-            degenerate = salad.is_salad(base.cleaned) and salad.is_salad(var.cleaned)
+            degenerate = (reply_kind(base.cleaned) == SALAD) and (reply_kind(var.cleaned) == SALAD)
             where = f"{src.rel}:{lines[int(idx)] if lines else f'row {int(idx) + 1}'}"
             out.pairs.append(Pair(src, int(idx), row, pid, dataset, variant, role, base, var, degenerate, where,
                                   first.get(vid)))

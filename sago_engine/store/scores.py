@@ -246,12 +246,13 @@ class ScoreQueries:
     # ------------------------------------------------------------------ raw Δ (no sum answers these)
     def delta_abs_quantiles(self, f: Filters | None = None, *, q: float = 0.95,
                             axes: tuple[str, ...] | None = None) -> pd.DataFrame:
-        """Per axis over the store (kept, available, ``f``): n, q, q_abs = quantile_cont(|Δ|, q), max_abs.
-        ``axes``: None = the six plain axes, else these names."""
+        """Per axis over the store (kept, available, ``f``): n, q, q_abs = quantile_cont(|Δ|, q), max_abs,
+        models (the sorted models whose deltas were pooled). ``axes``: None = the six plain axes, else these names."""
         where, params = filter_where(f, a="d", axes=axes)
         sql = f"""
             SELECT d.axis, count(*)::BIGINT AS n, ?::DOUBLE AS q,
-                   quantile_cont(abs(d.delta), ?::DOUBLE) AS q_abs, max(abs(d.delta)) AS max_abs
+                   quantile_cont(abs(d.delta), ?::DOUBLE) AS q_abs, max(abs(d.delta)) AS max_abs,
+                   list(DISTINCT r.model ORDER BY r.model) AS models
             FROM deltas d JOIN variants v USING (variant_id) JOIN runs r USING (run_id)
             WHERE {suffstats.USABLE_DELTA} AND v.kept AND {where}
             GROUP BY d.axis ORDER BY d.axis

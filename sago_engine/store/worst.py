@@ -32,6 +32,15 @@ MAX_SEARCH = 200
 #: Variant orders: by |Δ̃| (largest first), most negative Δ̃ first, most positive Δ̃ first.
 ORDERS = ("abs", "neg", "pos")
 _ORDER_SQL = {"abs": "abs(delta_norm) DESC", "neg": "delta_norm ASC", "pos": "delta_norm DESC"}
+#: Significant digits a ranking's score is compared at: scores equal to 12 digits are one tie (float
+#: noise of sums in another order is no difference).
+TIE_DIGITS = 12
+
+
+def _tie_key(expr: str) -> str:
+    """SQL of ``expr`` rounded to ``TIE_DIGITS`` significant digits (0 stays 0): the key ties are decided on."""
+    return (f"(CASE WHEN ({expr}) = 0 OR NOT isfinite({expr}) THEN ({expr}) ELSE round(({expr}), "
+            f"{TIE_DIGITS} - 1 - CAST(floor(log10(abs({expr}))) AS INTEGER)) END)")
 
 
 #: The one case folding both sides of a search go through (text and search string alike): DuckDB's
@@ -132,8 +141,12 @@ class WorstQueries:
         if order not in ORDERS:
             raise ValueError(f"unknown order {order!r}; valid: {', '.join(ORDERS)}")
         cte, params = self._pairs_cte(f, axis, model, search, flips)
+        key = _tie_key(_ORDER_SQL[order].rsplit(" ", 1)[0])
         sql = f"""{cte}
-            SELECT model, run_id, dataset, prompt_id, variant_id, delta, delta_norm, differs FROM pairs
+            SELECT model, run_id, dataset, prompt_id, variant_id, delta, delta_norm, differs,
+                   rank() OVER (ORDER BY {key} {_ORDER_SQL[order].rsplit(" ", 1)[1]})::BIGINT AS tie_rank,
+                   count(*) OVER (PARTITION BY {key})::BIGINT AS n_tied
+            FROM pairs
             WHERE matched AND {_changed_sql(changed, "differs")} AND {"flip_rw" if flips else "TRUE"}
             ORDER BY {_ORDER_SQL[order]}, model, dataset, prompt_id, variant_id LIMIT ?"""
         return fetch_df(self.con, sql, [*params, _limit(limit)])
@@ -152,7 +165,8 @@ class WorstQueries:
         Returns:
             model, run_id, dataset, prompt_id, n (variants with a Δ̃), sum_sq (ΣΔ̃²), n_different
             (variants whose reply differs), worst_variant_id (largest |Δ̃|; ties: smallest id),
-            worst_delta_norm — ordered by ΣΔ̃²/n descending, then model, dataset, prompt_id.
+            worst_delta_norm, tie_rank, n_tied (as ``variant_ranking``) — ordered by ΣΔ̃²/n
+            descending, then model, dataset, prompt_id.
         Raises:
             ValueError: unknown axis, limit out of range.
         """
@@ -165,8 +179,35 @@ class WorstQueries:
             FROM pairs GROUP BY model, run_id, dataset, prompt_id
             HAVING bool_or(matched) AND {_changed_sql(changed, "count(*) FILTER (WHERE differs) > 0")}
                    AND {"bool_or(flip_rw)" if flips else "TRUE"}
-            ORDER BY sum(delta_norm * delta_norm) / count(*) DESC, model, dataset, prompt_id LIMIT ?"""
+        """
+        key = _tie_key("sum_sq / n")
+        sql = f"""SELECT *, rank() OVER (ORDER BY {key} DESC)::BIGINT AS tie_rank,
+                   count(*) OVER (PARTITION BY {key})::BIGINT AS n_tied
+            FROM ({sql}) ranked
+            ORDER BY sum_sq / n DESC, model, dataset, prompt_id LIMIT ?"""
         return fetch_df(self.con, sql, [*params, _limit(limit)])
+
+    def reply_texts(self, f: Filters | None = None, *, base_only: bool = False) -> pd.DataFrame:
+        """Every stored reply with the text it answers, for the degenerate-reply detector.
+
+        Columns: run_id, model, dataset, prompt_id, variant_id (NULL for a base reply), response,
+        prompt (the base prompt's text, or the variant's). The model and dataset filters apply to
+        every reply; the (F, u, s, p) filters to variant replies (a base reply has no cell). Sorted
+        by model, prompt_id, variant_id (base first).
+        """
+        where, params = filter_where(None if f is None else replace(f, families=None, subtypes=None,
+                                                                        strengths=None, positions=None), d="p")
+        cell, cparams = filter_where(None if f is None else replace(f, models=None, datasets=None))
+        sql = f"""
+            SELECT x.run_id, r.model, p.dataset, x.prompt_id, x.variant_id, x.response,
+                   coalesce(v.text, p.text) AS prompt
+            FROM responses x JOIN runs r USING (run_id) JOIN prompts p ON p.prompt_id = x.prompt_id
+            LEFT JOIN variants v ON v.variant_id = x.variant_id
+            WHERE {where} AND (x.variant_id IS NULL OR ({cell}))"""
+        if base_only:
+            sql += " AND x.variant_id IS NULL"
+        sql += " ORDER BY r.model, x.prompt_id, x.variant_id NULLS FIRST"
+        return self.con.execute(sql, params + cparams).df()
 
     def reply_pairs(self, keys: Sequence[tuple[str, str]], f: Filters | None = None) -> pd.DataFrame:
         """The texts behind (run_id, variant_id) pairs: prompt, variant, both replies, tokens, latency, request.
