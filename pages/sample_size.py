@@ -6,7 +6,8 @@ import streamlit as st
 from dashboard import controls, data, exports, frame, safe, urlstate
 from sago_engine import report
 from sago_engine.palette import AXIS_COLORS
-from sago_engine.stats import SAMPLE_SIZES, STATUS_FLAT
+from sago_engine.sample_size import SAMPLE_SIZES
+from sago_engine.stats import STATUS_FLAT
 from sago_engine.store import Store
 from sago_engine.types import AXES, AXIS_LABELS
 

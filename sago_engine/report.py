@@ -6,16 +6,18 @@ import numpy as np
 import pandas as pd
 
 from sago_engine import stats as stats_mod
-from sago_engine.scoring import MAIN_EPSILON, format_cell, significance
-from sago_engine.stats import (  # noqa: F401  (re-exported: pages reach them through report)
+from sago_engine.sample_size import (  # noqa: F401  (re-exported: pages reach them through report)
     CELL,
-    REVERSAL_THRESHOLD,
-    data_driven_normalizers,
     n_for_halfwidth,
     pooled_sgs_spread,
-    rx_pooling,
     sample_size_std,
     sample_size_summary,
+)
+from sago_engine.scoring import MAIN_EPSILON, format_cell, significance
+from sago_engine.stats import (  # noqa: F401  (re-exported: pages reach them through report)
+    REVERSAL_THRESHOLD,
+    data_driven_normalizers,
+    rx_pooling,
 )
 from sago_engine.types import AXES, axes_shown, axis_label, axis_sort_key
 

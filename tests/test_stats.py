@@ -11,7 +11,7 @@ import pytest
 from scipy import stats as sps
 from streamlit.testing.v1 import AppTest
 
-from sago_engine import report, stats
+from sago_engine import report, sample_size, stats
 from sago_engine.scoring import marker, significance
 from sago_engine.store import open_store
 from tests.factories import make_store
@@ -56,7 +56,7 @@ def test_bootstrap_degenerate_no_variation_and_tiny_n():
     assert out.loc["t", "small_n"] and out.loc["t", "status"] == "ok" and not out.loc["z", "small_n"]
     assert out.loc["one", "status"] == "too few prompts" and np.isnan(out.loc["one", "lo"])
     assert report.ci_cell(0.0, 0.0, 0.0, "", "no variation") == "0.000 (no variation)"
-    need = stats.n_for_halfwidth(df, 0.05, by=("model",)).set_index("model")
+    need = sample_size.n_for_halfwidth(df, 0.05, by=("model",)).set_index("model")
     assert need.loc["z", "n_needed"] == 2 and need.loc["z", "status"] == "no variation"
 
 
@@ -174,7 +174,7 @@ def test_sample_size_known_variance():
     x = np.random.default_rng(0).normal(0.3, 0.1, M)
     cells = pd.DataFrame({"model": "m", "axis": "bleu", "family": "surface_noise", "subtype": "case", "strength": 1.0,
                           "position": "GLOBAL", "prompt_id": range(M), "s": x})
-    out = stats.sample_size_std(cells, sizes=(4, 16, 32, 64, 128), n_repeats=4000, seed=1)
+    out = sample_size.sample_size_std(cells, sizes=(4, 16, 32, 64, 128), n_repeats=4000, seed=1)
     assert out["n"].tolist() == [4, 16, 32, 64]  # 128 capped at M
     sigma = np.std(x)
     for r in out.itertuples():
@@ -193,14 +193,14 @@ def test_sample_size_on_synthetic_store(tmp_path):
         cells = st.cell_prompt_scores()
         d = st.deltas(kept_only=True)
     assert len(cells) == len(d.dropna(subset=["delta_norm"]))  # one variant per (prompt, cell) in the factory
-    out = stats.sample_size_std(cells, n_repeats=300, seed=0)
+    out = sample_size.sample_size_std(cells, n_repeats=300, seed=0)
     assert set(out["n"]) == {4, 8, 16, 30} and (out["n_available"] == 30).all()
-    summ = stats.sample_size_summary(out)
+    summ = sample_size.sample_size_summary(out)
     for _, g in summ.groupby(["model", "axis"]):
         v = g.sort_values("n")["median_std"].to_numpy()
         assert v[-1] == 0 and (np.diff(v) < 0).all()  # shrinks with N, 0 when every prompt is drawn
     s = np.array([0.1, 0.3, 0.2, 0.4])
-    need = stats.n_for_halfwidth(pd.DataFrame({"model": "m", "axis": "a", "s": s}), 0.05, 0.95)
+    need = sample_size.n_for_halfwidth(pd.DataFrame({"model": "m", "axis": "a", "s": s}), 0.05, 0.95)
     assert need.loc[0, "n_needed"] == t_needed(np.std(s, ddof=1), 0.05, 0.95)
 
 
@@ -210,7 +210,7 @@ def test_pooled_sgs_spread_is_the_exact_std_over_every_subset():
 
     x = np.array([0.0, 0.0, 0.0, 0.05, 0.3, 0.0, 0.6])  # mostly zeros, like Δ-MR
     sc = pd.DataFrame({"model": "m", "axis": "mr", "s": x})
-    out = stats.pooled_sgs_spread(sc, sizes=(2, 4, 8)).set_index("n")
+    out = sample_size.pooled_sgs_spread(sc, sizes=(2, 4, 8)).set_index("n")
     assert list(out.index) == [2, 4, 7, 8] and (out["n_available"] == 7).all()
     for n in (2, 4, 7):
         means = [x[list(c)].mean() for c in itertools.combinations(range(7), n)]
@@ -219,20 +219,20 @@ def test_pooled_sgs_spread_is_the_exact_std_over_every_subset():
     assert np.isnan(out.loc[8, "sd_within"]) and out.loc[4, "sd_within"] > 0.05  # the cells' median said 0
     v = out["sd_within"].dropna().to_numpy()
     assert (np.diff(v) < 0).all() and v[-1] == 0 and (np.diff(out["sd_new"].to_numpy()) < 0).all()
-    flat = stats.pooled_sgs_spread(sc.assign(s=0.2), sizes=(2,))
+    flat = sample_size.pooled_sgs_spread(sc.assign(s=0.2), sizes=(2,))
     assert (flat["status"] == "no variation").all() and (flat[["sd_within", "sd_new"]] == 0).all().all()
-    tiny = stats.pooled_sgs_spread(sc.iloc[:1])
+    tiny = sample_size.pooled_sgs_spread(sc.iloc[:1])
     assert tiny["status"].tolist() == ["too few prompts"]
 
 
 def test_prompts_for_halfwidth_is_at_least_two_and_uses_t():
-    assert stats.prompts_for_halfwidth(0.0, 0.02) == 2
-    assert stats.prompts_for_halfwidth(0.001, 0.02) == 2 == t_needed(0.001, 0.02, 0.95)  # normal approx.: 1
-    assert stats.prompts_for_halfwidth(0.003, 0.02) == 3 == t_needed(0.003, 0.02, 0.95)  # normal approx.: 1
+    assert sample_size.prompts_for_halfwidth(0.0, 0.02) == 2
+    assert sample_size.prompts_for_halfwidth(0.001, 0.02) == 2 == t_needed(0.001, 0.02, 0.95)  # normal approx.: 1
+    assert sample_size.prompts_for_halfwidth(0.003, 0.02) == 3 == t_needed(0.003, 0.02, 0.95)  # normal approx.: 1
     for sd, h, lv in ((0.1, 0.05, 0.9), (0.135, 0.02, 0.95), (0.03, 0.01, 0.99)):
-        assert stats.prompts_for_halfwidth(sd, h, lv) == t_needed(sd, h, lv)
+        assert sample_size.prompts_for_halfwidth(sd, h, lv) == t_needed(sd, h, lv)
     with pytest.raises(ValueError, match="σ must be finite"):
-        stats.prompts_for_halfwidth(float("nan"), 0.02)
+        sample_size.prompts_for_halfwidth(float("nan"), 0.02)
 
 
 # ---------------------------------------------------------------- 4. reversals
@@ -343,7 +343,8 @@ def test_n_for_halfwidth_every_column_by_hand():
 
     from scipy import stats as sps
 
-    from sago_engine.stats import STATUS_FLAT, STATUS_OK, STATUS_TINY, n_for_halfwidth
+    from sago_engine.sample_size import n_for_halfwidth
+    from sago_engine.stats import STATUS_FLAT, STATUS_OK, STATUS_TINY
 
     sc = pd.DataFrame({"model": ["b", "b", "b", "a", "a", "c", "c", "c"], "axis": "cos",
                        "s": [0.1, 0.3, 0.2, 0.5, 0.5, 0.7, float("nan"), 0.4]})
@@ -373,7 +374,7 @@ def test_n_for_halfwidth_every_column_by_hand():
 def test_sample_size_std_every_column_and_group_handling():
     import math
 
-    from sago_engine.stats import sample_size_std
+    from sago_engine.sample_size import sample_size_std
 
     cell = {"family": "surface_noise", "subtype": "typo", "strength": 1.0, "position": "GLOBAL"}
     rows = [{"model": "m", "axis": "bleu", **cell, "prompt_id": f"p{i}", "s": v}

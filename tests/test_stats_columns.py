@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from sago_engine import stats
+from sago_engine import sample_size, stats
 from sago_engine.scoring import marker
 from tests.test_stats import t_needed
 
@@ -151,7 +151,7 @@ def test_sample_size_summary_every_column():
                           "std_mean": [0.01, 0.04, 0.02, 0.05, 0.07, 0.03],
                           "expected_std": [0.011, 0.041, 0.021, 0.051, 0.071, 0.031]})
     curve["model"] = pd.Categorical(curve["model"], categories=["z", "b", "a"])
-    out = stats.sample_size_summary(curve)
+    out = sample_size.sample_size_summary(curve)
     assert list(out.columns) == ["model", "axis", "n", "median_std", "max_std", "n_groups", "median_expected"]
     assert list(out["model"]) == ["b", "b", "a"] and list(out["n"]) == [4, 8, 4]  # category order, then N
     np.testing.assert_allclose(out["median_std"], [0.03, 0.01, 0.05])
@@ -278,8 +278,8 @@ def test_sample_size_std_group_order_missing_scores_and_sizes():
     df["model"] = pd.Categorical(df["model"], categories=["z", "a", "b", "c"])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        out = stats.sample_size_std(df, sizes=(8, 16, 2), n_repeats=2, seed=4)
-        one = stats.sample_size_std(df, sizes=(2,), n_repeats=1, seed=4)  # one draw: NaN std, no warning
+        out = sample_size.sample_size_std(df, sizes=(8, 16, 2), n_repeats=2, seed=4)
+        one = sample_size.sample_size_std(df, sizes=(2,), n_repeats=1, seed=4)  # one draw: NaN std, no warning
     assert list(out["model"]) == ["b", "b", "c"]  # sorted; "a" has no score at all: no row
     b = out[out["model"] == "b"]
     assert list(b["n_requested"]) == [8, 2] and list(b["n"]) == [6, 2]  # 16 caps to 6 again: kept once
@@ -290,9 +290,9 @@ def test_sample_size_std_group_order_missing_scores_and_sizes():
     c = out[out["model"] == "c"].iloc[0]
     assert (c["n"], c["n_available"], c["std_mean"], c["expected_std"]) == (1, 1, 0.0, 0.0)
     assert one["std_mean"].isna().tolist() == [True, False]  # "b" at N = 2 of 6; "c" drawn whole (0)
-    two = stats.sample_size_std(_cells({"m": [0.2, 0.6]}), sizes=(1, 2), n_repeats=50)
+    two = sample_size.sample_size_std(_cells({"m": [0.2, 0.6]}), sizes=(1, 2), n_repeats=50)
     assert two["expected_std"].tolist() == [pytest.approx(0.2), 0.0]  # σ·√((M−N)/(M−1)) at N = 1 of 2 is σ
-    default = stats.sample_size_std(_cells({"m": six}), sizes=(2,))  # 500 repeats, seed 0
+    default = sample_size.sample_size_std(_cells({"m": six}), sizes=(2,))  # 500 repeats, seed 0
     perm = np.argsort(_rng(0, ("m", "cos", *CELL.values())).random((500, 6)), axis=1)
     assert default["n_repeats"].tolist() == [500]
     assert default["std_mean"].iloc[0] == pytest.approx(np.std(x[perm[:, :2]].mean(axis=1), ddof=1))
@@ -303,14 +303,14 @@ def test_n_for_halfwidth_missing_scores_no_warning():
                        "s": pd.Series([None, np.nan, 0.4, 0.1, None, 0.3], dtype=object)})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        out = stats.n_for_halfwidth(sc, halfwidth=0.1).set_index("model")
+        out = sample_size.n_for_halfwidth(sc, halfwidth=0.1).set_index("model")
     assert out["n_now"].tolist() == [0, 1, 2] and out["status"].tolist() == ["too few prompts"] * 2 + ["ok"]
     for m in ("a", "b"):
         assert math.isnan(out.loc[m, "sigma"]) and math.isnan(out.loc[m, "halfwidth_now"])
         assert pd.isna(out.loc[m, "n_needed"])
     sd = float(np.std([0.1, 0.3], ddof=1))
     assert out.loc["c", "n_needed"] == t_needed(sd, 0.1, 0.95)
-    default = stats.n_for_halfwidth(sc)  # h = 0.02 at 95 %
+    default = sample_size.n_for_halfwidth(sc)  # h = 0.02 at 95 %
     assert default["halfwidth"].tolist() == [0.02] * 3 and default["level"].tolist() == [0.95] * 3
     assert default["n_needed"].iloc[2] == t_needed(sd, 0.02, 0.95)
 
