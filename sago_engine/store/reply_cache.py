@@ -39,8 +39,9 @@ class ResponseCache:
         return None if row is None else json.loads(row[0])
 
     def put(self, key: str, value: dict) -> None:
-        """Store ``value`` (JSON-serialisable) under ``key`` (first write wins)."""
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+        """Store ``value`` (JSON-serialisable) under ``key`` (first write wins). Written as ASCII
+        JSON, so any string (a reply's lone surrogate included) is stored and read back as given."""
+        text = json.dumps(value, ensure_ascii=True, allow_nan=False)
         with self._lock:
             self._con.execute("INSERT OR IGNORE INTO replies VALUES (?, ?, ?)", (key, text, time.time()))
 
