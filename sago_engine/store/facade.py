@@ -7,7 +7,7 @@ from pathlib import Path
 
 import duckdb
 
-from sago_engine.store import layout, schema, suffstats, trust
+from sago_engine.store import layout, runlabels, schema, suffstats, trust
 from sago_engine.store.browse import Browse
 from sago_engine.store.rescoring import Rescoring
 from sago_engine.store.schema import StoreError
@@ -34,6 +34,9 @@ class Store(Writes, Browse, ScoreQueries, WorstQueries, Rescoring):
     read_only: bool
     stats_materialised: bool = True
     columns: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+    relabelled: dict[str, str] = field(default_factory=dict)
+    """Runs whose label is repeated in the file, shown under a unique one (``runlabels``):
+    ``{run_id: shown label}``; ``{}`` when every label is unique (or the store is writable)."""
 
     def __enter__(self) -> Store:
         return self
@@ -52,7 +55,8 @@ def open_store(path: str | Path, read_only: bool = True, create: bool = False) -
     migrates it to this version in one transaction (``schema._MIGRATIONS``); a writable open of a
     store written before the prompt-ordered layout (no ``meta.layout_version``) then rewrites the
     file in prompt order once (``layout.rewrite_file``: same rows, an atomic rename; at the paper's
-    scale about 20 s of CPU). A read-only open reads a store as it is.
+    scale about 20 s of CPU). A read-only open reads a store as it is, except that runs sharing a
+    label are shown under one label each (``runlabels.disambiguate``; ``Store.relabelled``).
 
     Args:
         path: the DuckDB file.
@@ -91,4 +95,6 @@ def open_store(path: str | Path, read_only: bool = True, create: bool = False) -
             layout.rewrite_file(path)
             con = trust.connect(path, read_only=False)
         columns = schema.check(con, path)
-    return Store(path=path, con=con, read_only=read_only, stats_materialised=suffstats.has_stats(con), columns=columns)
+    relabelled = runlabels.disambiguate(con) if read_only else {}  # labels are not keys: one per run
+    return Store(path=path, con=con, read_only=read_only, stats_materialised=suffstats.has_stats(con), columns=columns,
+                 relabelled=relabelled)
