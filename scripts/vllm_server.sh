@@ -24,7 +24,9 @@
 #   SAGO_VLLM_SERVED (smollm2: --served-model-name)  SAGO_VLLM_MAX_MODEL_LEN (512 tokens)
 #   SAGO_VLLM_MAX_LOGPROBS (5: below sago's default top_logprobs of 20, so that a refusal of
 #   top_logprobs is tested on the real server)  SAGO_VLLM_KV_GIB (1: CPU KV cache, GiB)
-#   SAGO_VLLM_START_TIMEOUT (600 s)  SAGO_VLLM_STATE (.cache/vllm: the PID, URL and log files)
+#   SAGO_VLLM_START_TIMEOUT (600 s)  SAGO_VLLM_INSTALL_WAIT (1800 s: the longest wait for another
+#   install's lock; a start waits for another start at most START_TIMEOUT + INSTALL_WAIT)
+#   SAGO_VLLM_STATE (.cache/vllm: the PID, URL and log files). Numeric settings must be positive integers.
 # The server runs in eager mode (--enforce-eager: no torch.compile), float32 like sago's local copy.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +41,13 @@ MAX_LEN=${SAGO_VLLM_MAX_MODEL_LEN:-512}
 MAX_LOGPROBS=${SAGO_VLLM_MAX_LOGPROBS:-5}
 KV_GIB=${SAGO_VLLM_KV_GIB:-1}
 START_TIMEOUT=${SAGO_VLLM_START_TIMEOUT:-600}
+INSTALL_WAIT=${SAGO_VLLM_INSTALL_WAIT:-1800}
+for pair in START_TIMEOUT:START_TIMEOUT INSTALL_WAIT:INSTALL_WAIT MAX_LEN:MAX_MODEL_LEN MAX_LOGPROBS:MAX_LOGPROBS \
+            KV_GIB:KV_GIB; do  # numbers from the environment: checked before anything runs
+  v=${pair%%:*}
+  [[ "${!v}" =~ ^[1-9][0-9]{0,6}$ ]] || {
+    echo "vllm_server: SAGO_VLLM_${pair#*:} must be a positive integer, got '${!v//[^[:print:]]/?}'" >&2; exit 2; }
+done
 PY=${PYTHON:-python3}
 
 say() { echo "vllm_server: $*" >&2; }
@@ -49,7 +58,11 @@ install() {
   mkdir -p "$VENVS"
   # one installer at a time (CI installs in the background while the tests may ask for a server)
   exec 9>"$VENVS/.install.lock"
-  flock 9
+  if ! flock -w "$INSTALL_WAIT" 9; then  # a bounded wait: a hung installer must not hang every caller
+    say "another install has held $VENVS/.install.lock for more than $INSTALL_WAIT s; if no install is running" \
+        "(ps -ef | grep 'pip install'), remove the lock file and run again"
+    exit 1
+  fi
   [ "$(cat "$stamp" 2>/dev/null)" = "$LOCK" ] && { flock -u 9; return 0; }
   if [ -z "${SAGO_VLLM_VENV:-}" ] && [ -d "$VENVS" ]; then  # an older requirements set's venv: 2.5 GB freed
     find "$VENVS" -mindepth 1 -maxdepth 1 -type d -name 'venv-*' ! -name "venv-$LOCK" -exec rm -rf {} +
@@ -142,7 +155,11 @@ start() {
   # one start at a time: a second caller (a test fixture while CI's background start runs) waits
   # for the first, then finds its server running and reuses it
   exec 8> "$STATE/start.lock"
-  flock 8
+  if ! flock -w "$((START_TIMEOUT + INSTALL_WAIT))" 8; then  # bounded: at most one start and one install
+    say "another start has held $STATE/start.lock for more than $((START_TIMEOUT + INSTALL_WAIT)) s; if no start" \
+        "is running, remove the lock file and run again"
+    exit 1
+  fi
   if alive && [ -f "$STATE/server.url" ] && ready "$(cat "$STATE/server.url")"; then
     cat "$STATE/server.url"
     return 0

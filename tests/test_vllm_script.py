@@ -84,3 +84,27 @@ def test_the_server_it_started_is_reported_and_stopped(tmp_path):
         if srv.poll() is None:
             srv.kill()
             srv.wait()
+
+
+def test_a_start_waits_for_another_starts_lock_only_so_long(tmp_path):
+    """Another start holds the lock (a hung one): this start gives up after START_TIMEOUT +
+    INSTALL_WAIT seconds with the fix, instead of waiting for ever."""
+    import fcntl
+
+    state = tmp_path / "state"
+    state.mkdir()
+    with open(state / "start.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        env = {**os.environ, "SAGO_VLLM_STATE": str(state), "SAGO_VLLM_START_TIMEOUT": "1",
+               "SAGO_VLLM_INSTALL_WAIT": "1"}
+        t0 = time.monotonic()
+        p = subprocess.run(["bash", str(SCRIPT), "start"], env=env, capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1 and time.monotonic() - t0 < 30
+        assert f"another start has held {state}/start.lock for more than 2 s" in p.stderr
+
+
+def test_numeric_settings_are_checked_before_anything_runs(tmp_path):
+    env = {**os.environ, "SAGO_VLLM_STATE": str(tmp_path), "SAGO_VLLM_MAX_MODEL_LEN": "nan\x1b[2J"}
+    p = subprocess.run(["bash", str(SCRIPT), "status"], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "SAGO_VLLM_MAX_MODEL_LEN must be a positive integer, got 'nan?[2J'" in p.stderr
+    assert "\x1b" not in p.stderr

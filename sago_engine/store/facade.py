@@ -7,7 +7,7 @@ from pathlib import Path
 
 import duckdb
 
-from sago_engine.store import layout, runlabels, schema, suffstats, trust
+from sago_engine.store import layout, runlabels, schema, sessions, suffstats, trust
 from sago_engine.store.browse import Browse
 from sago_engine.store.rescoring import Rescoring
 from sago_engine.store.schema import StoreError
@@ -34,6 +34,8 @@ class Store(Writes, Browse, ScoreQueries, WorstQueries, Rescoring):
     read_only: bool
     stats_materialised: bool = True
     columns: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+    turn: int | None = field(default=None, repr=False)
+    """This open's turn on the file among the sessions of this process (``sessions.hold``)."""
     relabelled: dict[str, str] = field(default_factory=dict)
     """Runs whose label is repeated in the file, shown under a unique one (``runlabels``):
     ``{run_id: shown label}``; ``{}`` when every label is unique (or the store is writable)."""
@@ -45,7 +47,12 @@ class Store(Writes, Browse, ScoreQueries, WorstQueries, Rescoring):
         self.close()
 
     def close(self) -> None:
-        self.con.close()
+        try:
+            self.con.close()
+        finally:
+            if self.turn is not None:
+                turn, self.turn = self.turn, None
+                sessions.release(self.path, turn)
 
 
 def open_store(path: str | Path, read_only: bool = True, create: bool = False) -> Store:
@@ -65,13 +72,24 @@ def open_store(path: str | Path, read_only: bool = True, create: bool = False) -
     Raises:
         FileNotFoundError: the file does not exist and ``create`` is False.
         StoreError: the file is not a sago store or has another schema version, or a
-            write-ahead log of another file lies beside it (the message names the fix).
+            write-ahead log of another file lies beside it (the message names the fix), or
+            another session of this process kept it open (writable, or read-only for a writable
+            open) longer than ``sessions.WAIT_S``: opens of one file in one process take turns.
     """
     path = Path(path)
     if not path.exists() and not create:
         raise FileNotFoundError(f"no store at {path}")
     if create and read_only:
         raise ValueError("create=True needs read_only=False")
+    turn = sessions.hold(path, write=not read_only)  # sessions of this process take turns on one file
+    try:
+        return _open(path, read_only, create, turn)
+    except BaseException:
+        sessions.release(path, turn)
+        raise
+
+
+def _open(path: Path, read_only: bool, create: bool, turn: int) -> Store:
     identity = trust.file_identity(path) if read_only else None  # before connecting: a later write is a miss
     try:
         con = trust.connect(path, read_only=read_only)  # read: no file-system access (store.trust)
@@ -97,4 +115,4 @@ def open_store(path: str | Path, read_only: bool = True, create: bool = False) -
         columns = schema.check(con, path)
     relabelled = runlabels.disambiguate(con) if read_only else {}  # labels are not keys: one per run
     return Store(path=path, con=con, read_only=read_only, stats_materialised=suffstats.has_stats(con), columns=columns,
-                 relabelled=relabelled)
+                 turn=turn, relabelled=relabelled)
