@@ -171,6 +171,10 @@ def _full_store(path: Path, models=("model-a", "model-b")) -> Path:
                                                     for k, (p_, v) in enumerate(pv)]))
         con.execute("INSERT OR REPLACE INTO meta VALUES ('published_at', '2026-01-01 00:00'), ('status', 'running'), "
                     "('progress', '3/9')")
+        st.insert_df("correctness", pd.DataFrame([{"run_id": r, "response_id": i, "prompt_id": p_, "variant_id": v,
+                                                   "repeat": None, "scorer": "exact", "scorer_version": "1",
+                                                   "verdict": "correct", "score": 1.0, "reason": "ok", "raw": "yes"}
+                                                  for (i, r), (p_, v) in zip(resp, pv)]))
     return path
 
 
@@ -242,6 +246,8 @@ def payload_store(path: Path, p: str) -> Path:
         con.execute(f"INSERT INTO deltas SELECT * REPLACE ('cos{OPTION_SEP}' || ? AS axis) FROM deltas "
                     f"WHERE axis = 'cos{OPTION_SEP}user_last'", [p])
         con.execute("UPDATE variants SET meta = json_object('tone', ?) WHERE family = 'social_register'", [p])
+        for table in ("responses", "base_repeats", "mirroring_verdicts"):  # the reply-boundary flags (VARCHAR[])
+            con.execute(f"UPDATE {table} SET flags = [?, 'surrogates_replaced'] WHERE rowid % 2 = 0", [p])
         _non_finite(con)
         suffstats.materialise(con)
         for table, col, _typ in _text_columns(con):  # statistics rows of the fixed-vocabulary columns
