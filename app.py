@@ -11,6 +11,7 @@ import streamlit as st
 
 from dashboard import controls, data, exports, frame, safe, urlstate
 from dashboard.access import unreadable_stores
+from sago_engine.envcheck import EnvError, check_environment
 from sago_engine.store import Store
 from sago_engine.store_catalog import snapshot_caption
 from sago_engine.textsafe import inert_logs
@@ -21,6 +22,11 @@ inert_logs()  # store text in a log line of this server reaches its log inert
 st.set_page_config(page_title="sago — stability of LLM behaviour", page_icon=str(frame.FAVICON), layout="wide",
                    initial_sidebar_state="collapsed" if controls.presentation_requested() else "auto")
 
+try:  # every environment variable sago reads, checked before anything else runs
+    check_environment()
+except EnvError as e:
+    st.error(safe.md(e))
+    st.stop()
 frame.password_gate()
 urlstate.start_run()
 nav = frame.navigation()

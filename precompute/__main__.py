@@ -19,13 +19,16 @@ def merge_main(argv: list[str]) -> int:
     ap.add_argument("--out", required=True, help="the merged store to create")
     ap.add_argument("inputs", nargs="+", help="shard stores to merge")
     ap.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    ap.add_argument("--relabel-repeated", action="store_true",
+                    help="runs with different run ids that carry one label are labelled '<label> [<run id prefix>]' "
+                         "in the merged store (without it such a merge is refused)")
     args = ap.parse_args(argv)
     from sago_engine.store import StoreError, merge_stores
 
     # one line per merged run (its inputs' statuses → the merged one) and per input counted once
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     try:
-        counts = merge_stores(args.out, args.inputs, overwrite=args.force)
+        counts = merge_stores(args.out, args.inputs, overwrite=args.force, relabel_repeated=args.relabel_repeated)
     except (FileExistsError, FileNotFoundError, StoreError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -239,6 +242,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
+    from sago_engine.envcheck import EnvError, check_environment
+
+    try:  # every environment variable sago reads, before any work starts
+        check_environment()
+    except EnvError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if argv and argv[0] == "merge":
         return merge_main(argv[1:])
     if argv and argv[0] == "import-authors":

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from precompute.config_errors import ConfigError, int_setting, unknown
+from precompute.config_errors import ConfigError, int_setting, non_finite, unknown
 from precompute.data_config import check_data
 from precompute.model_config import CHECK_DEVICES_HERE, ModelConfig, check_model
 from sago_engine.backends.api_keys import missing_key_vars
@@ -266,6 +266,10 @@ def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool
         raise ConfigError(f"{path}: not a UTF-8 text file ({e.reason})") from e
     except IsADirectoryError:
         raise ConfigError(f"{path} is a directory, not a TOML config file") from None
+    bad = non_finite(raw)
+    if bad:  # TOML has nan and inf: no setting of sago takes them
+        raise ConfigError(f"{path}: {bad[0]} = {bad[1]!r}: every number in a config must be finite "
+                          "(TOML's nan and inf are refused)")
     for k in raw:
         if k not in SECTIONS:
             raise unknown("config section", k, sorted(SECTIONS))

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from precompute.config import RunConfig
+from precompute.ray_address import LaunchError, check_cluster_address
 from sago_engine.seeds import stable_hash
 
 log = logging.getLogger("sago.ray")
@@ -57,11 +58,6 @@ log = logging.getLogger("sago.ray")
 FORWARD_ENV = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_HOME", "HF_HUB_CACHE", "SAGO_CACHE_DIR")
 TRANSFERS = ("auto", "bytes")
 _REPO = Path(__file__).resolve().parent.parent
-
-
-class LaunchError(RuntimeError):
-    """The launch cannot start (no cluster, an output it must not overwrite) or a task failed
-    for good; the message says which shard and why, and what to run next."""
 
 
 @dataclass(frozen=True)
@@ -317,6 +313,7 @@ def _connect(address: str | None, verbose: bool):
     if ray.is_initialized():  # a caller connected already (tests, notebooks): use that cluster
         return ray
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # an instance started here sends no usage report
+    check_cluster_address(address)
     try:
         ray.init(address=address, log_to_driver=verbose, configure_logging=False)
     except ConnectionError as e:

@@ -126,6 +126,8 @@ class Verdict:
     """Id of the template that built the prompt (``template_id(template)``)."""
     error: str | None = None
     """The backend's error for this item, if any (then ``verdict`` is None)."""
+    flags: tuple[str, ...] = ()
+    """What the reply boundary changed in ``raw`` (``GenerationResult.flags``: ``replytext``)."""
 
 
 class Judge:
@@ -192,7 +194,7 @@ class Judge:
         for r in results:
             raw = r.text or ""
             out.append(Verdict(None if r.error else parse_verdict(raw), raw, self.model, self.template_id,
-                               r.error))
+                               r.error, tuple(r.flags)))
         return out
 
     def close(self) -> None:

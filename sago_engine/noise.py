@@ -32,7 +32,7 @@ from sago_engine.types import AXES, GenerationResult
 __all__ = ["FLOOR_COLUMNS", "REPEAT_COLUMNS", "RepeatUnit", "floor_rows", "floor_table", "repeat_response_id"]
 
 REPEAT_COLUMNS = ["response_id", "run_id", "prompt_id", "repeat", "response", "n_tokens", "seq_logprob", "mean_entropy",
-                  "finish_reason", "latency_s", "error"]
+                  "finish_reason", "latency_s", "error", "flags"]
 FLOOR_COLUMNS = ["run_id", "dataset", "prompt_id", "repeat", "axis", "delta", "delta_norm", "available", "reason"]
 #: The reason of an axis that needs a variant (``AxisSpec.needs_variant``: Δ-MR) on a repeat.
 _NO_FLOOR = "a repeat of the base prompt has no register or attribute to mirror"
@@ -86,7 +86,8 @@ def floor_rows(run_id: str, units: Sequence[RepeatUnit], normalizers: Mapping[st
             rep_rows.append({"response_id": repeat_response_id(run_id, u.prompt_id, rep), "run_id": run_id,
                              "prompt_id": u.prompt_id, "repeat": rep, "response": r.text, "n_tokens": int(r.n_tokens),
                              "seq_logprob": r.seq_logprob, "mean_entropy": r.mean_entropy,
-                             "finish_reason": r.finish_reason, "latency_s": float(r.latency_s), "error": r.error})
+                             "finish_reason": r.finish_reason, "latency_s": float(r.latency_s), "error": r.error,
+                             "flags": r.flags or None})
             for axis in AXES:
                 reason = _NO_FLOOR if axis not in raw else _unavailable_reason(axis, capabilities, u.base, r)
                 d = float(raw[axis][j]) if axis in raw else float("nan")

@@ -337,7 +337,7 @@ def compute_rows(
 
 
 VERDICT_COLUMNS = ["run_id", "variant_id", "prompt_id", "response_of", "judge_model", "template_id", "verdict", "raw",
-                   "error", "heuristic_verdict", "detector"]
+                   "error", "heuristic_verdict", "detector", "flags"]
 
 
 def judge_rows(run_id: str, units: Sequence[Unit], base_prompts: Mapping[str, str],
@@ -369,7 +369,8 @@ def judge_rows(run_id: str, units: Sequence[Unit], base_prompts: Mapping[str, st
         overrides[v.variant_id] = (j.delta, j.detector)
         for of, verdict, heur in (("variant", j.variant, j.heuristic_variant), ("base", j.base, j.heuristic_base)):
             rows.append((run_id, v.variant_id, u.prompt_id, of, verdict.judge_model, verdict.template_id,
-                         verdict.verdict, verdict.raw, verdict.error, int(heur), j.detector))
+                         verdict.verdict, verdict.raw, verdict.error, int(heur), j.detector,
+                         list(verdict.flags) or None))
     df = pd.DataFrame(rows, columns=VERDICT_COLUMNS)
     df["verdict"] = pd.array(df["verdict"].tolist(), dtype="Int64")
     return overrides, df
@@ -396,4 +397,5 @@ def _response_row(run_id: str, prompt_id: str, variant_id: str | None, r: Genera
         "latency_s": float(r.latency_s),
         "error": r.error,
         "request": (r.meta or {}).get("request"),
+        "flags": r.flags or None,
     }

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from sago_engine.axis_spec import AXIS_SPECS, OPTION_SEP, AxisSpec
+from sago_engine.replytext import clean_reply, clean_value
 
 #: Positions a variant may edit (SAGO §Variants). PREFIX / SUFFIX edit only the start / end
 #: region of the prompt, GLOBAL may touch the whole prompt.
@@ -268,7 +269,24 @@ class GenerationResult:
     meta: dict[str, Any] | None = None
     """Backend-specific facts about this response (API backends: the model string the API
     returned, prompt/completion token counts, cache hit, attempts, raw stop reason); None for
-    local models."""
+    local models. ``meta["flags"]``: what ``replytext.clean_reply`` changed in the reply (e.g.
+    ``["surrogates_replaced"]``), stored in ``responses.flags``."""
+
+    def __post_init__(self) -> None:
+        # The one boundary every reply crosses: text that any UTF-8 writer accepts (replytext).
+        self.text, flags = clean_reply(self.text)
+        if self.error is not None:
+            self.error = clean_reply(self.error, max_chars=2000)[0]
+        if self.meta:
+            self.meta = clean_value(self.meta)
+        if flags:
+            old = list((self.meta or {}).get("flags") or [])
+            self.meta = {**(self.meta or {}), "flags": old + [f for f in flags if f not in old]}
+
+    @property
+    def flags(self) -> list[str]:
+        """What was changed in this reply at the boundary (``meta["flags"]``; ``[]`` when nothing)."""
+        return list((self.meta or {}).get("flags") or [])
 
     @property
     def logprob_issue(self) -> str | None:

@@ -15,7 +15,9 @@ servers do), ``"401"``; and ``("thinking", n)`` (a thinking model that spent the
 whole budget on ``n`` hidden reasoning tokens: no visible text, finish "length" / MAX_TOKENS /
 max_tokens), ``"refusal"`` (content filter / SAFETY / refusal stop, no text), ``"paraphrase"``
 (a seeded random paraphrase of one fixed answer, whatever the prompt: a fresh one per request,
-as a provider that samples even at temperature 0).
+as a provider that samples even at temperature 0), ``("text", s)`` (a reply of exactly ``s``; a
+lone surrogate goes out as its JSON escape ``\\ud83d``), ``("bytes", b)`` (a reply whose text is
+the raw bytes ``b`` in the body, e.g. invalid UTF-8).
 Server log-probs that must not be summed: ``"logprobs-eot"`` (the ``"logprobs"`` reply plus a
 trailing end-of-text entry as vLLM sends it, ``{"token": "", "logprob": -9999.0, "bytes": [],
 "top_logprobs": []}``; Gemini: a chosen candidate without token at −9999 and no top candidates),
@@ -59,6 +61,9 @@ def reply_text(prompt: str) -> str:
     words = re.findall(r"\w+", prompt.lower())
     return "Answer: " + " ".join(words[:6][::-1]) if words else "Answer."
 
+
+#: Placeholder of the ``("bytes", b)`` behaviour, replaced by ``b`` in the encoded body.
+_BYTES_MARK = "Answer: @@RAW-BYTES@@"
 
 _OPENERS = ("Answer:", "Sure:", "Well,", "In short:", "Here it is:", "OK:")
 _FILLERS = ("indeed", "basically", "probably", "clearly", "so", "then", "really", "I think")
@@ -229,11 +234,16 @@ class FakeAPI:
         if name == "paraphrase":
             with self._lock:
                 text = paraphrase(prompt, self._rng)
+        elif name in ("text", "bytes"):  # a reply of exactly this text / with these raw bytes in the body
+            text = arg if name == "text" else _BYTES_MARK
         else:
             text = "" if name == "empty" else reply_text(prompt)
         reply = getattr(self, f"_{kind}")(body, text, name.startswith("logprobs"))
         if name in ("logprobs-eot", "logprobs-value"):
             self._bad_logprobs(kind, reply, arg if name == "logprobs-value" else None)
+        if name == "bytes":
+            return self._send_raw(h, 200, json.dumps(reply).encode().replace(_BYTES_MARK.encode(), arg),
+                                  "application/json")
         self._send(h, 200, reply)
 
     @staticmethod

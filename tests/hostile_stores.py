@@ -14,6 +14,13 @@
   score, cost);
 - ``share/huge.duckdb`` — 1 MB strings (a prompt, its variants, a reply, a reason, a judge answer,
   an error) and a 10,000-word prompt with a punctuation-noise variant;
+- ``share/controls.duckdb`` — the payload store again with ``controls_payload(port)``: every C0
+  control (NUL included), DEL, C1 controls, line/paragraph separators, bidi embeddings and
+  isolates, zero-width characters, and what a reply's lone surrogate becomes (U+FFFD) beside the
+  escaped form ``\\ud83d`` a raw JSON reply carries (DuckDB holds only valid UTF-8, so a store
+  cannot hold a lone surrogate itself);
+- ``share/numbers.duckdb`` — huge finite numbers (±1e308, 5e-324, ``n_tokens`` 2³¹ − 1, usage 2⁶³ − 1) in Δ, Δ̃,
+  log-probs, latency, semantic score, usage and cost, and one label carried by both runs;
 - ``share/view.duckdb`` — ``prompts`` replaced by a VIEW that appends ``read_text(secret.txt)``;
 - ``share/macro.duckdb`` — user macros that shadow built-in functions sago's SQL calls and
   return the secret file.
@@ -62,6 +69,18 @@ def payload(port: int) -> str:
     return p
 
 
+#: Characters that must never act on a terminal or a page: C0 (NUL included) and DEL, C1, line and
+#: paragraph separators, bidi embeddings/overrides/isolates, zero-width characters and the BOM.
+CONTROLS = ("".join(chr(c) for c in range(0x00, 0x20)) + "\x7f" + "".join(chr(c) for c in range(0x80, 0xA0))
+            + "\u2028\u2029\u202a\u202b\u202d\u202e\u2066\u2067\u2068\u2069\u200b\u200e\u200f\ufeff")
+
+
+def controls_payload(port: int) -> str:
+    """``payload(port)`` followed by every ``CONTROLS`` character and what a lone surrogate in a
+    reply becomes: U+FFFD (``replytext``) and the JSON escape ``\\ud83d`` as text."""
+    return f"{payload(port)} ctl[{CONTROLS}] half-emoji[\ufffd \\ud83d \\xED\\xA0\\xBD]"
+
+
 #: Columns with a fixed vocabulary: their rows stay valid, an extra row carries the payload.
 ENUM_COLUMNS = {"deltas": ("axis",), "variants": ("family", "subtype", "position"), "runs": ("status", "backend"),
                 "mirroring_verdicts": ("response_of",), "noise_floor": ("axis",), "templates": ("kind",),
@@ -90,6 +109,8 @@ def build_corpus(root: Path, port: int) -> Corpus:
     secret.write_text(SECRET + "\n")
     c = Corpus(share=share, secret_file=secret, payload=payload(port))
     c.stores["payload"] = payload_store(share / "payload.duckdb", c.payload)
+    c.stores["controls"] = payload_store(share / "controls.duckdb", controls_payload(port))
+    c.stores["numbers"] = numbers_store(share / "numbers.duckdb")
     c.stores["huge"] = huge_store(share / "huge.duckdb")
     c.stores["view"] = view_store(share / "view.duckdb", secret)
     c.stores["macro"] = macro_store(share / "macro.duckdb", secret)
@@ -157,6 +178,10 @@ def _full_store(path: Path, models=("model-a", "model-b")) -> Path:
             score=[float(k % 2) for k in range(len(replies))], reason="why", raw="judge said"))
         con.execute("INSERT OR REPLACE INTO meta VALUES ('published_at', '2026-01-01 00:00'), ('status', 'running'), "
                     "('progress', '3/9')")
+        st.insert_df("correctness", pd.DataFrame([{"run_id": r, "response_id": i, "prompt_id": p_, "variant_id": v,
+                                                   "repeat": None, "scorer": "exact", "scorer_version": "1",
+                                                   "verdict": "correct", "score": 1.0, "reason": "ok", "raw": "yes"}
+                                                  for (i, r), (p_, v) in zip(resp, pv)]))
     return path
 
 
@@ -228,6 +253,8 @@ def payload_store(path: Path, p: str) -> Path:
         con.execute(f"INSERT INTO deltas SELECT * REPLACE ('cos{OPTION_SEP}' || ? AS axis) FROM deltas "
                     f"WHERE axis = 'cos{OPTION_SEP}user_last'", [p])
         con.execute("UPDATE variants SET meta = json_object('tone', ?) WHERE family = 'social_register'", [p])
+        for table in ("responses", "base_repeats", "mirroring_verdicts"):  # the reply-boundary flags (VARCHAR[])
+            con.execute(f"UPDATE {table} SET flags = [?, 'surrogates_replaced'] WHERE rowid % 2 = 0", [p])
         _non_finite(con)
         suffstats.materialise(con)
         for table, col, _typ in _text_columns(con):  # statistics rows of the fixed-vocabulary columns
@@ -252,6 +279,34 @@ def _non_finite(con: duckdb.DuckDBPyConnection) -> None:
         con.execute(f"UPDATE base_repeats SET seq_logprob = '{v}'::DOUBLE, latency_s = '{v}'::DOUBLE "
                     f"WHERE rowid % 3 = {i}")
     con.execute("UPDATE run_usage SET cost_usd = 'inf'::DOUBLE, price_in_per_mtok = 'nan'::DOUBLE")
+
+
+# ---------------------------------------------------------------- huge finite numbers, a repeated label
+#: Finite values at the edge of float64 (and of BIGINT for counts).
+HUGE = (1e308, -1e308, 5e-324)
+
+
+def numbers_store(path: Path) -> Path:
+    """A valid store whose numbers are finite but huge (``HUGE``) in a few rows of each measurement
+    column, and whose two runs carry one label (the store layer shows one label per run)."""
+    _full_store(path)
+    con = duckdb.connect(str(path))
+    try:
+        for i, v in enumerate(HUGE):
+            con.execute(f"UPDATE deltas SET delta = {v!r}::DOUBLE WHERE rowid % 11 = {i}")
+            con.execute(f"UPDATE deltas SET delta_norm = {v!r}::DOUBLE WHERE rowid % 13 = {i}")
+            con.execute(f"UPDATE responses SET seq_logprob = {v!r}::DOUBLE, mean_entropy = {v!r}::DOUBLE, "
+                        f"latency_s = {v!r}::DOUBLE, n_tokens = 2147483647 WHERE rowid % 5 = {i}")
+            con.execute(f"UPDATE variants SET semantic_score = {v!r}::DOUBLE, strength = {v!r}::DOUBLE "
+                        f"WHERE rowid % 7 = {i}")
+            con.execute(f"UPDATE noise_floor SET delta = {v!r}::DOUBLE, delta_norm = {v!r}::DOUBLE WHERE rowid % 5 = {i}")
+        con.execute("UPDATE run_usage SET cost_usd = 1e308, price_in_per_mtok = 1e308, prompt_tokens = 9223372036854775807")
+        con.execute("UPDATE runs SET model = 'model-a'")  # one label, two runs
+        suffstats.materialise(con)
+        con.execute("CHECKPOINT")
+    finally:
+        con.close()
+    return path
 
 
 # ---------------------------------------------------------------- the huge store

@@ -114,3 +114,37 @@ def test_api_replies_cached_by_an_older_sago_still_read(env):
         u = be.take_usage()
         assert (u["requests"], u["cache_hits"], u["models"]) == (0, 1, ["gpt-old"])
         be.close()
+
+
+def test_an_entry_is_used_only_for_its_own_key(tmp_path, caplog):
+    """Identity before reuse: an entry copied under another key, a damaged one and one of an unknown
+    format are each asked again (and replaced), never returned as that prompt's reply."""
+    import sqlite3
+
+    path = tmp_path / "responses.sqlite3"
+    inner = Counting()
+    be = CachingBackend(inner, ResponseCache(path))
+    be.generate(["a", "c", "d"], 8)
+    ka, kc, kd = (be.cache_key(p, 8) for p in ("a", "c", "d"))
+    con = sqlite3.connect(path)
+    a_value = con.execute("SELECT value FROM replies WHERE key = ?", (ka,)).fetchone()[0]
+    con.execute("UPDATE replies SET value = ? WHERE key = ?", (a_value, kc))  # c's entry now holds a's reply
+    con.execute("UPDATE replies SET value = '{\"result\": ' WHERE key = ?", (kd,))  # damaged JSON
+    con.commit()
+    con.close()
+    got = be.generate(["a", "c", "d"], 8)
+    assert inner.asked[-1] == ["c", "d"] and [r.text for r in got] == ["A", "C", "D"]
+    assert "belongs to another request" in caplog.text
+    again = be.generate(["c", "d"], 8)
+    assert all(r.meta["cached"] for r in again) and [r.text for r in again] == ["C", "D"]
+    be.close()
+
+
+def test_a_file_that_is_not_the_reply_cache_is_refused_naming_it(tmp_path):
+    from sago_engine.store import StoreError
+
+    bad = tmp_path / "responses.sqlite3"
+    bad.write_bytes(b"not a database at all " * 100)
+    with pytest.raises(StoreError, match=r"responses\.sqlite3 is not sago's reply cache .*delete it"):
+        ResponseCache(bad)
+    assert bad.read_bytes().startswith(b"not a database")

@@ -115,8 +115,11 @@ def test_the_payload_reaches_every_text_column_of_every_table(corpus):
 
 # ---------------------------------------------------------------- every page on the payload store
 @pytest.mark.parametrize("page", PAGES)
-def test_every_page_keeps_the_payload_store_inert(share, downloads, page):
-    at = _open("payload.duckdb", page)
+@pytest.mark.parametrize("store", ["payload", "controls"])
+def test_every_page_keeps_the_payload_store_inert(share, downloads, page, store):
+    """The payload store, and the same with every control, bidi and zero-width character and a
+    reply's replaced surrogate (``controls``)."""
+    at = _open(f"{store}.duckdb", page)
     assert not at.exception, at.exception[0].message
     assert [e.value for e in at.error] == []
     assert offending(at) == []  # no Markdown string renders an image, a link or HTML
@@ -128,6 +131,15 @@ def test_every_page_keeps_the_payload_store_inert(share, downloads, page):
     assert problems == []
     if page != "pages/paper_reference.py":  # the paper's page shows published numbers, not the store's
         assert MARKER.encode() in _proto_bytes(at)  # the store's strings did reach the page, as text
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_huge_finite_numbers_and_a_repeated_label_render_without_error(share, page):
+    """±1e308 and 5e-324 in every measurement column, and both runs labelled alike: every page
+    renders (no traceback, no error box)."""
+    at = _open("numbers.duckdb", page)
+    assert not at.exception, at.exception[0].message
+    assert [e.value for e in at.error] == []
 
 
 @pytest.mark.parametrize("page", ["pages/prompts.py", "pages/profiles.py"])

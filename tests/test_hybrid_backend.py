@@ -218,7 +218,8 @@ def test_hybrid_run_equals_hf_local_run(tiny_backend, tmp_path):
                     hyb_resp[(r.prompt_id, _vid(r.variant_id))] = r
         hyb_deltas = st.deltas(kept_only=False, run_ids=[hyb_run])
         tmpl = st.templates("chat_template")
-    assert hyb_run != local_run and rec["backend"] == "hybrid" and rec["model"] == "tiny-random"
+    # both runs carry the label tiny-random: a read shows each under its own (labels are not keys)
+    assert hyb_run != local_run and rec["backend"] == "hybrid" and rec["model"] == f"tiny-random [{hyb_run[:8]}]"
     dec = json.loads(rec["decoding"]) if isinstance(rec["decoding"], str) else rec["decoding"]
     srv = dec["hybrid"]["server"]
     assert (srv["base_url"], srv["model"], srv["endpoint"], srv["prompt_format"]) == (

@@ -155,3 +155,39 @@ def test_cli_ray_options_are_checked(tmp_path, capsys):
     # a CUDA model is the cluster's business: the config loads on a driver without a GPU
     cuda = _cfg(tmp_path, CHUNKS.replace("batch_size = 4", 'batch_size = 4\ndevice = "cuda"'))
     assert load_config(cuda, check_devices=False).models[0].device == "cuda"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_u15_a_stale_cluster_address_file_ends_in_a_clear_error(tmp_path):
+    """U15: ``RAY_TMPDIR`` holds a ``ray_current_cluster`` naming a port where nothing listens;
+    ``--ray auto`` ends within seconds (Ray alone waits minutes on the GCS) with an error naming
+    the stale file and the fix, and exit status 2."""
+    stale = tmp_path / "ray" / "ray_current_cluster"
+    stale.parent.mkdir()
+    stale.write_text(f"127.0.0.1:{_free_port()}\n")
+    conf = str(_cfg(tmp_path, CHUNKS))
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "TMPDIR")}
+    env.update(RAY_TMPDIR=str(tmp_path), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", SAGO_NO_COVERAGE="1")
+    p = subprocess.run([sys.executable, "-m", "precompute", "--config", conf, "--ray", "auto", "--no-progress"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert "no Ray cluster answers at 127.0.0.1:" in p.stderr and str(stale) in p.stderr
+    assert f"rm {stale}" in p.stderr and "ray start --head" in p.stderr
+
+
+def test_a_cluster_address_that_is_not_host_port_is_named(tmp_path, monkeypatch):
+    from precompute.ray_launch import check_cluster_address
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(LaunchError, match=r"'not-an-address' \(from --ray\) is not HOST:PORT"):
+        check_cluster_address("not-an-address")
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{_free_port()}")
+    with pytest.raises(LaunchError, match=r"\(from RAY_ADDRESS\) within 1 s.*fix RAY_ADDRESS"):
+        check_cluster_address("auto", timeout_s=1)

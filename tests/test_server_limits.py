@@ -90,19 +90,40 @@ def test_a_prompt_over_the_context_is_its_error_row_and_the_run_goes_on(env):
 
 def test_prompt_plus_cap_over_max_model_len_is_an_error_row_not_a_reply(env):
     """The fake lists max_model_len = 16 and counts 10 prompt tokens: a cap of 6 fits, 7 does not
-    (whatever the reply); the limits are in the run record."""
+    (whatever the reply, here 2 tokens); the limits are in the run record."""
     with FakeAPI(default="logprobs", served={MODEL: {"max_model_len": 16}}, prompt_tokens={"openai": 10}) as fake:
         be = make("openai_compatible", fake, top_logprobs=3)
         lim = be.info()["decoding"]["server_limits"]
         assert (lim["max_model_len"], lim["max_logprobs"], lim["listed"], lim["source"]) == (16, None, True, "GET /models")
-        (ok,) = be.generate(["What is the capital of Peru?"], 6)
-        (bad,) = be.generate(["What is the capital of Peru?"], 7)
-        assert ok.error is None and ok.text == reply_text("What is the capital of Peru?")
+        (ok,) = be.generate(["Peru?"], 6)
+        (bad,) = be.generate(["Peru?"], 7)
+        assert ok.error is None and ok.text == reply_text("Peru?") and ok.flags == []
         assert bad.error == ("prompt of 10 tokens + reply cap 7 exceeds the model's context of 16 tokens (the "
                              "server's max_model_len; the server would shorten the reply)")
         assert bad.text == "" and bad.meta["over_context"] == {"prompt_tokens": 10, "max_new_tokens": 7, "context": 16}
         assert bad.meta["retryable"] is False
         assert fake.gets.count("/v1/models") == 1  # read once
+        be.close()
+
+
+def test_u17_usage_over_the_listed_limit_proves_the_listing_wrong(env):
+    """U17: a server listing max_model_len 12 returns complete replies of 10 + 6 tokens (its own
+    usage says 16): both are kept and flagged, the contradiction recorded, and the limit is no
+    longer enforced for the run (a later cap that would not fit the listing is sent and kept)."""
+    from sago_engine.backends.server_limits import CONTRADICTED
+
+    prompts = ["What is the capital of", "Where is the capital of"]  # 6-token replies
+    with FakeAPI(default="logprobs", served={MODEL: {"max_model_len": 12}}, prompt_tokens={"openai": 10}) as fake:
+        be = make("openai_compatible", fake, top_logprobs=3)
+        got = be.generate(prompts, 6)
+        assert [r.error for r in got] == [None, None]
+        assert [r.text for r in got] == [reply_text(p) for p in prompts]
+        assert all(r.meta["completion_tokens"] == 6 and r.flags == [CONTRADICTED] for r in got)
+        lim = be.server_limits()
+        assert lim["max_model_len"] == 12 and lim["contradicted"]["listed"] == 12 and be.max_model_len is None
+        (later,) = be.generate(["Peru?"], 8)
+        assert later.error is None and later.flags == []
+        assert be.take_usage()["errors"] == 0
         be.close()
 
 

@@ -272,3 +272,47 @@ def test_non_finite_numbers_in_a_store_are_read_as_unavailable(tmp_path, materia
         assert got[k] == pytest.approx(clean[k], abs=1e-12)
     assert all(math.isfinite(x) for x in q["q_abs"]) and all(math.isfinite(x) for x in q["max_abs"])
     assert int(q["n"].sum()) == int(clean_q.sum()) - 3
+
+
+# ------------------------------------------------------------------ only DuckDB files, never an extension
+def _sqlite_named_duckdb(path: Path) -> Path:
+    import sqlite3
+
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE prompts (text TEXT)")
+    con.execute("INSERT INTO prompts VALUES ('private')")
+    con.commit()
+    con.close()
+    return path
+
+
+def test_u14_a_sqlite_file_named_duckdb_is_refused_before_duckdb_sees_it(tmp_path, monkeypatch, capsys):
+    """U14: a SQLite database renamed ``shard.duckdb``; DuckDB alone would install ``sqlite_scanner``
+    over HTTP (or load a file of that name from ~/.duckdb/extensions). Every way in refuses it by
+    its header, naming it, without any DuckDB connection to it."""
+    from precompute.__main__ import main as cli_main
+
+    shard = _sqlite_named_duckdb(tmp_path / "shard.duckdb")
+    before = shard.read_bytes()
+    opened: list[str] = []
+    real = duckdb.connect
+    monkeypatch.setattr(duckdb, "connect", lambda *a, **k: opened.append(str(a[0]) if a else ":memory:") or real(*a, **k))
+    for read_only in (True, False):
+        with pytest.raises(StoreError, match=r"shard\.duckdb is not a DuckDB database file \(a SQLite database\)"):
+            open_store(shard, read_only=read_only)
+    with pytest.raises(StoreError, match="not a DuckDB database file"):
+        merge_stores(tmp_path / "m.duckdb", [make_store(tmp_path / "a.duckdb"), shard])
+    assert cli_main(["rescore", str(shard)]) != 0
+    assert "not a DuckDB database file" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="not a DuckDB database file"):
+        read_labels(shard, tmp_path / "a.duckdb")
+    assert str(shard) not in opened and shard.read_bytes() == before
+
+
+def test_every_connection_refuses_extension_autoinstall_and_autoload(tmp_path):
+    store = make_store(tmp_path / "s.duckdb")
+    for read_only in (True, False):
+        with open_store(store, read_only=read_only) as st:
+            got = st.con.execute("SELECT current_setting('autoinstall_known_extensions'), "
+                                 "current_setting('autoload_known_extensions')").fetchone()
+            assert got == (False, False)

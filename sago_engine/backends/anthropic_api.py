@@ -12,6 +12,7 @@ import anthropic
 
 from .api_backend import ApiBackend
 from .api_reply import ApiReply
+from .utf8_body import Utf8Body
 
 __all__ = ["AnthropicBackend", "LEGACY_API_VERSION"]
 
@@ -52,7 +53,8 @@ class AnthropicBackend(ApiBackend):
     def _make_client(self, api_key: str | None) -> Any:
         headers = {"anthropic-version": self.api_version} if self.api_version else None
         return anthropic.Anthropic(api_key=api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s,
-                                   default_headers=headers)
+                                   default_headers=headers,
+                                   http_client=anthropic.DefaultHttpxClient(transport=Utf8Body()))
 
     def request_params(self, max_new_tokens: int) -> dict[str, Any]:
         return self._fidelity_params({"max_new_tokens": int(max_new_tokens),

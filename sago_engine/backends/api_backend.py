@@ -32,6 +32,7 @@ from .api_keys import missing_key_vars, public_url, redact, resolve_api_key
 from .api_reply import ApiReply, Usage, normalise_finish_reason
 from .logprobs import check_server_logprobs
 from .retry import RetryPolicy
+from .utf8_body import took_invalid_utf8
 
 __all__ = ["ApiBackend"]
 
@@ -376,6 +377,7 @@ class ApiBackend:
             attempts += 1
             self._count(requests=1)
             t0 = time.perf_counter()
+            took_invalid_utf8()  # reset: the flag below is this request's
             try:
                 reply = self._request(prompt, max_new_tokens)
                 break
@@ -420,6 +422,8 @@ class ApiBackend:
                     u.models.add(reply.model)
         res = self._result(reply, latency, cached=False, attempts=attempts)
         res.meta["request"] = self.request_record(prompt, max_new_tokens)
+        if took_invalid_utf8():  # the body was repaired (utf8_body) before the SDK parsed it
+            res.meta["flags"] = ["invalid_utf8", *res.flags]
         return res
 
     def result_from_cache(self, value: dict) -> GenerationResult | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import io
+import logging
 import os
 import threading
 from collections.abc import Sequence
@@ -24,6 +25,8 @@ from ..seeds import stable_hash
 from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
 
 __all__ = ["CachingBackend", "ReplyCache", "default_cache_dir"]
+
+log = logging.getLogger("sago.cache")
 
 
 @runtime_checkable
@@ -61,8 +64,8 @@ def _unarr(s: str | None) -> np.ndarray | None:
     return None if s is None else np.load(io.BytesIO(base64.b64decode(s)), allow_pickle=False)
 
 
-def _dump(r: GenerationResult) -> dict:
-    return {"result": {"text": r.text, "n_tokens": int(r.n_tokens), "token_logprobs": _arr(r.token_logprobs),
+def _dump(r: GenerationResult, key: str) -> dict:
+    return {"key": key, "result": {"text": r.text, "n_tokens": int(r.n_tokens), "token_logprobs": _arr(r.token_logprobs),
                        "token_entropies": _arr(r.token_entropies), "hidden_last": _arr(r.hidden_last),
                        "finish_reason": r.finish_reason, "latency_s": float(r.latency_s),
                        "token_ids": None if r.token_ids is None else [int(t) for t in r.token_ids],
@@ -123,11 +126,30 @@ class CachingBackend:
             parts.append({"repeat": int(repeat)})
         return stable_hash(*parts, length=64)
 
-    def _from_cache(self, value: dict) -> GenerationResult | None:
-        if "result" in value:
-            return _load(value)
-        conv = getattr(self.backend, "result_from_cache", None)  # an API reply cached in the ApiReply format
-        return conv(value) if callable(conv) else None
+    def _from_cache(self, key: str) -> GenerationResult | None:
+        """The cached result of ``key``, or None (a miss). An entry is used only when it is this
+        key's (its recorded ``key`` equals it; entries of older sago versions record none) and
+        loads as a result; any other entry — another key's, damaged, of an unknown format — is
+        logged, removed where the cache can (``discard``) and asked again, never trusted."""
+        try:
+            value = self.cache.get(key)
+            if value is None:
+                return None
+            if not isinstance(value, dict) or value.get("key", key) != key:
+                raise ValueError("the entry belongs to another request" if isinstance(value, dict) else
+                                 f"the entry is a {type(value).__name__}, not a reply")
+            if "result" in value:
+                return _load(value)
+            conv = getattr(self.backend, "result_from_cache", None)  # an API reply cached in the ApiReply format
+            if callable(conv) and "reply" in value:
+                return conv(value)
+            raise ValueError("the entry holds no reply")
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            log.warning("reply cache entry %s… not used (%s); asking again", key[:12], str(e)[:200])
+            drop = getattr(self.cache, "discard", None)
+            if callable(drop):
+                drop(key)
+            return None
 
     def generate(self, prompts: list[str], max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
                  repeats: Sequence[int] | None = None) -> list[GenerationResult]:
@@ -142,8 +164,7 @@ class CachingBackend:
         keys = [self.cache_key(p, max_new_tokens, k) for p, k in zip(prompts, reps)]
         out: list[GenerationResult | None] = []
         for key in keys:
-            hit = self.cache.get(key)
-            r = self._from_cache(hit) if hit is not None else None
+            r = self._from_cache(key)
             if r is not None:
                 r.meta = {**(r.meta or {}), "cached": True, "attempts": 0}
                 with self._lock:
@@ -159,7 +180,7 @@ class CachingBackend:
             for i, r in zip(todo, fresh):
                 out[i] = r
                 if r.error is None:
-                    self.cache.put(keys[i], _dump(r))
+                    self.cache.put(keys[i], _dump(r, keys[i]))
         return out  # type: ignore[return-value]
 
     def _merge(self, d: dict, which: int, reset: bool) -> dict:

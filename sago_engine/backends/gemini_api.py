@@ -14,6 +14,7 @@ from google.genai import types
 
 from .api_backend import ApiBackend
 from .api_reply import ApiReply
+from .utf8_body import http_client
 
 __all__ = ["GeminiBackend"]
 
@@ -51,7 +52,7 @@ class GeminiBackend(ApiBackend):
 
     def _make_client(self, api_key: str | None) -> Any:
         opts = types.HttpOptions(base_url=self.base_url, api_version=self.api_version,
-                                 timeout=int(self.timeout_s * 1000))
+                                 timeout=int(self.timeout_s * 1000), httpx_client=http_client())
         return genai.Client(api_key=api_key, vertexai=False, http_options=opts)
 
     def request_params(self, max_new_tokens: int) -> dict[str, Any]:

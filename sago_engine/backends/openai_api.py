@@ -14,6 +14,7 @@ from .api_backend import ApiBackend
 from .api_errors import normalise_param
 from .api_reply import ApiReply
 from .server_limits import ServerLimitsMixin
+from .utf8_body import Utf8Body
 
 __all__ = ["OpenAIBackend", "OpenAICompatibleBackend"]
 
@@ -38,7 +39,7 @@ class OpenAIBackend(ApiBackend):
 
     def _make_client(self, api_key: str | None) -> Any:
         return openai.OpenAI(api_key=api_key or "EMPTY", base_url=self.base_url, max_retries=0,
-                             timeout=self.timeout_s)
+                             timeout=self.timeout_s, http_client=openai.DefaultHttpxClient(transport=Utf8Body()))
 
     def _request_kw(self, prompt: str, max_new_tokens: int) -> dict[str, Any]:
         """The ``chat.completions.create`` arguments of one request."""

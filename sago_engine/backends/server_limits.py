@@ -20,7 +20,7 @@ from .api_errors import ApiConfigError
 from .api_keys import public_url
 from .context import check_context, over_context_result
 
-__all__ = ["ServerLimitsMixin", "limits_from_models", "server_over_context"]
+__all__ = ["CONTRADICTED", "ServerLimitsMixin", "limits_from_models", "server_over_context"]
 
 log = logging.getLogger("sago.api")
 
@@ -36,6 +36,15 @@ def server_over_context(n_prompt: int, max_new_tokens: int, max_model_len: int) 
     r.error = f"{r.error} ({WHERE}; the server would shorten the reply)"
     r.meta.update(status=None, retryable=False)
     return r
+
+
+#: ``GenerationResult.meta["flags"]`` entry of a reply whose server-reported usage (prompt +
+#: completion tokens) exceeds the listed ``max_model_len``: proof that the listing is wrong.
+CONTRADICTED = "server_limit_contradicted"
+
+
+def _count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
 def _positive_int(v: Any) -> int | None:
@@ -67,7 +76,10 @@ class ServerLimitsMixin:
     ``info()["decoding"]["server_limits"]`` records it. Every successful reply then passes
     ``limit_error``: prompt tokens (the server's usage count) + the cap over ``max_model_len`` →
     ``server_over_context`` row; finish "length" with fewer completion tokens than the cap → a
-    cut-short row (``meta["cut_short"]``). A ``top_logprobs`` above a listed ``max_logprobs`` stops the run before any
+    cut-short row (``meta["cut_short"]``). A reply whose own usage (prompt + completion tokens)
+    exceeds ``max_model_len`` proves the listing wrong: it is kept, flagged ``CONTRADICTED``, the
+    contradiction recorded in ``server_limits()["contradicted"]``, and the limit no longer
+    enforced for the run (``max_model_len`` None; the hybrid's pre-send check reads it too). A ``top_logprobs`` above a listed ``max_logprobs`` stops the run before any
     request (``ApiConfigError``).
     """
 
@@ -96,8 +108,21 @@ class ServerLimitsMixin:
 
     @property
     def max_model_len(self) -> int | None:
-        """The server's context window in tokens (None: not listed)."""
-        return self.server_limits()["max_model_len"]
+        """The server's context window in tokens, as enforced (None: not listed, or the server's
+        own usage proved the listing wrong: ``contradicted``)."""
+        lim = self.server_limits()
+        return None if lim.get("contradicted") else lim["max_model_len"]
+
+    def _contradicted(self, pt: int, ct: int, lim: int) -> None:
+        """Record that a reply of ``pt`` + ``ct`` tokens (the server's usage) exceeds the listed
+        ``lim``: the listing is wrong, so the limit is no longer enforced for this backend's run."""
+        with self._limits_lock:
+            if self._limits is None or self._limits.get("contradicted"):
+                return
+            self._limits["contradicted"] = {"prompt_tokens": pt, "completion_tokens": ct, "listed": lim}
+        log.warning("%s %s: the server served %d + %d tokens, more than the max_model_len %d it lists; the "
+                    "listing is wrong, so that limit is no longer enforced in this run (replies flagged %s)",
+                    self.name, self.model_id, pt, ct, lim, CONTRADICTED)
 
     def info(self) -> dict[str, Any]:
         d = super().info()
@@ -129,12 +154,17 @@ class ServerLimitsMixin:
             than the cap); None for a normal reply.
         """
         meta = r.meta or {}
-        lim = self.max_model_len
+        listed = self.server_limits()["max_model_len"]
         pt = meta.get("prompt_tokens")
-        if isinstance(pt, int) and not isinstance(pt, bool) and check_context(pt, max_new_tokens, lim) is not None:
-            return server_over_context(pt, max_new_tokens, lim)
         ct = meta.get("completion_tokens")
         ct = r.n_tokens if not isinstance(ct, int) or isinstance(ct, bool) else ct
+        if listed is not None and _count(pt) and _count(ct) and pt + ct > listed:
+            # the server's own usage exceeds its listing: the reply is real, the listing wrong
+            self._contradicted(pt, ct, listed)
+            r.meta = {**meta, "flags": [*r.flags, CONTRADICTED]}
+        lim = self.max_model_len
+        if _count(pt) and check_context(pt, max_new_tokens, lim) is not None:
+            return server_over_context(pt, max_new_tokens, lim)
         if r.finish_reason == "length" and ct < max_new_tokens:
             why = (f"the server cut the reply short: it ended at {ct} of {max_new_tokens} tokens with finish "
                    f"\"length\" (prompt {pt if pt is not None else '?'} tokens, {WHERE} "

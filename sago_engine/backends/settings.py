@@ -9,29 +9,37 @@ the model: the config adds that) and gives the backend's constructor arguments (
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-__all__ = ["BackendSettings", "check_int", "check_number", "check_text"]
+__all__ = ["MAX_NUMBER", "BackendSettings", "check_int", "check_number", "check_text"]
+
+#: The largest value a numeric backend setting takes (seconds, USD per million tokens, …): a
+#: finite 1e308 would overflow every sum or sleep it enters.
+MAX_NUMBER = 1e9
 
 
 def check_int(t: Mapping[str, Any], key: str, lo: int) -> None:
-    """``t[key]``, when given, is an integer ≥ ``lo``; raises ValueError naming the key otherwise."""
+    """``t[key]``, when given, is an integer ≥ ``lo`` and ≤ ``MAX_NUMBER``; raises ValueError naming the key otherwise."""
     if key in t:
         v = t[key]
-        if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-            raise ValueError(f"{key} must be an integer ≥ {lo}, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or v < lo or v > MAX_NUMBER:
+            raise ValueError(f"{key} must be an integer ≥ {lo} and ≤ {MAX_NUMBER:.0f}, got {v!r}")
 
 
 def check_number(t: Mapping[str, Any], key: str, lo: float, *, strict: bool = False) -> None:
-    """``t[key]``, when given and not None, is a number ≥ ``lo`` (> ``lo`` with ``strict``)."""
+    """``t[key]``, when given and not None, is a finite number ≥ ``lo`` (> ``lo`` with ``strict``)
+    and at most ``MAX_NUMBER`` (NaN fails every comparison, so it is refused by name)."""
     v = t.get(key)
     if v is None:
         return
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (v <= lo if strict else v < lo):
-        raise ValueError(f"{key} must be a number {'>' if strict else '≥'} {lo:g}, got {v!r}")
+    if (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+            or (v <= lo if strict else v < lo) or v > MAX_NUMBER):
+        raise ValueError(f"{key} must be a number {'>' if strict else '≥'} {lo:g}, finite and ≤ {MAX_NUMBER:g}, "
+                         f"got {v!r}")
 
 
 def check_text(t: Mapping[str, Any], *keys: str) -> None:

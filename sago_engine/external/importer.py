@@ -111,7 +111,7 @@ def import_authors(root: str | Path, store_path: str | Path, *, models: Iterable
     Raises:
         FileNotFoundError, AuthorsFormatError (nothing is written then), StoreError.
     """
-    from sago_engine.store import open_store
+    from sago_engine.store import open_store, runlabels
 
     root = Path(root)
     passed_over: list[dict] = []
@@ -158,6 +158,8 @@ def import_authors(root: str | Path, store_path: str | Path, *, models: Iterable
                 frames_r = {"responses": R.response_frame(r_id, mf), "deltas": R.recomputed_deltas(r_id, mf)}
                 runs.append((_run(r_id, f"{label} · authors' replies, sago axes", kind, [],
                                   resolve_normalizers(None), r_origin, root), frames_r))
+            runlabels.refuse_taken(st.con, [(r["run_id"], r["model"]) for r, _ in runs],
+                                   "Import into a new --store, or with the selection that store was imported with.")
             _write(st, mf, runs)
             info = {"runs": [r["run_id"] for r, _ in runs], "rows": len(mf.pairs), "leaks": base_origin["leaks"],
                     "degenerate": base_origin["degenerate"], "refused_values": base_origin["refused_values"],

@@ -15,6 +15,8 @@ Modules (docs/ARCHITECTURE.md has the full map):
 * ``where``     — ``Filters`` → a parameterised SQL condition.
 * ``facade``    — ``Store`` (composed of the above) and ``open_store``.
 * ``merge``     — shard merge (worst status, usage once per shard) and table fingerprints.
+* ``sessions`` — opens of one store file inside one process take turns (a Live save and a page read).
+* ``runlabels`` — a label repeated by two runs shown as one label per run (labels are not keys).
 * ``labels``    — the sidecar DuckDB of hand labels of judge calls (never in the store).
 * ``reply_cache`` — the model-reply cache's sqlite table (a ``backends.caching.ReplyCache``).
 * ``errors``    — ``StoreError``.

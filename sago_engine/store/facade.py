@@ -7,7 +7,7 @@ from pathlib import Path
 
 import duckdb
 
-from sago_engine.store import layout, schema, suffstats, trust
+from sago_engine.store import layout, runlabels, schema, sessions, suffstats, trust
 from sago_engine.store.browse import Browse
 from sago_engine.store.correctness import CorrectnessQueries
 from sago_engine.store.rescoring import Rescoring
@@ -36,6 +36,11 @@ class Store(Writes, Browse, ScoreQueries, WorstQueries, Rescoring, CorrectnessQu
     read_only: bool
     stats_materialised: bool = True
     columns: dict[str, tuple[str, ...]] = field(default_factory=dict, repr=False)
+    turn: int | None = field(default=None, repr=False)
+    """This open's turn on the file among the sessions of this process (``sessions.hold``)."""
+    relabelled: dict[str, str] = field(default_factory=dict)
+    """Runs whose label is repeated in the file, shown under a unique one (``runlabels``):
+    ``{run_id: shown label}``; ``{}`` when every label is unique (or the store is writable)."""
 
     def __enter__(self) -> Store:
         return self
@@ -44,7 +49,12 @@ class Store(Writes, Browse, ScoreQueries, WorstQueries, Rescoring, CorrectnessQu
         self.close()
 
     def close(self) -> None:
-        self.con.close()
+        try:
+            self.con.close()
+        finally:
+            if self.turn is not None:
+                turn, self.turn = self.turn, None
+                sessions.release(self.path, turn)
 
 
 def open_store(path: str | Path, read_only: bool = True, create: bool = False) -> Store:
@@ -54,7 +64,8 @@ def open_store(path: str | Path, read_only: bool = True, create: bool = False) -
     migrates it to this version in one transaction (``schema._MIGRATIONS``); a writable open of a
     store written before the prompt-ordered layout (no ``meta.layout_version``) then rewrites the
     file in prompt order once (``layout.rewrite_file``: same rows, an atomic rename; at the paper's
-    scale about 20 s of CPU). A read-only open reads a store as it is.
+    scale about 20 s of CPU). A read-only open reads a store as it is, except that runs sharing a
+    label are shown under one label each (``runlabels.disambiguate``; ``Store.relabelled``).
 
     Args:
         path: the DuckDB file.
@@ -63,13 +74,24 @@ def open_store(path: str | Path, read_only: bool = True, create: bool = False) -
     Raises:
         FileNotFoundError: the file does not exist and ``create`` is False.
         StoreError: the file is not a sago store or has another schema version, or a
-            write-ahead log of another file lies beside it (the message names the fix).
+            write-ahead log of another file lies beside it (the message names the fix), or
+            another session of this process kept it open (writable, or read-only for a writable
+            open) longer than ``sessions.WAIT_S``: opens of one file in one process take turns.
     """
     path = Path(path)
     if not path.exists() and not create:
         raise FileNotFoundError(f"no store at {path}")
     if create and read_only:
         raise ValueError("create=True needs read_only=False")
+    turn = sessions.hold(path, write=not read_only)  # sessions of this process take turns on one file
+    try:
+        return _open(path, read_only, create, turn)
+    except BaseException:
+        sessions.release(path, turn)
+        raise
+
+
+def _open(path: Path, read_only: bool, create: bool, turn: int) -> Store:
     identity = trust.file_identity(path) if read_only else None  # before connecting: a later write is a miss
     try:
         con = trust.connect(path, read_only=read_only)  # read: no file-system access (store.trust)
@@ -93,4 +115,6 @@ def open_store(path: str | Path, read_only: bool = True, create: bool = False) -
             layout.rewrite_file(path)
             con = trust.connect(path, read_only=False)
         columns = schema.check(con, path)
-    return Store(path=path, con=con, read_only=read_only, stats_materialised=suffstats.has_stats(con), columns=columns)
+    relabelled = runlabels.disambiguate(con) if read_only else {}  # labels are not keys: one per run
+    return Store(path=path, con=con, read_only=read_only, stats_materialised=suffstats.has_stats(con), columns=columns,
+                 turn=turn, relabelled=relabelled)

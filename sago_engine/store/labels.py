@@ -102,6 +102,9 @@ def _open(sidecar: str | Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     needs none, even to write); ValueError when the file holds a view, macro or type, or is not a
     DuckDB database at all."""
     try:
+        problem = trust.not_duckdb(sidecar)
+        if problem:
+            raise duckdb.IOException(problem)
         con = duckdb.connect(str(sidecar), read_only=read_only, config=dict(trust.READ_CONFIG))
     except duckdb.Error as e:  # broken, truncated or another format: untrusted input, refused
         raise ValueError(f"{Path(sidecar).name} is not a sago label file ({e})") from None

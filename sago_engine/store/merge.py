@@ -33,7 +33,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from sago_engine.store import suffstats
+from sago_engine.store import runlabels, suffstats
 from sago_engine.store.facade import open_store
 from sago_engine.store.layout import rewrite_file, set_aside_wal, wal_path
 from sago_engine.store.schema import EXTRA_TABLES, TABLES, USAGE_EXTRA_COUNTERS, StoreError, has_table
@@ -118,7 +118,7 @@ def _inspect(path: Path) -> dict:
             parts = frozenset(json.loads(meta["merged_shards"])) if meta.get("merged_shards") else frozenset({fp})
         except (TypeError, ValueError):
             parts = frozenset({fp})
-        runs = {r[0]: (r[1], r[2]) for r in con.execute("SELECT run_id, model, status FROM runs").fetchall()}
+        runs = {r[0]: (r[1], r[2]) for r in runlabels.file_runs(con)}  # the file's own labels
     return {"path": path, "fingerprint": fp, "parts": parts, "runs": runs, "identity": ident}
 
 
@@ -173,8 +173,32 @@ def _add_usage(con: duckdb.DuckDBPyConnection, src: str) -> None:
             updated_at = greatest(run_usage.updated_at, excluded.updated_at)""")
 
 
+def _check_labels(infos: list[dict], relabel: bool) -> dict[str, str]:
+    """The labels the merged runs get: ``{run_id: label}`` of the runs to relabel (``{}``: every
+    label names one run). Raises StoreError for a repeated label unless ``relabel``."""
+    labels: dict[str, str] = {}
+    where: dict[str, list[str]] = {}
+    for info in infos:
+        for run_id, (model, _) in info["runs"].items():
+            labels.setdefault(run_id, model)
+            where.setdefault(run_id, []).append(str(info["path"]))
+    rep = runlabels.repeated(labels.items())
+    if not rep:
+        return {}
+    if not relabel:
+        lab, ids = next(iter(rep.items()))
+        runs = "; ".join(f"{r} (in {', '.join(where[r])})" for r in ids)
+        raise StoreError(
+            f"{len(rep)} label(s) name more than one run, e.g. {lab!r}: runs {runs}. A label is what every page "
+            f"groups, pairs and pools by, so these runs would be averaged as one model. Fix: rerun one with "
+            f"another `label` in its [[models]] entry, or pass --relabel-repeated to label each such run "
+            f"'<label> [<run id prefix>]' in the merged store")
+    unique = runlabels.unique_labels(labels.items())
+    return {r: lab for r, lab in unique.items() if lab != labels[r]}
+
+
 def merge_stores(out: str | Path, inputs: Sequence[str | Path], overwrite: bool = False,
-                 report: Callable[[str], None] | None = None) -> dict[str, int]:
+                 report: Callable[[str], None] | None = None, relabel_repeated: bool = False) -> dict[str, int]:
     """Merge shard stores into one (``python -m precompute merge``).
 
     Rows are keyed deterministically, so ``INSERT OR IGNORE`` of every table of every input
@@ -188,6 +212,9 @@ def merge_stores(out: str | Path, inputs: Sequence[str | Path], overwrite: bool 
         out: the merged store to create.
         inputs: shard stores (each must be a readable sago store).
         overwrite: replace ``out`` if it exists (otherwise refuse: nothing is overwritten unasked).
+        relabel_repeated: when runs with different run ids carry one label, label each
+            ``"<label> [<run id prefix>]"`` in the merged store (``runlabels.unique_labels``)
+            instead of refusing.
         report: called with one line per merged run ("<run_id> (<model>): <input>: <status>; … →
             <merged status>") and per input whose usage is already counted; every line is also
             logged (``sago.merge``; a run that did not end complete at WARNING).
@@ -205,12 +232,13 @@ def merge_stores(out: str | Path, inputs: Sequence[str | Path], overwrite: bool 
     if out.exists() and not overwrite:
         raise FileExistsError(f"{out} exists; pass --force to overwrite it")
     infos = [_inspect(Path(p)) for p in inputs]  # every input validated before anything is written
+    relabel = _check_labels(infos, relabel_repeated)  # labels are not keys: one label, one run
     lines = _plan_usage(infos)
     tmp = out.with_name(f".{out.name}.merging")
     for p in (tmp, wal_path(tmp)):  # a killed merge's leftovers
         p.unlink(missing_ok=True)
     try:
-        counts = _merge_into(tmp, infos, lines)
+        counts = _merge_into(tmp, infos, lines, relabel)
     except BaseException:
         for p in (tmp, wal_path(tmp)):
             p.unlink(missing_ok=True)
@@ -225,8 +253,9 @@ def merge_stores(out: str | Path, inputs: Sequence[str | Path], overwrite: bool 
     return counts
 
 
-def _merge_into(tmp: Path, infos: list[dict], lines: list[str]) -> dict:
-    """The merge itself, into the new store ``tmp``; appends its report lines to ``lines``.
+def _merge_into(tmp: Path, infos: list[dict], lines: list[str], relabel: dict[str, str]) -> dict:
+    """The merge itself, into the new store ``tmp``; appends its report lines to ``lines``; ``relabel``
+    (run id → label) gives a repeated label's runs their own labels.
 
     Raises:
         StoreError: an input changed (was replaced or written) since it was inspected.
@@ -264,6 +293,8 @@ def _merge_into(tmp: Path, infos: list[dict], lines: list[str]) -> dict:
         n_prompts = st.con.execute("SELECT count(*) FROM prompts").fetchone()[0]
         units = dict(st.con.execute("SELECT run_id, count(*) FROM units GROUP BY run_id").fetchall())
         with st.transaction():
+            for run_id, label in relabel.items():
+                st.con.execute("UPDATE runs SET model = ? WHERE run_id = ?", [label, run_id])
             for run_id, model in st.con.execute("SELECT run_id, model FROM runs ORDER BY model, run_id").fetchall():
                 had = [(info["path"], info["runs"][run_id][1]) for info in infos if run_id in info["runs"]]
                 status = combine_statuses([s for _, s in had], units.get(run_id, 0), n_prompts)

@@ -276,7 +276,8 @@ EXTRA_TABLES += ("imported_rows",)
 #:   text at the boundary or afterwards — e.g. ``surrogates_replaced``, ``nul_removed``,
 #:   ``invalid_utf8``, ``cut_huge`` (text normalised on arrival), ``hit_cap`` (the reply stopped at
 #:   the token cap), ``degenerate:loop`` / ``degenerate:echo`` / ``degenerate:salad``; NULL when
-#:   nothing was noticed or the store predates it.
+#:   nothing was noticed or the store predates it. ``mirroring_verdicts.flags``: the same boundary
+#:   flags of the judge's reply (``replytext``).
 #: - ``correctness``: the verdict of a named, versioned correctness scorer on one stored reply
 #:   (base, variant or base repeat) against its prompt's reference: ``correct``, ``wrong``,
 #:   ``undecided`` or ``unavailable`` (with ``reason``), a score in [0, 1] where the scorer has one,
@@ -305,6 +306,7 @@ _V5_DDL = """
 ALTER TABLE responses ADD COLUMN IF NOT EXISTS flags VARCHAR[];
 ALTER TABLE base_repeats ADD COLUMN IF NOT EXISTS flags VARCHAR[];
 ALTER TABLE prompts ADD COLUMN IF NOT EXISTS meta JSON;
+ALTER TABLE mirroring_verdicts ADD COLUMN IF NOT EXISTS flags VARCHAR[];
 """ + _CORRECTNESS_DDL
 _MIGRATIONS = _MIGRATIONS + (_V5_DDL,)
 EXTRA_TABLES += ("correctness",)

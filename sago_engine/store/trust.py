@@ -39,21 +39,53 @@ from pathlib import Path
 
 import duckdb
 
+#: Configuration of every connection sago opens (DuckDB settings): DuckDB never installs or loads an
+#: extension on its own (opening a SQLite file as a database would fetch ``sqlite_scanner`` over
+#: HTTP, or load whatever file of that name lies in ``~/.duckdb/extensions``).
+NO_EXTENSIONS = {"autoinstall_known_extensions": False, "autoload_known_extensions": False,
+                 "allow_community_extensions": False}
 #: Configuration of every read connection to a store (DuckDB settings).
-READ_CONFIG = {"enable_external_access": False, "lock_configuration": True}
+READ_CONFIG = {**NO_EXTENSIONS, "enable_external_access": False, "lock_configuration": True}
+
+#: Every DuckDB database file holds these bytes at offset 8 (its storage header).
+_MAGIC_AT, _MAGIC = 8, b"DUCK"
+#: Other formats named in the refusal (a file's first bytes).
+_FORMATS = ((b"SQLite format 3\x00", "a SQLite database"), (b"PAR1", "a Parquet file"), (b"PK\x03\x04", "a zip archive"),
+            (b"\x1f\x8b", "a gzip file"))
+
+
+def not_duckdb(path: str | Path) -> str | None:
+    """Why ``path`` is not a DuckDB database file, or None (it is one, or it is missing or empty:
+    DuckDB creates a new database there). Reads the first 16 bytes only, before DuckDB sees the
+    file: DuckDB opens some other formats through an extension, which sago never does."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except (FileNotFoundError, IsADirectoryError):
+        return None
+    if not head or head[_MAGIC_AT:_MAGIC_AT + len(_MAGIC)] == _MAGIC:
+        return None
+    kind = next((name for magic, name in _FORMATS if head.startswith(magic)), None)
+    return (f"{Path(path).name} is not a DuckDB database file ({kind or f'it starts with {head[:8]!r}'}); "
+            "sago opens DuckDB files only and never loads a DuckDB extension to read another format")
 
 _ADDED = re.compile(r"ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+IF\s+NOT\s+EXISTS\s+(\w+)", re.I)
 
 
 def connect(path: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection to the store file ``path``: without file-system access when ``read_only``.
+    """A DuckDB connection to the store file ``path``: without file-system access when ``read_only``,
+    never installing or loading an extension (``NO_EXTENSIONS``).
 
     Raises:
-        duckdb.Error: the file cannot be opened (not a DuckDB file, locked by a writer, …).
+        duckdb.Error: the file cannot be opened (locked by a writer, damaged, …); ``duckdb.IOException``
+            before any connection when the file is not a DuckDB database at all (``not_duckdb``).
     """
+    problem = not_duckdb(path)
+    if problem:
+        raise duckdb.IOException(problem)
     if read_only:
         return duckdb.connect(str(path), read_only=True, config=dict(READ_CONFIG))
-    return duckdb.connect(str(path))  # writable: sago's own files only (module docstring)
+    return duckdb.connect(str(path), config=dict(NO_EXTENSIONS))  # writable: sago's own files only (module docstring)
 
 
 @lru_cache(maxsize=4)
@@ -65,7 +97,7 @@ def reference(ddl: str, migrations: str) -> dict[str, dict[str, tuple[str, bool]
     later schema version added it, so an older store lacks it and is still read.
     """
     added = {(t.lower(), c.lower()) for t, c in _ADDED.findall(migrations)}
-    con = duckdb.connect()
+    con = duckdb.connect(config=dict(READ_CONFIG))
     try:
         con.execute(ddl)
         rows = con.execute("SELECT table_name, column_name, data_type FROM duckdb_columns() "

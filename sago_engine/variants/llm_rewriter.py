@@ -155,6 +155,8 @@ class Rewrite:
     """The backend's raw text."""
     issue: str | None
     """``rewrite_issue`` of the cleaned text (None = usable)."""
+    flags: tuple[str, ...] = ()
+    """What the reply boundary changed in ``raw`` (``GenerationResult.flags``: ``replytext``)."""
 
 
 
@@ -240,7 +242,8 @@ class LLMRewriter:
         for (kind, text, arg), res in zip(todo, results):
             raw = res.text or ""
             out = "" if res.error else clean_output(raw, text)
-            self._done[(kind, text, arg)] = Rewrite(out, raw, rewrite_issue(text, out, kind, arg, res.error))
+            self._done[(kind, text, arg)] = Rewrite(out, raw, rewrite_issue(text, out, kind, arg, res.error),
+                                                    tuple(res.flags))
         return len(todo)
 
     def get(self, kind: str, text: str, arg: float | str) -> Rewrite:
@@ -260,11 +263,14 @@ class LLMRewriter:
 
     def rewrite_meta(self, kind: str, text: str, arg: float | str) -> dict[str, Any]:
         """Extra variant meta: ``template_id``, ``rewrite_issue`` (None = usable) and
-        ``raw_output`` (the first 500 chars of the raw answer, only when cleaning changed it)."""
+        ``raw_output`` (the first 500 chars of the raw answer, only when cleaning changed it),
+        ``reply_flags`` (``Rewrite.flags``, only when the reply boundary changed the answer)."""
         r = self.get(kind, text, arg)
         meta: dict[str, Any] = {"template_id": self.template_id, "rewrite_issue": r.issue}
         if r.raw.strip() != r.text:
             meta["raw_output"] = r.raw[:500]
+        if r.flags:
+            meta["reply_flags"] = list(r.flags)
         return meta
 
     def close(self) -> None:
