@@ -263,7 +263,7 @@ def test_schema_v1_store_reads_empty_and_migrates_on_a_writable_open(tmp_path):
         assert list(st.templates().columns) == ["template_id", "kind", "text"]
     assert path.read_bytes() == before
     with open_store(path, read_only=False) as st:
-        assert int(st.meta()["schema_version"]) == SCHEMA_VERSION == 4
+        assert int(st.meta()["schema_version"]) == SCHEMA_VERSION == 5
         st.insert_df("templates", pd.DataFrame([{"template_id": JUDGE_TEMPLATE_ID, "kind": "judge",
                                                  "text": JUDGE_TEMPLATE}]))
         assert st.templates("judge")["text"].tolist() == [JUDGE_TEMPLATE]
