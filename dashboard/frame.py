@@ -118,6 +118,10 @@ def password_gate() -> None:
     if pw is None:
         password.log_no_password(files)
         return
+    # the gate's runs resolve the linked page too (never drawn): a run without ``st.navigation`` tells
+    # the browser it is on the default page, so a password typed while the first run is still under
+    # way reran Profiles and a link to /pairwise lost its view
+    st.navigation(nav_pages(acc), position="hidden")
     typed = st.text_input("Password", type="password", key="app_password")
     if typed and hmac.compare_digest(typed.encode("utf-8"), str(pw).encode("utf-8")):
         st.session_state["_sago_authed"] = True
