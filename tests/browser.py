@@ -68,13 +68,15 @@ def dashboard(store: Path | None, timeout: float = 60.0, env: dict | None = None
 
 
 @contextmanager
-def browser_page(width: int = 1400, height: int = 1000):
+def browser_page(width: int = 1400, height: int = 1000, scheme: str = "light"):
+    """A chromium page of ``width`` × ``height`` px whose colour scheme is ``scheme`` ("light" | "dark":
+    Streamlit's automatic theme follows it)."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
-            page = b.new_page(viewport={"width": width, "height": height})
+            page = b.new_page(viewport={"width": width, "height": height}, color_scheme=scheme)
             yield page
         finally:
             b.close()
