@@ -36,7 +36,7 @@ def test_no_label_of_any_exported_chart_overlaps_another(tmp_path):
     shutil.copy(DEMO_STORE, store)
     found, bad = {}, {}
     with dashboard(store, timeout=120) as url, browser_page(1440, 900) as page:
-        viewer = page.context.new_page()
+        viewer = page.context.browser.new_page()
         for _script, _title, _icon, path in VIEWS:
             page.goto(f"{url}/{'' if path == VIEWS[0][3] else path}", wait_until="domcontentloaded")
             page.locator("[data-testid='stMain'] h1").first.wait_for(timeout=180_000)
