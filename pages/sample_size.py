@@ -21,11 +21,12 @@ cells = data.query(Store.cell_prompt_scores, f)
 data.empty_stop(cells, "deltas")
 
 urlstate.restore("model", "sample_size_model", choices=sorted(cells["model"].unique()))
-c1, c2 = st.columns(2)
-with c1:
-    repeats = st.number_input("Repeats", 50, 5000, 500, step=50, key="sample_size_repeats")
-with c2:
-    model = st.selectbox("Model", sorted(cells["model"].unique()), key="sample_size_model")
+with controls.page_controls():
+    c1, c2 = st.columns(2)
+    with c1:
+        repeats = st.number_input("Repeats", 50, 5000, 500, step=50, key="sample_size_repeats")
+    with c2:
+        model = st.selectbox("Model", sorted(cells["model"].unique()), key="sample_size_model")
 urlstate.publish()
 curve = data.scored_frame(report.sample_size_std, cells[cells["model"] == model], sizes=SAMPLE_SIZES,
                             n_repeats=int(repeats), seed=0)
@@ -38,17 +39,18 @@ base = alt.Chart(plotted).encode(
             axis=alt.Axis(values=list(SAMPLE_SIZES), format="d")),
     color=alt.Color("axis_label:N", sort=order, title="axis",
                     scale=alt.Scale(domain=order, range=[AXIS_COLORS[a] for a in AXES])))
-ch = (base.mark_line().encode(y=alt.Y("median_std:Q", title="std of the group mean (median over groups)"))
+ch = (base.mark_line().encode(y=alt.Y("median_std:Q", title="std of the group mean" + (
+    "" if controls.presentation_on() else " (median over groups)")))
       + base.mark_point(filled=True).encode(
     y="median_std:Q", size=alt.Size("n_groups:Q", title="groups in the median", scale=alt.Scale(range=[15, 220]),
-                                    legend=alt.Legend(orient="bottom", direction="horizontal",  # grey dots: seen on light and dark
+                                    legend=alt.Legend(orient="right" if controls.presentation_on() else "bottom", direction="horizontal",  # grey dots: seen on light and dark
                                                       symbolFillColor=charts.NEUTRAL, symbolStrokeColor=charts.NEUTRAL)),
     tooltip=[alt.Tooltip("axis_label:N", title="axis"), alt.Tooltip("n:Q", title="N"),
              alt.Tooltip("median_std:Q", format=".4f"), alt.Tooltip("median_expected:Q", format=".4f"),
              alt.Tooltip("n_groups:Q", title="groups with more than N prompts"),
              alt.Tooltip("n_short:Q", title="groups left out (N or fewer prompts)")])
       + base.mark_line(strokeDash=[4, 3], opacity=0.6).encode(y="median_expected:Q")).properties(
-    height=controls.chart_height(380), title=alt.Title(f"Std of the mean vs N — {model}", anchor="start"),
+    height=controls.chart_height(380, chrome=160), title=alt.Title(f"Std of the mean vs N — {model}", anchor="start"),
     # fit the width only: under Streamlit's default "fit" the bottom legend squeezed the plot and
     # pushed the title out of the frame
     autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
