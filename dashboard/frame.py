@@ -134,7 +134,8 @@ def password_gate() -> None:
 
 def store_options(acc: Access) -> list[str]:
     """Stores offered in the sidebar: share mode — file names of the readable stores in the shared folder,
-    the landing store (``shared_landing``) first; local — paths."""
+    the landing store (``shared_landing``) first; local — paths: the launch store, the bundled ones and
+    the Live page's saved probes (``live_save.default_user_store``) when that file exists."""
     if acc.shared:
         names = [p.name for p in readable_stores(acc.share_dir)]
         pre = shared_landing(acc)
@@ -144,6 +145,11 @@ def store_options(acc: Access) -> list[str]:
     opts = [str(p) for p in find_stores(DEMO_STORE.parent)] or [str(DEMO_STORE)]
     if os.environ.get("SAGO_STORE"):  # a store chosen at launch: SAGO_STORE=/path/run.duckdb
         opts = list(dict.fromkeys([os.environ["SAGO_STORE"], *opts]))
+    from sago_engine.live_save import default_user_store
+
+    probes = default_user_store()  # the Live page's "Save to store" file, once a probe was saved
+    if probes.is_file():
+        opts = list(dict.fromkeys([*opts, str(probes)]))
     return opts
 
 
