@@ -165,3 +165,18 @@ def download(page, key: str, timeout_ms: int = 120_000) -> tuple[str, bytes]:
         except Exception as e:  # noqa: BLE001
             raise AssertionError(f"no file from the download button {key}") from e
     return info.value.suggested_filename, Path(info.value.path()).read_bytes()
+
+
+def fill_live_form(page, prompt: str, max_variants: int, new_tokens: int) -> None:
+    """On the Live page: set Max variants and New tokens, type ``prompt`` and commit it (Ctrl+Enter); returns
+    when the page lists the ``max_variants`` planned variants."""
+    box = page.locator("[data-testid='stTextArea'] textarea").first
+    box.wait_for(timeout=120_000)
+    for label, value in (("Max variants", str(max_variants)), ("New tokens", str(new_tokens))):
+        field = page.get_by_role("spinbutton", name=label)
+        field.fill(value)
+        field.press("Enter")
+        page.wait_for_timeout(400)
+    box.fill(prompt)
+    box.press("Control+Enter")
+    page.get_by_text(f"Variants ({max_variants})").wait_for(timeout=60_000)

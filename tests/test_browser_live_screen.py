@@ -10,7 +10,7 @@ import pytest
 
 from sago_engine import live
 from sago_engine.store_catalog import DEMO_STORE
-from tests.browser import browser_page, dashboard, require_chromium, screenshot_dir
+from tests.browser import browser_page, dashboard, fill_live_form, require_chromium, screenshot_dir
 
 pytestmark = pytest.mark.browser
 
@@ -47,16 +47,7 @@ def test_progress_is_on_the_first_screen_and_the_warm_up_note_moves_on(server, s
     w, h, scheme = screen
     with browser_page(w, h, scheme) as page:
         page.goto(f"{server}/live", wait_until="domcontentloaded")
-        box = page.locator("[data-testid='stTextArea'] textarea").first
-        box.wait_for(timeout=120_000)
-        for label, value in (("Max variants", "4"), ("New tokens", "16")):
-            field = page.get_by_role("spinbutton", name=label)
-            field.fill(value)
-            field.press("Enter")
-            page.wait_for_timeout(400)
-        box.fill(PROMPT)
-        box.press("Control+Enter")
-        page.get_by_text("Variants (4)").wait_for(timeout=60_000)
+        fill_live_form(page, PROMPT, 4, 16)  # a real model, a short probe
         page.evaluate("() => window.scrollTo(0, 0)")
         run = page.get_by_role("button", name="Run probe")
         b = run.bounding_box()
