@@ -50,7 +50,8 @@ def test_variants_length_factor_labels_do_not_overlap(server, screen):
         page.goto(f"{server}/variants", wait_until="domcontentloaded")
         _settled(page)
         chart = page.locator(LENGTH_CHART)
-        chart.scroll_into_view_if_needed()
+        chart.wait_for(state="attached", timeout=180_000)  # the page's last chart: late on a loaded machine
+        chart.scroll_into_view_if_needed(timeout=60_000)
         page.locator(f"{LENGTH_CHART} .g-xtitle text").first.wait_for(timeout=60_000)
         page.wait_for_timeout(1000)
         titles = page.locator(f"{LENGTH_CHART} .g-xtitle text").all_text_contents()
