@@ -50,13 +50,20 @@ _PRESENTATION_CSS = """
 html, body, [data-testid="stAppViewContainer"] { font-size: 20px; }
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li,
 [data-testid="stCaptionContainer"] { font-size: 1.15rem; }
-h1 { font-size: 2.2rem !important; padding-top: 0 !important; } h2, h3 { font-size: 1.7rem !important; }
-.block-container, [data-testid="stMainBlockContainer"] { max-width: 100% !important; padding-top: 3.6rem !important;
+h1 { font-size: 1.9rem !important; padding: 0 0 0.2rem 0 !important; line-height: 1.2 !important; }
+h2, h3 { font-size: 1.6rem !important; }
+.block-container, [data-testid="stMainBlockContainer"] { max-width: 100% !important; padding-top: 3.5rem !important;
   padding-left: 2rem !important; padding-right: 2rem !important; }
+[data-testid="stMainBlockContainer"] [data-testid="stVerticalBlock"] { gap: 0.6rem; }
+[data-testid="stExpander"] summary { padding-top: 0.35rem; padding-bottom: 0.35rem; }
+[data-testid="stElementContainer"]:has(h1) + [data-testid="stElementContainer"] [data-testid="stCaptionContainer"] {
+  font-size: 0.95rem !important; display: -webkit-box; -webkit-line-clamp: 2; -webkit-box-orient: vertical;
+  overflow: hidden; }
 </style>
 """
-#: Chart height (px) in presentation mode: the chart, its title and caption fit one 1280×720 screen.
-PRESENTATION_CHART_HEIGHT = 540
+#: Chart height (px) in presentation mode: below the title, the page's lead (two lines) and the closed
+#: "Chart settings", the whole chart fits one 1280×720 screen.
+PRESENTATION_CHART_HEIGHT = 440
 _TRUE = ("1", "true", "yes", "on")
 
 
@@ -99,9 +106,31 @@ def presentation_mode() -> bool:
     return on
 
 
-def chart_height(default: int = 480) -> int:
-    """Chart height in pixels: ``PRESENTATION_CHART_HEIGHT`` in presentation mode (one chart per screen)."""
-    return PRESENTATION_CHART_HEIGHT if presentation_on() else default
+def chart_height(default: int = 480, chrome: int = 0) -> int:
+    """Chart height in pixels: ``PRESENTATION_CHART_HEIGHT`` less ``chrome`` in presentation mode (one chart
+    per screen), else ``default``. ``chrome``: the pixels a chart draws beyond its ``height`` (an Altair
+    chart's title, axes and legend when only its width fits the page)."""
+    return PRESENTATION_CHART_HEIGHT - chrome if presentation_on() else default
+
+
+def chart_first():
+    """Where a page's main chart goes when it is drawn below tables or text: called right after the page's
+    controls, it returns an empty container in presentation mode (the chart then opens the page: the first
+    screen shows it whole), else None (``chart_place`` draws the chart where the page calls it)."""
+    return st.container() if presentation_on() else None
+
+
+def chart_place(first) -> st.delta_generator.DeltaGenerator:
+    """The container to draw the main chart in: ``first`` (``chart_first``) when there is one, else here."""
+    return first if first is not None else st.container()
+
+
+def no_chart_note(why: str) -> None:
+    """Presentation mode, on a page whose first screen has no chart: a line saying why (key
+    ``presentation_no_chart``). Nothing outside presentation mode."""
+    if presentation_on():
+        with st.container(key="presentation_no_chart"):
+            st.caption(f"No chart on this screen: {why}")
 
 
 # ---------------------------------------------------------------- statistics controls

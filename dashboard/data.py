@@ -8,6 +8,7 @@ path + mtime, the filters and the keywords. No SQL and no statistics here.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -223,7 +224,19 @@ def provenance(key: str) -> None:
         from sago_engine.store import Store
 
         runs = query(Store.run_records)
+        if frame.access().shared:  # the building machine's folders (model files, caches) stay off a shared page
+            runs = runs.map(lambda v: paths_to_names(v) if isinstance(v, str) else v)
         st.dataframe(runs, key=f"{key}_provenance", hide_index=True, width="stretch")
+
+
+#: An absolute POSIX path inside a text (not the tail of a name such as ``org/model`` or a URL's ``//host``).
+_ABS_PATH = re.compile(r"(?<![\w.~:/-])(?:/[^\s\"',;()\[\]{}<>/]+)+/?")
+
+
+def paths_to_names(text: str) -> str:
+    """``text`` with every absolute path replaced by its last part (``/srv/m/w.gguf`` → ``w.gguf``): what a
+    share-mode visitor may read of a run record written on the host's machine."""
+    return _ABS_PATH.sub(lambda m: Path(m.group(0).rstrip("/")).name or m.group(0), text)
 
 
 def empty_stop(df: pd.DataFrame, what: str = "scores") -> None:

@@ -78,17 +78,26 @@ def _vl_convert():
 STATIC_WIDTH = 800
 
 
+#: Keys of a Vega-Lite view that holds other views (its width is set inside them, never on it).
+_COMPOSITE = ("facet", "repeat", "concat", "hconcat", "vconcat")
+
+
 def _sized(spec_json: str) -> str:
-    """``spec_json`` for a file: a chart that fits its container (``autosize`` "fit" / "fit-x") gets
-    ``STATIC_WIDTH`` and padding autosize — vl-convert has no container, and such a chart above a
-    footer has no valid PNG size."""
+    """``spec_json`` for a file: a single (or layered) chart that fits its container on the page —
+    ``autosize`` "fit" / "fit-x", or no width at all (Streamlit stretches it) — gets ``STATIC_WIDTH``
+    and padding autosize: vl-convert has no container, a fitted chart above a footer has no valid PNG
+    size, and a chart without a width falls back to Vega-Lite's 20 px per column, which prints the
+    labels and cell texts of a heatmap over each other. Facets and concatenations keep their steps."""
     spec = json.loads(spec_json)
     auto = spec.get("autosize")
     kind = auto.get("type") if isinstance(auto, dict) else auto
-    if not (isinstance(kind, str) and kind.startswith("fit")):
-        return spec_json
-    spec["autosize"] = {"type": "pad"}
+    fit = isinstance(kind, str) and kind.startswith("fit")
     chart = spec["vconcat"][0] if spec.get("vconcat") else spec  # with a footer: the chart above it
+    unsized = "width" not in chart and not any(k in chart for k in _COMPOSITE)
+    if not (fit or unsized):
+        return spec_json
+    if fit:
+        spec["autosize"] = {"type": "pad"}
     if not isinstance(chart.get("width"), (int, float)):
         chart["width"] = STATIC_WIDTH
     return json.dumps(spec)
@@ -209,6 +218,10 @@ def plotly_with_footer(fig, text: str):
 _TOP_LEVEL = ("padding", "autosize", "background", "config", "usermeta")
 
 
+#: Encoding channels that draw a legend.
+_LEGENDS = ("color", "fill", "stroke", "shape", "size", "opacity", "strokeDash")
+
+
 def altair_with_footer(chart, text: str):
     """``chart`` above a one-line text chart holding ``text`` (Vega draws it as text, never markup); the
     chart's top-level-only properties (``_TOP_LEVEL``: padding, config, …) move to the outer chart."""
@@ -222,8 +235,10 @@ def altair_with_footer(chart, text: str):
 
     foot = alt.Chart(pd.DataFrame({"source": [text]})).mark_text(
         align="left", baseline="top", fontSize=11, color="#6b6b6b", limit=1400).encode(
-        text="source:N", x=alt.value(0), y=alt.value(0)).properties(height=14, width=10)
-    return alt.vconcat(chart, foot, spacing=10, **top)
+        text="source:N", x=alt.value(0), y=alt.value(0)).properties(
+        height=14, width=10, view=alt.ViewBackground(stroke=None))  # no frame: a stray square beside the text
+    # legends stay with the chart (a bottom legend of a shared one would sit below the footer)
+    return alt.vconcat(chart, foot, spacing=10, **top).resolve_legend(**{c: "independent" for c in _LEGENDS})
 
 
 def _slug(key: str) -> str:

@@ -119,6 +119,10 @@ def password_gate() -> None:
     if pw is None:
         password.log_no_password(files)
         return
+    # the gate's runs resolve the linked page too (never drawn): a run without ``st.navigation`` tells
+    # the browser it is on the default page, so a password typed while the first run is still under
+    # way reran Profiles and a link to /pairwise lost its view
+    st.navigation(nav_pages(acc), position="hidden")
     typed = st.text_input("Password", type="password", key="app_password")
     if typed and hmac.compare_digest(typed.encode("utf-8"), str(pw).encode("utf-8")):
         st.session_state["_sago_authed"] = True
@@ -131,7 +135,8 @@ def password_gate() -> None:
 
 def store_options(acc: Access) -> list[str]:
     """Stores offered in the sidebar: share mode — file names of the readable stores in the shared folder,
-    the landing store (``shared_landing``) first; local — paths."""
+    the landing store (``shared_landing``) first; local — paths: the launch store, the bundled ones and
+    the Live page's saved probes (``live_save.default_user_store``) when that file exists."""
     if acc.shared:
         names = [p.name for p in readable_stores(acc.share_dir)]
         pre = shared_landing(acc)
@@ -141,6 +146,11 @@ def store_options(acc: Access) -> list[str]:
     opts = [str(p) for p in find_stores(DEMO_STORE.parent)] or [str(DEMO_STORE)]
     if os.environ.get("SAGO_STORE"):  # a store chosen at launch: SAGO_STORE=/path/run.duckdb
         opts = list(dict.fromkeys([os.environ["SAGO_STORE"], *opts]))
+    from sago_engine.live_save import default_user_store
+
+    probes = default_user_store()  # the Live page's "Save to store" file, once a probe was saved
+    if probes.is_file():
+        opts = list(dict.fromkeys([*opts, str(probes)]))
     return opts
 
 

@@ -17,17 +17,19 @@ frame.require_frame()
 ss = st.session_state
 
 
-def _warm_note() -> None:
-    """Where the dashboard's background loading of the default model and encoder stands."""
+def _warm_note(slot) -> None:
+    """Where the dashboard's background loading of the default model and encoder stands, drawn in ``slot``
+    (an ``st.empty``: redrawn while a probe runs, so its seconds move and it turns to "loaded")."""
     w = live.warmup_status()
+    slot = slot.container()
     if w["state"] == "loading":
-        st.info(f"Preparing {safe.md(w['model'])} in the background: {safe.md(w['step'])} "
+        slot.info(f"Preparing {safe.md(w['model'])} in the background: {safe.md(w['step'])} "
                 f"({w['elapsed_s']:.0f} s so far). "
                 "A probe started now waits for it.", icon=":material/hourglass_top:")
     elif w["state"] == "ready":
-        st.caption(f"{safe.md(w['model'])} and the BERTScore encoder are loaded (took {w['ready_s']:.1f} s at start).")
+        slot.caption(f"{safe.md(w['model'])} and the BERTScore encoder are loaded (took {w['ready_s']:.1f} s at start).")
     elif w["state"] == "failed":
-        st.warning(f"Background loading of {safe.md(w['model'])} failed: {safe.md(w['error'])}")
+        slot.warning(f"Background loading of {safe.md(w['model'])} failed: {safe.md(w['error'])}")
 
 
 @st.cache_data(show_spinner=False)
@@ -54,8 +56,16 @@ st.title("Live: probe one prompt")
 st.caption("Type a prompt, choose a model and variant families: each variant v = (F, u, s, p) rewrites the prompt, "
            "the model answers base and variants greedily, and each row shows how far every axis moved "
            "(Δ̃, SAGO arXiv 2610.01428). Text is shown exactly as typed and generated.")
+controls.no_chart_note("the probe's radar is drawn below its table of variants once a probe has run.")
 
-_warm_note()
+warm_slot = st.empty()
+_warm_note(warm_slot)
+# the probe's controls and progress open the page (the first screen shows them from the click on); the
+# form follows
+bar = st.container()
+status_slot = st.empty()  # work visible from the click: what runs, and the seconds since the click
+base_slot = st.empty()
+table_slot = st.empty()
 
 # ---------------------------------------------------------------- inputs
 with st.expander("Pick a prompt from a dataset"):
@@ -108,7 +118,7 @@ except live.LiveError as e:
     problem = str(e)
 
 job_entry = ss.get("live_job")  # (key, ProbeJob) of this session's latest probe
-b1, b2, _ = st.columns([1, 1, 4])
+b1, b2, _ = bar.columns([1, 1, 4])
 # clicks set a session flag in a callback (not the button's return value), so a click survives the
 # frame's reroute of a page run outside app.py (dashboard.frame.require_frame)
 b1.button("Run probe", key="live_run", type="primary", icon=":material/play_arrow:",
@@ -143,9 +153,7 @@ with st.expander("The edit of each variant (red struck = removed, green = added)
     for v, row in zip(probe.variants, live.variant_table(probe).itertuples()):
         st.caption(safe.md(row.label))
         diffview.show_edit(probe.text, v.text)
-status_slot = st.empty()  # work visible from the click: what runs, and the seconds since the click
-base_slot = st.empty()
-table_slot = st.empty()
+plan_slot = st.empty()  # before a probe: the planned variants
 
 
 def _status_line(stt: dict) -> None:
@@ -186,6 +194,7 @@ if job_entry is not None and (job_entry[0] == key or job_entry[1].running):
     while True:  # redraw until the job ends; a click (Cancel, Run) reruns the page at once
         stt = job.status()
         _status_line(stt)
+        _warm_note(warm_slot)
         if stt["result"] is not None and stt["result"] is not drawn:
             drawn = stt["result"]
             _show(drawn)
@@ -194,6 +203,7 @@ if job_entry is not None and (job_entry[0] == key or job_entry[1].running):
         time.sleep(0.25)
     stt = job.status()  # the final state: drawn once more (it may have ended after the last redraw)
     _status_line(stt)
+    _warm_note(warm_slot)
     if stt["result"] is not None and stt["result"] is not drawn:
         _show(stt["result"])
     if stt["error"]:
@@ -207,8 +217,9 @@ elif ss.get("live_result") and ss["live_result"][0] == key:
     res = ss["live_result"][1]
     _show(res)
 if res is None:
-    table_slot.dataframe(live.variant_table(probe), key="live_variants", hide_index=True, width="stretch")
-    st.caption("Press Run probe to answer the base prompt and these variants.")
+    with plan_slot.container():
+        st.dataframe(live.variant_table(probe), key="live_variants", hide_index=True, width="stretch")
+        st.caption("Press Run probe (above the prompt) to answer the base prompt and these variants.")
     st.stop()
 
 st.caption("Δ̃ ∈ [−1, 1] per axis: 0 = same as the base response; n/a = the backend cannot measure the axis. "
@@ -216,7 +227,9 @@ st.caption("Δ̃ ∈ [−1, 1] per axis: 0 = same as the base response; n/a = th
            "kept: the semantic filter's verdict, decided before the model runs (a variant it rejects is answered "
            "all the same, as in a stored run, but counts in no s_X).")
 tm = res.timings
-st.caption(f"Timing: first result {tm.get('first_result_s', 0):.2f} s, total {tm.get('total_s', 0):.2f} s "
+first_s = f"{tm['first_result_s']:.2f} s" if "first_result_s" in tm else "none"
+total_s = f"total {tm['total_s']:.2f} s" if "total_s" in tm else "stopped before the end"  # a cancel mid-batch
+st.caption(f"Timing: first result {first_s}, {total_s} "
            f"(semantic filter {tm['filter']:.2f} s, generate {tm['generate']:.2f} s, scoring {tm['score']:.2f} s).")
 prof = live.prompt_profile(res)
 rests_on = int(prof["n_variants"].max()) if len(prof) else 0

@@ -22,9 +22,11 @@ st.caption("SAGO (arXiv 2610.01428) fixes the formulas but leaves some measureme
            "one-sided t-test of H0: E[s] ≤ ε), the models' order between options (Kendall's τ-b: pairs of models "
            "that keep vs swap order; robust with few models and ties) and which of the paper's claims still hold.")
 urlstate.restore("eps", "methods_eps", "float", choices=EPSILONS, default=MAIN_EPSILON)
-eps = st.select_slider("ε (threshold of the markers and claims)", list(EPSILONS), key="methods_eps",
-                       format_func=lambda v: f"{v:g}")
+with controls.page_controls():
+    eps = st.select_slider("ε (threshold of the markers and claims)", list(EPSILONS), key="methods_eps",
+                           format_func=lambda v: f"{v:g}")
 urlstate.publish()
+first = controls.chart_first()  # presentation mode: the first choice's chart opens the page
 
 summ = choices.summaries(f, eps=float(eps))
 
@@ -35,6 +37,7 @@ st.caption("Distance: per axis, how many orders of magnitude the median SGS over
            "the range of the paper's eight open models (Figure 2a; 0 = inside), averaged over the axes the choice "
            "changes. The models differ from the paper's, so this compares scales, not models.")
 
+lead = next((i for i, (_ch, s) in enumerate(summ) if s is not None), None)  # the first choice with a chart
 for i, (ch, s) in enumerate(summ):
     st.header(safe.md(ch.title))
     if s is None:
@@ -42,9 +45,13 @@ for i, (ch, s) in enumerate(summ):
         continue
     st.markdown("\n".join(f"- **{safe.md(k)}**: {safe.md(v)}" for k, v in ch.notes.items()))
     options = [o for o in ch.options if o in set(s["sgs"]["option"])]
-    exports.altair_chart(charts.option_intervals(s["sgs"], options), f"methods_chart_{i}",
-                         "Each dot is a model's SGS under one option, the bar its 95% bootstrap CI. Dots that move "
-                         "apart between options show how much the choice matters for that model.", data=s["sgs"])
+    with controls.chart_place(first if i == lead else None):
+        if first is not None and i == lead:  # above the page's text: the chart names its choice
+            st.subheader(safe.md(ch.title))
+        exports.altair_chart(charts.option_intervals(s["sgs"], options), f"methods_chart_{i}",
+                             "Each dot is a model's SGS under one option, the bar its 95% bootstrap CI. Dots that "
+                             "move apart between options show how much the choice matters for that model.",
+                             data=s["sgs"])
     exports.table(sgs_numbers(s["sgs"]), f"methods_sgs_{i}", f"sago_method_{ch.key}_sgs.csv",
                   show=mc.option_wide(s["sgs"], options))
     st.caption(f"SGS [95% CI] and marker at ε = {eps:g} per option.")

@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from dashboard import charts, controls, data, exports, frame, prose, urlstate
-from sago_engine import pairwise, signflip
+from dashboard import charts, choices, controls, data, exports, frame, prose, urlstate
+from sago_engine import assumptions, pairwise, signflip
 from sago_engine.store import Store
 from sago_engine.types import AXES, AXIS_LABELS
 
@@ -69,6 +69,8 @@ exports.chart(fig, "pairwise_matrix",
 rows = table[(table["axis"] == axis) & (table["dataset"].isna() if dataset is None else table["dataset"] == dataset)]
 st.subheader(f"In words: {label}, {scope}")
 prose.sentences(pairwise.pair_sentence(r) for _, r in rows.iterrows())
+prose.assumptions_note(choices.assumption_statements(f, (assumptions.RANKING,), axes=(axis,), per_dataset=per_dataset,
+                                                    correction=correction, dataset=dataset), "pairwise_assumptions")
 
 st.subheader("Every pair, axis" + (" and dataset" if per_dataset else ""))
 cols = ["axis_label", "dataset", "model_a", "model_b", "n_prompts", "sgs_a", "sgs_b", "diff", "ci_low", "ci_high",

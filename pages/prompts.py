@@ -21,6 +21,8 @@ f = controls.current_filters()
 st.title("Prompts: one prompt under its variants")
 st.caption("Each variant v = (family F, subtype u, strength s, position p) rewrites the base prompt; Δ̃ is how far "
            "each axis moved from the base response (SAGO, arXiv 2610.01428). Text is shown exactly as stored.")
+controls.no_chart_note("the Δ̃ heatmap of a prompt (one row per variant, one panel per model) is taller than one "
+                       "screen; it follows the replies below.")
 
 plist = data.query(Store.prompt_list, f)
 data.empty_stop(plist, "prompts with variants")

@@ -24,7 +24,8 @@ scores = data.query(Store.prompt_scores, f)
 data.empty_stop(scores, "deltas")
 
 urlstate.restore("model", "sample_size_model", choices=sorted(scores["model"].unique()))
-model = st.selectbox("Model", sorted(scores["model"].unique()), key="sample_size_model")
+with controls.page_controls():
+    model = st.selectbox("Model", sorted(scores["model"].unique()), key="sample_size_model")
 urlstate.publish()
 spread = data.scored_frame(report.pooled_sgs_spread, scores[scores["model"] == model], sizes=SAMPLE_SIZES)
 spread = spread.assign(axis_label=spread["axis"].map(AXIS_LABELS))
@@ -42,7 +43,7 @@ within = base.transform_filter("isValid(datum.sd_within)")
 ch = (within.mark_line().encode(y=alt.Y("sd_within:Q", title="std of the pooled SGS"))
       + within.mark_point(filled=True).encode(y="sd_within:Q")
       + base.mark_line(strokeDash=[4, 3], opacity=0.6).encode(y="sd_new:Q")).properties(
-    height=controls.chart_height(380), title=alt.Title(f"Std of SGS vs N — {model}", anchor="start"),
+    height=controls.chart_height(380, chrome=160), title=alt.Title(f"Std of SGS vs N — {model}", anchor="start"),
     autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
 exports.altair_chart(ch, "sample_size_curve",
                      "Solid: the exact std of the mean of N of the filter's M prompts drawn without replacement "

@@ -50,6 +50,7 @@ with controls.page_controls():
         correction = controls.correction_control("significance")
 
 urlstate.publish()
+first = controls.chart_first()  # presentation mode: the heatmap opens the page
 sig = data.scored(report.significance_table, f, eps=float(eps), per_dataset=bool(per_dataset), correction=correction)
 st.subheader(f"SGS mean ± std and markers at ε = {eps:.3f}")
 index = ["model", "dataset"] if per_dataset else ["model"]
@@ -83,10 +84,11 @@ heat = (hm.mark_rect().encode(
     + hm.mark_text(fontSize=charts.fonts(controls.presentation_on())["label"]).encode(
         text="label:N", color=alt.condition("datum.neglog10p > 5", alt.value("white"), alt.value("black")))).properties(
     height=alt.Step(34), title=f"SGS ± markers per model × axis, coloured by −log10 p of H0: E[s] ≤ {eps:.3f}")
-exports.altair_chart(heat, "significance_heatmap",
-                    "Darker = stronger evidence that the model's instability on that axis exceeds ε; the cell "
-                    "shows SGS and its marker. Blank (missing) cells are unavailable axes (n/a).",
-                    data=sig, eps=float(eps))
+with controls.chart_place(first):
+    exports.altair_chart(heat, "significance_heatmap",
+                        "Darker = stronger evidence that the model's instability on that axis exceeds ε; the cell "
+                        "shows SGS and its marker. Blank (missing) cells are unavailable axes (n/a).",
+                        data=sig, eps=float(eps))
 
 with st.expander("Raw and adjusted p-values, with 95% bootstrap CIs", expanded=correction != "none"):
     ci_sig = data.scored(report.sgs_ci_table, f, eps=float(eps), per_dataset=bool(per_dataset), correction=correction)

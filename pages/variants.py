@@ -4,7 +4,7 @@ import altair as alt
 import plotly.express as px
 import streamlit as st
 
-from dashboard import controls, data, exports, frame, urlstate
+from dashboard import charts, controls, data, exports, frame, urlstate
 from sago_engine.ablations import (
     TONE_TEST,
     dose_response,
@@ -46,8 +46,11 @@ bars = alt.Chart().mark_bar().encode(
 ).properties(height=150, width=700)
 layers = [bars]
 if threshold is not None:
-    layers.append(alt.Chart().mark_rule(color="black", strokeDash=[6, 4], size=2).encode(
+    # mid grey: seen on a light and a dark page; labelled in every panel
+    layers.append(alt.Chart().mark_rule(color=charts.NEUTRAL, strokeDash=[6, 4], size=2).encode(
         x="min(threshold):Q", tooltip=[alt.Tooltip("min(threshold):Q", title="threshold", format=".3f")]))
+    layers.append(alt.Chart().mark_text(align="left", baseline="top", dx=5, y=2, color=charts.NEUTRAL).encode(
+        x="min(threshold):Q", text=alt.value(f"threshold t = {threshold:.3f}")))
 hist_chart = alt.layer(*layers, data=hist).facet(row=alt.Row("family:N", title=None)).resolve_scale(y="independent")
 thr_txt = (f"the dashed line is the filter threshold t = {threshold:.3f} on the encoder's scale" if threshold is not None
            else "runs in this store used different thresholds (see the table below)" if thr["threshold"].notna().any()
@@ -154,6 +157,7 @@ else:
                  category_orders={"axis_label": [AXIS_LABELS[a] for a in AXES], "tone": ["negative", "polite"]},
                  labels={"mean_abs": "mean |Δ̃|", "axis_label": "axis"})
     fig.update_yaxes(matches=None, showticklabels=True)
+    fig.update_xaxes(title=None)  # the ticks name the models; a title under slanted names meets an export's footer
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
     fig.update_layout(height=controls.chart_height(560))
     exports.chart(fig, key="variants_tone", data=tone,
@@ -172,11 +176,11 @@ else:
     fig = px.line(lf.sort_values(["model", "axis", "target_ratio"]), x="target_ratio", y="std_instability",
                   color="axis_label", facet_col="model", facet_col_wrap=4, markers=True,
                   category_orders={"axis_label": [AXIS_LABELS[a] for a in AXES]}, hover_data=["n_prompts", "mean_instability"],
-                  labels={"target_ratio": "target length ratio (<1 compress, >1 expand)",
+                  labels={"target_ratio": "target length ratio",  # one per panel: short, so neighbours do not meet
                           "std_instability": "std over prompts of s_i", "axis_label": "axis"})
     fig.add_vline(x=1.0, line_dash="dot", line_color="#888")
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))
     fig.update_layout(height=controls.chart_height(460))
     exports.chart(fig, key="variants_length", data=lf,
-                 caption="For each target length (left of the dotted line = shortened, right = lengthened), how much "
+                 caption="For each target length ratio (below 1, left of the dotted line = shortened; above 1 = lengthened), how much "
                          "the per-prompt instability varies between prompts, one line per axis.")

@@ -2,9 +2,9 @@
 
 import streamlit as st
 
-from dashboard import controls, data, exports, frame, links, urlstate
+from dashboard import choices, controls, data, exports, frame, links, prose, urlstate
 from dashboard.safe import md
-from sago_engine import worst
+from sago_engine import assumptions, worst
 from sago_engine.store import Store
 from sago_engine.store.worst import MAX_SEARCH, ORDERS
 from sago_engine.types import AXES, AXIS_LABELS
@@ -23,6 +23,7 @@ st.caption("Per axis and model: prompts ranked by s_X(i) = sqrt(mean over varian
            "worst variant, the largest |Δ̃|), or single variants ranked by Δ̃ (SAGO, arXiv 2610.01428). "
            "\"Different\": the variant's reply is not identical to the base reply; \"unchanged\": it is. "
            "Pick a row to read its replies below; \"open ↗\" opens that prompt on the Prompts page.")
+controls.no_chart_note("this page ranks prompts and variants in a table; a row's replies and their diff follow it.")
 
 models = [m for m in data.query(Store.filter_options)["models"] if f.models is None or m in f.models]
 if not models:
@@ -100,6 +101,9 @@ st.caption(f"{len(rows)} row(s), worst first" + (f", matching “{md(search.stri
 ties = worst.tie_note(rows)
 if ties:
     st.caption(md(ties))
+
+prose.assumptions_note(choices.assumption_statements(f, (assumptions.RANKING, assumptions.VERDICT), axes=(axis,)),
+                       "worst_assumptions")
 
 picked = list(getattr(getattr(event, "selection", None), "rows", []) or [])
 r = rows.iloc[picked[0] if picked and picked[0] < len(rows) else 0]

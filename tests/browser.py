@@ -178,3 +178,18 @@ def wait_ready(page, timeout: int = 180_000) -> None:
     page.wait_for_function(READY, timeout=timeout)
     page.wait_for_timeout(1200)
     assert page.locator("[data-testid='stException']").count() == 0
+
+
+def fill_live_form(page, prompt: str, max_variants: int, new_tokens: int) -> None:
+    """On the Live page: set Max variants and New tokens, type ``prompt`` and commit it (Ctrl+Enter); returns
+    when the page lists the ``max_variants`` planned variants."""
+    box = page.locator("[data-testid='stTextArea'] textarea").first
+    box.wait_for(timeout=120_000)
+    for label, value in (("Max variants", str(max_variants)), ("New tokens", str(new_tokens))):
+        field = page.get_by_role("spinbutton", name=label)
+        field.fill(value)
+        field.press("Enter")
+        page.wait_for_timeout(400)
+    box.fill(prompt)
+    box.press("Control+Enter")
+    page.get_by_text(f"Variants ({max_variants})").wait_for(timeout=60_000)

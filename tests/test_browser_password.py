@@ -19,6 +19,16 @@ def _settled(page) -> None:
     page.wait_for_timeout(1000)
 
 
+def _shared(tmp_path, secrets_text: str):
+    """A share folder holding one small store (md.duckdb) and a secrets file with ``secrets_text``."""
+    share = tmp_path / "share"
+    share.mkdir()
+    make_store(share / "md.duckdb")
+    secrets = tmp_path / "secrets.toml"
+    secrets.write_text(secrets_text)
+    return share, secrets
+
+
 def _no_profiles(page) -> None:
     assert page.get_by_text("Model profiles").count() == 0
     assert page.locator(".js-plotly-plot").count() == 0
@@ -29,11 +39,7 @@ def _no_profiles(page) -> None:
 def test_a_secrets_file_that_does_not_parse_refuses_to_share(tmp_path):
     """T18: ``sago_password = "meeting-2026`` (no closing quote) never opens the meeting to everyone."""
     require_chromium()
-    share = tmp_path / "share"
-    share.mkdir()
-    make_store(share / "md.duckdb")
-    secrets = tmp_path / "secrets.toml"
-    secrets.write_text(BROKEN)
+    share, secrets = _shared(tmp_path, BROKEN)
     # scripts/dashboard.sh --share refuses before the server starts
     with pytest.raises(RuntimeError, match=REFUSAL):
         with launcher(["--share", str(share), "--secrets.files", str(secrets)]):
@@ -79,11 +85,7 @@ def test_the_meeting_password_gates_every_visitor(tmp_path):
     the right one opens the page, another visitor (a second browser context) is asked again, and the
     password reaches neither the page's HTML, a URL, a frame the server sends, nor the server's log."""
     require_chromium()
-    share = tmp_path / "share"
-    share.mkdir()
-    make_store(share / "md.duckdb")
-    secrets = tmp_path / "secrets.toml"
-    secrets.write_text(VALID)
+    share, secrets = _shared(tmp_path, VALID)
     log = tmp_path / "server.log"
     with launcher(["--share", str(share), "--secrets.files", str(secrets)], log=log) as (url, _port), \
             browser_page(1400, 1600) as page:
@@ -146,3 +148,34 @@ def test_the_meeting_password_gates_every_visitor(tmp_path):
         assert PASSWORD not in text, f"the password appears in {where}"
     assert WRONG not in server_log
     assert received and not any(PASSWORD.encode("utf-8") in f for f in received), "the server sent the password"
+
+
+#: Links a presenter hands out before a meeting: (path and query, the page's title, a parameter the view keeps).
+LINKS = (("/pairwise?store=md.duckdb&axis=bert", "Model against model", "axis=bert"),
+         ("/significance?eps=0.08", "Significance: is the instability", "eps=0.08"),
+         ("/worst?store=md.duckdb&axis=cos", "Worst cases", "axis=cos"))
+
+
+@pytest.mark.parametrize("size", [(1280, 720), (1440, 900)])
+def test_a_linked_view_survives_the_password_typed_at_once(tmp_path, size):
+    """The password typed as soon as the gate appears (while the gate's first run may still be under way)
+    opens the linked page with its parameters, never Profiles."""
+    require_chromium()
+    share, secrets = _shared(tmp_path, VALID)
+    with launcher(["--share", str(share), "--secrets.files", str(secrets)]) as (url, _port), \
+            browser_page(*size) as page:
+        for link, title, kept in LINKS:
+            visitor = page.context.browser.new_context(viewport={"width": size[0], "height": size[1]})
+            try:
+                v = visitor.new_page()
+                v.goto(url + link, wait_until="domcontentloaded")
+                v.locator(PASSWORD_INPUT).first.wait_for(timeout=120_000)
+                _type_password(v, PASSWORD)  # at once: no wait for the gate's run to finish
+                v.locator("h1").first.wait_for(timeout=120_000)
+                _settled(v)
+                heading = v.locator("h1").first.inner_text()
+                assert heading.startswith(title), (link, heading, v.url)
+                assert link.split("?")[0] in v.url and kept in v.url, (link, v.url)
+                assert v.get_by_text("Model profiles").count() == 0
+            finally:
+                visitor.close()

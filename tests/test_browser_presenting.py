@@ -132,3 +132,28 @@ def test_exported_svgs_carry_store_filters_and_eps(server):
             page.locator(".st-key-pareto_scatter_dl_svg button").click()
         svg = open(dl.value.path(), encoding="utf-8").read()
         assert "Source: sago · store flip.duckdb · ε = 0.05 · filters: none (all models, datasets and variants)" in svg
+
+
+#: The four sizes × themes a presenter uses.
+SCREENS = [(1280, 720, "light"), (1280, 720, "dark"), (1440, 900, "light"), (1440, 900, "dark")]
+
+
+@pytest.mark.parametrize("screen", SCREENS, ids=lambda s: f"{s[0]}x{s[1]}-{s[2]}")
+def test_model_vs_model_and_worst_cases_name_the_choice_that_reorders(server, screen):
+    """Model vs model's verdicts and Worst cases' axis rest on Δ-Cos's stored default: both say that under
+    user_last m-c is the most stable (as Profiles does); on Δ-BLEU (no open choice) neither has the box."""
+    w, h, scheme = screen
+    want = "Δ-Cos ranking depends on Δ-Cos: token position and layers — under user_last (instead of default)"
+    with browser_page(w, h, scheme) as page:
+        for path, title, key in (("/pairwise?axis=cos&present=1", "Model against model: is", "pairwise_assumptions"),
+                                 ("/worst?axis=cos&present=1", "Worst cases: which", "worst_assumptions")):
+            _open(page, server + path, title)
+            note = page.locator(f".st-key-{key}")
+            note.wait_for(timeout=60_000)
+            text = " ".join(note.inner_text().split())
+            assert "Depends on an open method choice" in text and want in text, text
+            note.scroll_into_view_if_needed()
+            page.screenshot(path=str(screenshot_dir() / f"assumptions_{key}_{w}_{scheme}.png"))
+            _open(page, server + path.replace("axis=cos", "axis=bleu"), title)
+            page.get_by_text("Depends on an open method choice").first.wait_for(state="detached", timeout=60_000)
+            assert page.locator(f".st-key-{key}").count() == 0

@@ -247,7 +247,7 @@ def test_live_page_in_a_real_browser_with_smollm():
     through the real page, kept short), run, wait for the radar, screenshot."""
     from sago_engine.models import ModelUnavailableError, resolve_model
     from sago_engine.store_catalog import DEMO_STORE
-    from tests.browser import browser_page, dashboard, require_chromium, screenshot_dir
+    from tests.browser import browser_page, dashboard, fill_live_form, require_chromium, screenshot_dir
 
     require_chromium()
     try:
@@ -256,16 +256,7 @@ def test_live_page_in_a_real_browser_with_smollm():
         pytest.skip(str(e))
     with dashboard(DEMO_STORE) as url, browser_page(1400, 2200) as page:
         page.goto(f"{url}/live", wait_until="domcontentloaded")
-        box = page.locator("[data-testid='stTextArea'] textarea").first
-        box.wait_for(timeout=60_000)
-        for label, value in (("Max variants", "8"), ("New tokens", "16")):  # a real model, a short probe
-            field = page.get_by_role("spinbutton", name=label)
-            field.fill(value)
-            field.press("Enter")
-            page.wait_for_timeout(400)
-        box.fill(PROMPT)
-        box.press("Control+Enter")
-        page.get_by_text("Variants (8)").wait_for(timeout=30_000)
+        fill_live_form(page, PROMPT, 8, 16)  # a real model, a short probe
         page.get_by_role("button", name="Run probe").click()
         page.locator("[data-testid='stPlotlyChart'] .main-svg").first.wait_for(timeout=300_000)  # 2 cores under load: generation can take minutes
         page.wait_for_function("!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=60_000)

@@ -147,7 +147,7 @@ def test_status_line_right_after_the_click_and_base_reply_before_the_full_table(
     line says Running with its seconds; the base reply is on screen while variants are still pending."""
     from sago_engine.models import ModelUnavailableError, resolve_model
     from sago_engine.store_catalog import DEMO_STORE
-    from tests.browser import browser_page, dashboard, require_chromium
+    from tests.browser import browser_page, dashboard, fill_live_form, require_chromium
 
     require_chromium()
     try:
@@ -156,16 +156,7 @@ def test_status_line_right_after_the_click_and_base_reply_before_the_full_table(
         pytest.skip(str(e))
     with dashboard(DEMO_STORE) as url, browser_page(1440, 1800) as page:
         page.goto(f"{url}/live", wait_until="domcontentloaded")
-        box = page.locator("[data-testid='stTextArea'] textarea").first
-        box.wait_for(timeout=60_000)
-        for label, value in (("Max variants", "4"), ("New tokens", "16")):
-            field = page.get_by_role("spinbutton", name=label)
-            field.fill(value)
-            field.press("Enter")
-            page.wait_for_timeout(400)
-        box.fill(PROMPT)
-        box.press("Control+Enter")
-        page.get_by_text("Variants (4)").wait_for(timeout=30_000)
+        fill_live_form(page, PROMPT, 4, 16)  # a real model, a short probe
         page.get_by_role("button", name="Run probe").click()
         clicked = time.monotonic()
         status = page.locator("[data-testid='stMarkdown']", has_text="Running")
