@@ -306,7 +306,7 @@ class HybridBackend:
             ids, source, appended = self.scorer.scored_ids(r)
             todo.append((i, ids, r, (source, appended)))
         n_beyond = 0
-        for batch in self.local._batches([len(rendered[prompts[i]][0]) + len(ids) for i, ids, _, _ in todo]):
+        for batch in self.local.batches([len(rendered[prompts[i]][0]) + len(ids) for i, ids, _, _ in todo]):
             rows = [todo[b] for b in batch]
             t0 = time.perf_counter()
             scored = self.scorer.score([(rendered[prompts[i]][0], ids) for i, ids, _, _ in rows],
