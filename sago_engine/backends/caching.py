@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import io
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..models.cache import sago_cache_dir
 from ..seeds import stable_hash
 from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
 
@@ -44,9 +44,8 @@ class ReplyCache(Protocol):
 
 
 def default_cache_dir() -> Path:
-    """``${SAGO_CACHE_DIR:-~/.cache/sago}/api_cache`` (created on first use)."""
-    root = os.environ.get("SAGO_CACHE_DIR") or str(Path.home() / ".cache" / "sago")
-    return Path(root).expanduser() / "api_cache"
+    """``sago_cache_dir()/api_cache`` (``models.cache``; created on first use)."""
+    return sago_cache_dir() / "api_cache"
 
 
 def _arr(a: np.ndarray | None) -> str | None:
