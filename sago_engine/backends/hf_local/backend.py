@@ -14,6 +14,7 @@ from ...threads import last_choice
 from ...types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
 from ..base import DecodingConfig
 from ..context import check_context, context_length
+from ..protocol import Backend
 from . import generation, prefill, statistics, teacher
 from .engine import length_batches
 from .generation import neutral_generation_config
@@ -24,7 +25,7 @@ from .prompt_render import PromptRenderer, chat_template_of, template_kwargs
 __all__ = ["HFLocalBackend"]
 
 
-class HFLocalBackend:
+class HFLocalBackend(Backend):
     """A local Hugging Face causal LM (zoo key, ``"tiny-random"`` or model folder).
 
     Greedy decoding, batched with left padding; prompts are sorted by token length into
