@@ -9,7 +9,7 @@ from ..types import GenerationResult
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["Backend"]
+__all__ = ["Backend", "OPTIONAL_ABILITIES"]
 
 
 @runtime_checkable
@@ -100,3 +100,9 @@ class Backend(Protocol):
     def logprob_check(self) -> dict[str, Any] | None:
         """The server-vs-local log-prob agreement so far (hybrid); None: nothing to check."""
         return None
+
+
+#: The optional abilities ``Backend`` declares with a default (what a wrapper forwards by name).
+OPTIONAL_ABILITIES: tuple[str, ...] = (
+    "template", "context_length", "model", "thread_choice", "encode_prompt", "context_error", "teacher_force",
+    "take_usage", "totals", "cache_key", "result_from_cache", "logprob_check")
