@@ -53,7 +53,7 @@ def _open_backends(cfg: RunConfig, m: ModelConfig, store: Store, backend_factory
         backend.close()
         raise
     rows = [] if judge is None else [{"template_id": judge.template_id, "kind": "judge", "text": judge.template}]
-    chat_template = None if m.is_api else getattr(backend, "template", None)
+    chat_template = None if m.is_api else backend.template
     if isinstance(chat_template, str):  # the chat template text, keyed by the sha256 the run records
         rows.append({"template_id": hashlib.sha256(chat_template.encode("utf-8")).hexdigest(),
                      "kind": "chat_template", "text": chat_template})
@@ -83,7 +83,7 @@ def _commit(store: Store, rows: Rows, run_id: str, m: ModelConfig, backend, heal
         log.warning("%s: %d prompt unit(s) hit transient API failures; left pending, rerun to retry: %s",
                     m.name, len(rows.retry), first)
     bad_lp = health.add(r for _, r in rows.replies)
-    take_usage = getattr(backend, "take_usage", None)
+    usage = backend.take_usage()  # None: a backend that counts no usage (local models)
     with store.transaction():
         store.insert_df("responses", rows.responses)
         store.insert_df("deltas", rows.deltas)
@@ -91,9 +91,9 @@ def _commit(store: Store, rows: Rows, run_id: str, m: ModelConfig, backend, heal
         store.insert_df("base_repeats", rows.repeats)
         store.insert_df("noise_floor", rows.floor)
         store.insert_df("units", unit_rows(run_id, rows.measured, utc_now()))
-        if callable(take_usage):
+        if usage is not None:
             store.insert_df("api_responses", api_rows(run_id, rows.replies))
-            store.add_run_usage(run_id, {**take_usage(), "invalid_logprobs": bad_lp}, m.price_in_per_mtok,
+            store.add_run_usage(run_id, {**usage, "invalid_logprobs": bad_lp}, m.price_in_per_mtok,
                                 m.price_out_per_mtok, m.price_cached_in_per_mtok)
 
 
@@ -152,9 +152,9 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
             if on_chunk:
                 on_chunk(summary["generated"], total)
         bar.close()
-        check = getattr(backend, "logprob_check", None)  # hybrid: server vs local log-probs, warned per chunk
-        if callable(check):
-            summary["logprob_check"] = check()
+        check = backend.logprob_check()  # hybrid: server vs local log-probs, warned per chunk
+        if check is not None:
+            summary["logprob_check"] = check
     finally:
         backend.close()
         if judge is not None:

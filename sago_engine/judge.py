@@ -157,8 +157,7 @@ class Judge:
         self.template = template
         self.template_id = template_id(template)
         self.max_new_tokens = int(max_new_tokens)
-        info = backend.info() if hasattr(backend, "info") else {}
-        self.model = str(info.get("model_id") or getattr(backend, "model_id", "unknown"))
+        self.model = str(backend.info().get("model_id") or backend.model_id)
 
     @property
     def label(self) -> str:

@@ -283,7 +283,7 @@ def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = DEFAULT_MAX_
     t0 = time.perf_counter()
     norms = resolve_normalizers(normalizers)
     cache = {} if cache is None else cache
-    model = str(getattr(backend, "model_id", "?"))
+    model = str(backend.model_id)
     res = ProbeResult(probe, model, int(max_new_tokens), norms, frozenset(backend.capabilities))
     tim = res.timings = {"generate": 0.0, "score": 0.0, "filter": 0.0}
     res.screening = _screen(probe, cache, semantic_filter)
@@ -298,8 +298,7 @@ def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = DEFAULT_MAX_
     if res.done and on_batch:
         tim["first_result_s"] = time.perf_counter() - t0
         on_batch(res)
-    too_long = getattr(backend, "context_error", None)
-    why = too_long(probe.text, max_new_tokens) if res.base is None and callable(too_long) else None
+    why = backend.context_error(probe.text, max_new_tokens) if res.base is None else None
     if why:
         raise LiveError(f"This prompt cannot be answered by {model}: {why}. Shorten the prompt or lower New tokens.")
     scoring = Scoring(LIVE_RUN, norms, res.capabilities)

@@ -45,7 +45,7 @@ def interruptible(backend: Any, should_stop: Callable[[], bool]) -> Iterator[Non
     """Within the block, ``backend.model``'s forward calls made by this thread raise
     ``ProbeCancelled`` once ``should_stop()`` is true (a forward pre-hook, installed once per model;
     other threads' calls are never affected). A backend without a torch ``model`` is left alone."""
-    model = getattr(backend, "model", None)
+    model = backend.model
     if model is not None and hasattr(model, "register_forward_pre_hook"):
         with _hooked_guard:
             if id(model) not in _hooked:

@@ -45,7 +45,7 @@ def load_backend(model: str, dtype: str = "float32", device: str = "cpu", batch_
     # and its few rows per call gain little from the extra copies of its weights
     be = get_backend({"name": "hf_local", "model": model, "dtype": dtype, "device": device,
                       "batch_size": batch_size, "pack_weights": False})
-    if os.environ.get("SAGO_LIVE_THREADS") and hasattr(be, "thread_choice"):
+    if os.environ.get("SAGO_LIVE_THREADS") and be.thread_choice is not None:
         choice = apply_threads(os.environ["SAGO_LIVE_THREADS"], "SAGO_LIVE_THREADS")
         be.threads, be.thread_choice = choice.threads, choice.record()
     return be

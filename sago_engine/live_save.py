@@ -15,6 +15,7 @@ import pandas as pd
 
 from sago_engine.datasets import Prompt
 from sago_engine.live import LIVE_DATASET, LiveError, ProbeResult
+from sago_engine.models.cache import sago_cache_dir
 from sago_engine.runrecord import local_decoding_record
 from sago_engine.seeds import stable_hash
 from sago_engine.store import open_store
@@ -25,11 +26,10 @@ __all__ = ["default_user_store", "probe_run_id", "probe_frames", "save_probe"]
 
 
 def default_user_store() -> Path:
-    """Where "save to store" writes: ``$SAGO_USER_STORE``, else ``${SAGO_CACHE_DIR:-~/.cache/sago}/probes.duckdb``."""
+    """Where "save to store" writes: ``$SAGO_USER_STORE``, else ``sago_cache_dir()/probes.duckdb`` (``models.cache``)."""
     if os.environ.get("SAGO_USER_STORE"):
         return Path(os.environ["SAGO_USER_STORE"]).expanduser()
-    root = Path(os.environ.get("SAGO_CACHE_DIR") or Path.home() / ".cache" / "sago").expanduser()
-    return root / "probes.duckdb"
+    return sago_cache_dir() / "probes.duckdb"
 
 
 def probe_run_id(res: ProbeResult) -> str:

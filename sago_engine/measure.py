@@ -190,11 +190,10 @@ def force_base_replies(backend: Any, answered: Sequence[Answered]) -> list[Answe
 
     One ``backend.teacher_force`` call for all: per prompt 1 + (variants) rows of prompt + the base
     reply's stored token ids (EOS included when the model emitted it; never a re-tokenisation of
-    the text). A backend without ``teacher_force`` (API backends), a base reply that errored or
+    the text). A backend whose ``teacher_force`` gives None (API backends), a base reply that errored or
     has no token ids leave ``forced`` None (the rows say why).
     """
-    tf = getattr(backend, "teacher_force", None)
-    todo = [k for k, a in enumerate(answered) if tf is not None and not a.base.error and a.base.token_ids]
+    todo = [k for k, a in enumerate(answered) if not a.base.error and a.base.token_ids]
     if not todo:
         return list(answered)
     prompts, replies = [], []
@@ -202,7 +201,9 @@ def force_base_replies(backend: Any, answered: Sequence[Answered]) -> list[Answe
         a = answered[k]
         prompts += [a.item.text] + [v.text for v in a.item.variants]
         replies += [list(a.base.token_ids)] * (1 + len(a.item.variants))
-    stats = tf(prompts, replies)
+    stats = backend.teacher_force(prompts, replies)
+    if stats is None:  # a backend that cannot teacher-force
+        return list(answered)
     out, s = list(answered), 0
     for k in todo:
         n = len(answered[k].item.variants)

@@ -60,14 +60,13 @@ def model_input_noops(backend: Any, base_text: str, variants: Sequence[Variant])
     """variant_id -> ``MODEL_INPUT_NOOP`` for each variant the backend would feed the same token ids as
     the base prompt (``backend.encode_prompt``: the chat template rendered and tokenised).
 
-    Returns {} for a backend without ``encode_prompt`` (API backends: their rendering is not visible)
+    Returns {} for a backend whose ``encode_prompt`` gives None (API backends: their rendering is not visible)
     or when there is no variant. Pure given the backend's tokenizer and template.
     """
-    encode = getattr(backend, "encode_prompt", None)
-    if not callable(encode) or not variants:
+    base = backend.encode_prompt(base_text) if variants else None
+    if base is None:
         return {}
-    base = list(encode(base_text))
-    return {v.variant_id: MODEL_INPUT_NOOP for v in variants if list(encode(v.text)) == base}
+    return {v.variant_id: MODEL_INPUT_NOOP for v in variants if list(backend.encode_prompt(v.text)) == list(base)}
 
 
 def noop_delta_rows(run_id: str, dataset: str, prompt_id: str, variant_ids: Iterable[str],

@@ -40,7 +40,7 @@ def decode_path(monkeypatch):
     call; ``decode_path(be)`` is the production path. For comparing the production path with its
     references."""
     def use(be, **paths):
-        monkeypatch.setattr(be, "_generate_batch", functools.partial(type(be)._generate_batch, be, **paths))
+        monkeypatch.setattr(be, "generate_batch", functools.partial(type(be).generate_batch, be, **paths))
 
     return use
 

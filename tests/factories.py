@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from sago_engine.backends import Backend
 from sago_engine.store import open_store
 from sago_engine.types import AXES, DEFAULT_NORMALIZERS
 
@@ -163,7 +164,7 @@ def make_cap_store(path, caps=(48, 128), seed: int = 0, **kwargs):
     return make_store(path, models=models, seed=seed, run_fields={m: fields(c) for m, c in zip(models, caps)}, **kwargs)
 
 
-class ScriptedBackend:
+class ScriptedBackend(Backend):
     """A fake ``Backend`` for LLM judge / rewriter tests: answers from a script, records every prompt.
 
     ``respond(prompt) -> str`` gives each answer (default: ``"YES"``); an answer that is an

@@ -24,6 +24,7 @@ from sago_engine.axes.mirroring_code import (
     measured_strength,
     noise_mirrors_pair,
 )
+from sago_engine.backends import Backend
 from sago_engine.measure import Answered, Pending, Scoring, force_base_replies, score
 from sago_engine.pipeline import Unit, compute_rows, option_axes_for
 from sago_engine.store import open_store
@@ -146,7 +147,8 @@ def test_base_reply_unavailable_with_reasons(tiny_backend):
     v = _v(0, "surface_noise", "case", 2, VARIANT)
     var = GenerationResult("x", 1, token_ids=[5])
     no_ids = GenerationResult("Paris.", 2)  # an API reply: no token ids
-    api_like = object()  # no teacher_force
+    api_like = type("ApiLike", (Backend,), {"name": "api_like", "model_id": "m", "capabilities": frozenset()})()
+    assert api_like.teacher_force(["q"], [[5]]) is None  # the protocol's default: cannot teacher-force
     with_ids = GenerationResult("Paris.", 2, token_ids=[5, 6])
     cases = [
         (force_base_replies(tiny_backend, [Answered(Pending("p", "ds", BASE, (v,)), no_ids, [var])]), "no token ids"),

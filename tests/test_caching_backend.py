@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sago_engine.backends import Backend
 from sago_engine.backends.caching import CachingBackend, ReplyCache
 from sago_engine.store.reply_cache import ResponseCache
 from sago_engine.types import GenerationResult
 from tests.test_api_backends import env  # noqa: F401 (fixture)
 
 
-class Counting:
+class Counting(Backend):
     """A local-style backend (no cache_key, no usage counters) that records what it is asked."""
 
     name, model_id, capabilities = "stub", "stub-1", frozenset({"cos", "prob", "ent"})

@@ -127,7 +127,7 @@ class FakeVLLM:
 def _generate_fallback(tiny):
     """Answer an unknown prompt as tiny-random would (greedy, step-logit log-probs)."""
     def fb(prompt_ids, max_tokens):
-        r = tiny._generate_batch([prompt_ids], max_tokens)[0]
+        r = tiny.generate_batch([prompt_ids], max_tokens)[0]
         return r.token_ids, list(r.token_logprobs)
     return fb
 
@@ -304,7 +304,7 @@ def test_server_ids_retokenized_or_eos_appended(tiny_backend, token_ids, drop_eo
     answer = tok("Lima is the capital.", add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
 
     def fb(prompt_ids, max_tokens):
-        lp, _ = tiny_backend._teacher_batch([(prompt_ids, answer)])[0]
+        lp, _ = tiny_backend.teacher_batch([(prompt_ids, answer)])[0]
         return answer, list(lp)
 
     fake = FakeVLLM({}, fb, tok, tiny_backend.eos_ids, token_ids=token_ids, drop_eos=drop_eos)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from sago_engine.backends import Backend
 from sago_engine.measure import Pending, Scoring, generate, prepare, score, screen
 from sago_engine.noop import MODEL_INPUT_NOOP
 from sago_engine.pipeline import response_id
@@ -13,7 +14,7 @@ from sago_engine.variants import make_variant
 PROMPT = "What is the capital of Australia?"
 
 
-class EchoBackend:
+class EchoBackend(Backend):
     """Replies "<n> words" to each text; records every call (texts, keyword arguments)."""
 
     capabilities = frozenset()

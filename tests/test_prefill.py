@@ -107,7 +107,7 @@ def test_tiny_row_with_nothing_to_prefill_next_to_long_rows(tiny_backend, monkey
     padding): its cache positions are zeros, not NaN, and every row decodes as unbucketed."""
     seqs = [[7], [9, 8], [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15], [40] * 12]
     monkeypatch.setattr(tiny_backend, "PREFILL_PAD_FRACTION", 0.9)
-    a, b = _both(tiny_backend, monkeypatch, decode_path, lambda: tiny_backend._generate_batch(seqs, 6))
+    a, b = _both(tiny_backend, monkeypatch, decode_path, lambda: tiny_backend.generate_batch(seqs, 6))
     for x, y in zip(a, b):
         assert np.isfinite(x.token_logprobs).all()
         _compare(x, y)
@@ -121,7 +121,7 @@ def test_tiny_rows_with_nothing_to_prefill_beside_a_bucket_of_long_rows(tiny_bac
     hook = tiny_backend.model.register_forward_pre_hook(
         lambda m, a, kw: widths.append(kw["input_ids"].shape[-1]), with_kwargs=True)
     try:
-        a, b = _both(tiny_backend, monkeypatch, decode_path, lambda: tiny_backend._generate_batch(seqs, 5))
+        a, b = _both(tiny_backend, monkeypatch, decode_path, lambda: tiny_backend.generate_batch(seqs, 5))
     finally:
         hook.remove()
     assert 0 not in widths

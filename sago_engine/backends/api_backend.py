@@ -31,6 +31,7 @@ from .api_errors import OMITTABLE_PARAMS, ApiConfigError, ApiFatalError, classif
 from .api_keys import missing_key_vars, public_url, redact, resolve_api_key
 from .api_reply import ApiReply, Usage, normalise_finish_reason
 from .logprobs import check_server_logprobs
+from .protocol import Backend
 from .retry import RetryPolicy
 from .utf8_body import took_invalid_utf8
 
@@ -39,7 +40,7 @@ __all__ = ["ApiBackend"]
 log = logging.getLogger("sago.api")
 
 
-class ApiBackend:
+class ApiBackend(Backend):
     """Base of the API backends (implements the ``Backend`` protocol).
 
     Subclasses set ``name``, ``sdk``, ``default_top_logprobs``, ``max_top_logprobs`` and

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from ..registry import Registry
-from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
+from ..types import DEFAULT_MAX_NEW_TOKENS
 from .api_backend import ApiBackend
 from .caching import CachingBackend, ReplyCache, default_cache_dir
+from .protocol import Backend
 from .settings import BackendSettings
 
 __all__ = [
@@ -41,45 +42,6 @@ class DecodingConfig:
     def as_dict(self) -> dict[str, Any]:
         """Plain dict for run records."""
         return asdict(self)
-
-
-@runtime_checkable
-class Backend(Protocol):
-    """What every model backend provides (docs/ARCHITECTURE.md; after lm-eval's ``LM`` and HELM's ``Client``).
-
-    A backend answers a batch of prompts in input order, declares which white-box axes it can
-    measure (an axis it lacks is stored as unavailable, never 0), and describes itself fully
-    for the run record.
-    """
-
-    name: str
-    """Backend name as used by ``get_backend``, e.g. ``"hf_local"``."""
-    model_id: str
-    """The model key or path the backend serves."""
-    capabilities: frozenset[str]
-    """Which white-box axes of {"cos", "prob", "ent"} it can measure. The response-based
-    axes (bleu, bert, mr) only need text and are always available."""
-
-    def info(self) -> dict[str, Any]:
-        """Everything for the run record: weights hash, dtype, device, versions, decoding."""
-        ...
-
-    def generate(self, prompts: list[str], max_new_tokens: int) -> list[GenerationResult]:
-        """Answer each prompt greedily.
-
-        Args:
-            prompts: raw user prompts (the backend applies a chat template where the model
-                has one).
-            max_new_tokens: upper bound on generated tokens per prompt.
-        Returns:
-            One ``GenerationResult`` per prompt, in input order. A failure of one item is a
-            result with ``error`` set (text ``""``), not an exception, where feasible.
-        """
-        ...
-
-    def close(self) -> None:
-        """Release the model / connections. Idempotent."""
-        ...
 
 
 #: Backend name → its class, as ``"module:Class"`` (relative to ``sago_engine.backends``), imported

@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import io
 import logging
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,8 +20,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..models.cache import sago_cache_dir
 from ..seeds import stable_hash
 from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
+from .protocol import Backend
 
 __all__ = ["CachingBackend", "ReplyCache", "default_cache_dir"]
 
@@ -47,9 +48,8 @@ class ReplyCache(Protocol):
 
 
 def default_cache_dir() -> Path:
-    """``${SAGO_CACHE_DIR:-~/.cache/sago}/api_cache`` (created on first use)."""
-    root = os.environ.get("SAGO_CACHE_DIR") or str(Path.home() / ".cache" / "sago")
-    return Path(root).expanduser() / "api_cache"
+    """``sago_cache_dir()/api_cache`` (``models.cache``; created on first use)."""
+    return sago_cache_dir() / "api_cache"
 
 
 def _arr(a: np.ndarray | None) -> str | None:
@@ -79,13 +79,15 @@ def _load(v: dict) -> GenerationResult:
     return GenerationResult(**d)
 
 
-class CachingBackend:
+class CachingBackend(Backend):
     """Wrap any ``Backend`` so that successful results are cached on disk.
 
     ``generate`` looks every prompt up first and sends only the misses to the wrapped backend
     (in one call, input order kept); hits come back with ``meta["cached"] = True``,
     ``meta["attempts"] = 0`` and their original ``latency_s``. Everything else (``info``,
-    ``capabilities``, ``sleeps``…) is the wrapped backend's.
+    ``capabilities``, ``sleeps``…) is the wrapped backend's: every member ``Backend`` declares is
+    forwarded by name below (the protocol's defaults would answer otherwise), anything else
+    through ``__getattr__``.
 
     Keys: the wrapped backend's ``cache_key(prompt, max_new_tokens, repeat)`` when it has one
     (the API backends: a hash of backend, model, base_url, prompt and every generation setting),
@@ -116,11 +118,50 @@ class CachingBackend:
     def __repr__(self) -> str:
         return f"CachingBackend({self.backend!r})"
 
+    # ---------------------------------------------------------------- the wrapped backend's members
+
+    def info(self) -> dict[str, Any]:
+        return self.backend.info()
+
+    @property
+    def template(self) -> str | None:  # type: ignore[override]
+        return self.backend.template
+
+    @property
+    def context_length(self) -> int | None:  # type: ignore[override]
+        return self.backend.context_length
+
+    @property
+    def model(self) -> Any:  # type: ignore[override]
+        return self.backend.model
+
+    @property
+    def thread_choice(self) -> dict[str, Any] | None:  # type: ignore[override]
+        return self.backend.thread_choice
+
+    def encode_prompt(self, prompt: str) -> list[int] | None:
+        return self.backend.encode_prompt(prompt)
+
+    def context_error(self, prompt: str, max_new_tokens: int) -> str | None:
+        return self.backend.context_error(prompt, max_new_tokens)
+
+    def teacher_force(self, prompts: list[str], responses: list[list[int] | str]) -> list | None:
+        return self.backend.teacher_force(prompts, responses)
+
+    def result_from_cache(self, value: dict) -> GenerationResult | None:
+        return self.backend.result_from_cache(value)
+
+    def logprob_check(self) -> dict[str, Any] | None:
+        return self.backend.logprob_check()
+
+    # ---------------------------------------------------------------- the cache
+
     def cache_key(self, prompt: str, max_new_tokens: int, repeat: int = 0) -> str:
-        """The key of one (prompt, max_new_tokens, repeat)."""
-        fn = getattr(self.backend, "cache_key", None)
-        if callable(fn):
-            return fn(prompt, max_new_tokens, repeat)
+        """The key of one (prompt, max_new_tokens, repeat): the wrapped backend's ``cache_key`` when
+        it has one (not None), else ``stable_hash`` of its ``info()``, the prompt and the cap."""
+        own = self.backend.cache_key(prompt, max_new_tokens, repeat)
+        if own is not None:
+            return own
         parts: list[Any] = ["sago-reply-v1", self.backend.info(), prompt, int(max_new_tokens)]
         if repeat:
             parts.append({"repeat": int(repeat)})
@@ -140,13 +181,13 @@ class CachingBackend:
                                  f"the entry is a {type(value).__name__}, not a reply")
             if "result" in value:
                 return _load(value)
-            conv = getattr(self.backend, "result_from_cache", None)  # an API reply cached in the ApiReply format
-            if callable(conv) and "reply" in value:
-                return conv(value)
+            got = self.backend.result_from_cache(value) if "reply" in value else None  # an API reply (ApiReply format)
+            if got is not None:
+                return got
             raise ValueError("the entry holds no reply")
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             log.warning("reply cache entry %s… not used (%s); asking again", key[:12], str(e)[:200])
-            drop = getattr(self.cache, "discard", None)
+            drop = getattr(self.cache, "discard", None)  # the reply cache object's, not a backend ability
             if callable(drop):
                 drop(key)
             return None
@@ -192,14 +233,12 @@ class CachingBackend:
         return d
 
     def take_usage(self) -> dict[str, Any]:
-        """The wrapped backend's ``take_usage()`` (or ``{}``) with this wrapper's cache hits added; resets."""
-        fn = getattr(self.backend, "take_usage", None)
-        return self._merge(dict(fn()) if callable(fn) else {}, 0, True)
+        """The wrapped backend's ``take_usage()`` (``{}`` for None) with this wrapper's cache hits added; resets."""
+        return self._merge(dict(self.backend.take_usage() or {}), 0, True)
 
     def totals(self) -> dict[str, Any]:
-        """The wrapped backend's ``totals()`` (or ``{}``) with all cache hits added."""
-        fn = getattr(self.backend, "totals", None)
-        return self._merge(dict(fn()) if callable(fn) else {}, 1, False)
+        """The wrapped backend's ``totals()`` (``{}`` for None) with all cache hits added."""
+        return self._merge(dict(self.backend.totals() or {}), 1, False)
 
     def close(self) -> None:
         """Close the wrapped backend and the cache. Idempotent."""

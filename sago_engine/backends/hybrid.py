@@ -65,6 +65,7 @@ from .hf_local import HFLocalBackend
 from .hybrid_check import DEFAULT_LOGPROB_TOL, LogprobCheck, max_abs_diff
 from .hybrid_scoring import TeacherForcedScorer
 from .hybrid_server import VLLM_EXTRA_BODY, CompletionServer
+from .protocol import Backend
 from .server_limits import server_over_context
 
 __all__ = ["HybridBackend", "PROBE_PROMPT"]
@@ -76,7 +77,7 @@ PROBE_PROMPT = "Name the capital of France in one word."
 PROBE_TOKENS = 8
 
 
-class HybridBackend:
+class HybridBackend(Backend):
     """Replies from an OpenAI-compatible server, Δ-Cos / Δ-Prob / Δ-Ent from a local teacher-forced pass.
 
     See the module docstring for the protocol. ``capabilities`` = {"cos", "prob", "ent"}, all
@@ -290,7 +291,7 @@ class HybridBackend:
                 # never sent: the server would shorten the reply or refuse the prompt
                 out[i] = server_over_context(len(rendered[p][0]), max_new_tokens, limit)
                 continue
-            local_ctx = getattr(self.local, "context_length", None)
+            local_ctx = self.local.context_length
             if check_context(len(rendered[p][0]), max_new_tokens, local_ctx) is not None:
                 # the local copy scores positions past its own context: its statistics would not hold
                 out[i] = over_context_result(len(rendered[p][0]), max_new_tokens, local_ctx)
@@ -306,7 +307,7 @@ class HybridBackend:
             ids, source, appended = self.scorer.scored_ids(r)
             todo.append((i, ids, r, (source, appended)))
         n_beyond = 0
-        for batch in self.local._batches([len(rendered[prompts[i]][0]) + len(ids) for i, ids, _, _ in todo]):
+        for batch in self.local.batches([len(rendered[prompts[i]][0]) + len(ids) for i, ids, _, _ in todo]):
             rows = [todo[b] for b in batch]
             t0 = time.perf_counter()
             scored = self.scorer.score([(rendered[prompts[i]][0], ids) for i, ids, _, _ in rows],

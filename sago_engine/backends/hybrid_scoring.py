@@ -69,7 +69,7 @@ class TeacherForcedScorer:
         Only the last max(T)+1 positions' logits are computed where the model allows it.
         """
         local = self.local
-        ids, mask = local._pad_left([p + r for p, r in pairs])
+        ids, mask = local.pad_left([p + r for p, r in pairs])
         pos = (mask.cumsum(-1) - 1).clamp_min(0)
         t_max = max(len(r) for _, r in pairs)
         kw: dict[str, Any] = {}

@@ -185,7 +185,7 @@ class LLMRewriter:
         if int(max_new_tokens) < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
         self.backend = backend
-        self.model = str(model or getattr(backend, "model_id", "unknown"))
+        self.model = str(model or backend.model_id)
         self.max_new_tokens = int(max_new_tokens)
         self.template_id = REWRITER_TEMPLATE_ID
         self.name = generator_id(self.model, settings)

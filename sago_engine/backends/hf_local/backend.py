@@ -14,7 +14,9 @@ from ...threads import last_choice
 from ...types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
 from ..base import DecodingConfig
 from ..context import check_context, context_length
+from ..protocol import Backend
 from . import generation, prefill, statistics, teacher
+from .engine import length_batches
 from .generation import neutral_generation_config
 from .kvcache import preallocated_cache
 from .prefill import NewCache
@@ -23,7 +25,7 @@ from .prompt_render import PromptRenderer, chat_template_of, template_kwargs
 __all__ = ["HFLocalBackend"]
 
 
-class HFLocalBackend:
+class HFLocalBackend(Backend):
     """A local Hugging Face causal LM (zoo key, ``"tiny-random"`` or model folder).
 
     Greedy decoding, batched with left padding; prompts are sorted by token length into
@@ -234,7 +236,7 @@ class HFLocalBackend:
 
     # ------------------------------------------------------------------ batches
 
-    def _pad_left(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    def pad_left(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """``prefill.pad_left`` with this model's pad id and device."""
         return prefill.pad_left(seqs, self.pad_id, self.device)
 
@@ -243,10 +245,9 @@ class HFLocalBackend:
         0 for a single row or a prefix shorter than ``MIN_SHARED_PREFIX`` (``prefill.shared_prefix``)."""
         return prefill.shared_prefix(seqs, self.MIN_SHARED_PREFIX)
 
-    def _batches(self, lengths: Sequence[int]) -> list[list[int]]:
-        """Indices sorted by length (then index), cut into batches of ``batch_size``."""
-        order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
-        return [order[k : k + self.batch_size] for k in range(0, len(order), self.batch_size)]
+    def batches(self, lengths: Sequence[int]) -> list[list[int]]:
+        """Indices sorted by length (then index), cut into batches of ``batch_size`` (``engine.length_batches``)."""
+        return length_batches(lengths, self.batch_size)
 
     #: Hidden states at the user's text of one row (``statistics.user_states``).
     user_states = staticmethod(statistics.user_states)
@@ -286,8 +287,8 @@ class HFLocalBackend:
                 r.meta = {**(r.meta or {}), "request": self.format_prompt(prompt)}
         return out
 
-    def _generate_batch(self, seqs: list[list[int]], max_new_tokens: int,
-                        spans: Sequence[tuple[int, int] | None] | None = None, *, one_prefill: bool = False,
+    def generate_batch(self, seqs: list[list[int]], max_new_tokens: int,
+                       spans: Sequence[tuple[int, int] | None] | None = None, *, one_prefill: bool = False,
                         new_cache: NewCache = preallocated_cache) -> list[GenerationResult]:
         """One decoding batch of token ids (``generation.generate_batch``; ``one_prefill`` /
         ``new_cache`` choose a reference path, which only tests do)."""
@@ -318,7 +319,7 @@ class HFLocalBackend:
         """
         return teacher.teacher_force(self, prompts, responses)
 
-    def _teacher_batch(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[np.ndarray, np.ndarray]]:
+    def teacher_batch(self, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[np.ndarray, np.ndarray]]:
         """One teacher-forced forward pass over ``(prompt ids, response ids)`` rows (``teacher.teacher_batch``)."""
         return teacher.teacher_batch(self, pairs)
 

@@ -17,19 +17,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from ...types import GenerationResult
 from ..context import check_context, over_context_result
+from .engine import LocalEngine
 from .kvcache import preallocated_cache
 from .prefill import NewCache, Prefill, prefill_batch
 from .statistics import StepStats, user_states
-
-if TYPE_CHECKING:
-    from .backend import HFLocalBackend
 
 __all__ = ["NEUTRAL_DECODING", "neutral_generation_config", "RowsFinished", "generate", "generate_batch"]
 
@@ -82,10 +80,10 @@ class RowsFinished(StoppingCriteria):
         return torch.full((len(done),), stop, dtype=torch.bool, device=input_ids.device)
 
 
-def generate(be: HFLocalBackend, prompts: list[str], max_new_tokens: int) -> list[GenerationResult]:
+def generate(be: LocalEngine, prompts: list[str], max_new_tokens: int) -> list[GenerationResult]:
     """``HFLocalBackend.generate``: prompts encoded (``prompt_layout``), refused when over the context
     (``context.over_context_result``), sorted by length into batches of ``be.batch_size``, each
-    decoded by ``be._generate_batch``; a failing batch is retried one prompt at a time, and a prompt
+    decoded by ``be.generate_batch``; a failing batch is retried one prompt at a time, and a prompt
     that fails alone (or does not encode) becomes an error row. Results in input order.
 
     Raises:
@@ -111,16 +109,16 @@ def generate(be: HFLocalBackend, prompts: list[str], max_new_tokens: int) -> lis
             spans.append(None)
             out[i] = GenerationResult(text="", n_tokens=0, error=f"{type(exc).__name__}: {exc}")
     valid = [i for i, e in enumerate(encoded) if e is not None]
-    for batch in be._batches([len(encoded[i]) for i in valid]):  # type: ignore[arg-type]
+    for batch in be.batches([len(encoded[i]) for i in valid]):  # type: ignore[arg-type]
         idx = [valid[b] for b in batch]
         try:
-            res = be._generate_batch([encoded[i] for i in idx], max_new_tokens,  # type: ignore[misc]
+            res = be.generate_batch([encoded[i] for i in idx], max_new_tokens,  # type: ignore[misc]
                                      [spans[i] for i in idx])
         except Exception:
             res = []
             for i in idx:
                 try:
-                    res.extend(be._generate_batch([encoded[i]], max_new_tokens, [spans[i]]))  # type: ignore[list-item]
+                    res.extend(be.generate_batch([encoded[i]], max_new_tokens, [spans[i]]))  # type: ignore[list-item]
                 except Exception as exc:
                     res.append(
                         GenerationResult(text="", n_tokens=0, error=f"{type(exc).__name__}: {exc}")
@@ -131,7 +129,7 @@ def generate(be: HFLocalBackend, prompts: list[str], max_new_tokens: int) -> lis
 
 
 @torch.inference_mode()
-def generate_batch(be: HFLocalBackend, seqs: list[list[int]], max_new_tokens: int,
+def generate_batch(be: LocalEngine, seqs: list[list[int]], max_new_tokens: int,
                    spans: Sequence[tuple[int, int] | None] | None = None, *, one_prefill: bool = False,
                    new_cache: NewCache = preallocated_cache) -> list[GenerationResult]:
     """Greedy replies with white-box statistics for one decoding batch (``HFLocalBackend.generate``
@@ -155,7 +153,7 @@ def generate_batch(be: HFLocalBackend, seqs: list[list[int]], max_new_tokens: in
     return _results(be, new, lp, ent, hidden.cpu().numpy(), user, (time.perf_counter() - t0) / len(seqs))
 
 
-def _decode(be: HFLocalBackend, pre: Prefill, max_new_tokens: int
+def _decode(be: LocalEngine, pre: Prefill, max_new_tokens: int
             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor]]:
     """The greedy loop from a prefilled batch: decode until the cap, every row's EOS, or enough rows
     finished to drop them (they would otherwise keep decoding with the batch); then continue the
@@ -222,7 +220,7 @@ def _decode(be: HFLocalBackend, pre: Prefill, max_new_tokens: int
     return new, lp, ent, prefill_hidden
 
 
-def _results(be: HFLocalBackend, new: torch.Tensor, lp: torch.Tensor, ent: torch.Tensor, hidden: Any,
+def _results(be: LocalEngine, new: torch.Tensor, lp: torch.Tensor, ent: torch.Tensor, hidden: Any,
              user: list[tuple[Any, Any]], latency_s: float) -> list[GenerationResult]:
     """The batch's ``GenerationResult`` s: each row cut after its first EOS, decoded exactly as
     emitted (special tokens skipped; no strip, no tokenization-space clean-up)."""

@@ -25,14 +25,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
+from .engine import LocalEngine
 from .kvcache import preallocated_cache
-
-if TYPE_CHECKING:
-    from .backend import HFLocalBackend
 
 __all__ = ["NewCache", "Prefill", "prefill_batch", "attention_window", "shared_prefix", "pad_left", "length_buckets",
            "left_padded_layers", "bucketed_prefill"]
@@ -108,7 +106,7 @@ class Prefill:
     prefix_hidden: Sequence[torch.Tensor] | None
 
 
-def prefill_batch(be: HFLocalBackend, seqs: list[list[int]], max_new_tokens: int, *, one_prefill: bool = False,
+def prefill_batch(be: LocalEngine, seqs: list[list[int]], max_new_tokens: int, *, one_prefill: bool = False,
             new_cache: NewCache = preallocated_cache) -> Prefill:
     """Prefill a decoding batch: its shared prefix once, then every row's own tokens but the last in
     length buckets (see the module doc), leaving the last prompt token of every row to ``generate``.
@@ -228,7 +226,7 @@ def left_padded_layers(parts: Sequence[tuple[torch.Tensor, torch.Tensor, torch.T
     return out
 
 
-def bucketed_prefill(be: HFLocalBackend, seqs: list[list[int]], n_shared: int, prefix_cache: Any, reserve: int,
+def bucketed_prefill(be: LocalEngine, seqs: list[list[int]], n_shared: int, prefix_cache: Any, reserve: int,
                      new_cache: NewCache = preallocated_cache) -> tuple[Any, list[torch.Tensor] | None]:
     """Prefill every row's own tokens but the last in length buckets (``length_buckets`` with the
     backend's ``PREFILL_PAD_FRACTION`` and ``PREFILL_MIN_ROWS``) and lay their caches side by side

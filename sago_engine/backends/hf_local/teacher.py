@@ -7,20 +7,16 @@ over prompt + reply per batch; for a greedy reply from ``generate`` it reproduce
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import torch
 
+from .engine import LocalEngine
 from .statistics import token_stats
-
-if TYPE_CHECKING:
-    from .backend import HFLocalBackend
 
 __all__ = ["teacher_force", "teacher_batch"]
 
 
-def teacher_force(be: HFLocalBackend, prompts: list[str],
+def teacher_force(be: LocalEngine, prompts: list[str],
                   responses: list[list[int] | str]) -> list[tuple[np.ndarray, np.ndarray]]:
     """``HFLocalBackend.teacher_force``: per prompt ``(logprobs, entropies)`` of its response.
 
@@ -42,17 +38,17 @@ def teacher_force(be: HFLocalBackend, prompts: list[str],
     ]
     seqs = [(be.encode_prompt(p), list(r)) for p, r in zip(prompts, resp_ids)]
     out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(seqs)
-    for batch in be._batches([len(a) + len(b) for a, b in seqs]):
+    for batch in be.batches([len(a) + len(b) for a, b in seqs]):
         for i, res in zip(batch, teacher_batch(be, [seqs[i] for i in batch])):
             out[i] = res
     return out  # type: ignore[return-value]
 
 
 @torch.inference_mode()
-def teacher_batch(be: HFLocalBackend, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[np.ndarray, np.ndarray]]:
+def teacher_batch(be: LocalEngine, pairs: list[tuple[list[int], list[int]]]) -> list[tuple[np.ndarray, np.ndarray]]:
     """One forward pass over left-padded ``prompt ids + response ids`` rows: per row the float64
     ``(logprobs, entropies)`` of the response tokens (two empty arrays for an empty response)."""
-    ids, mask = be._pad_left([p + r for p, r in pairs])
+    ids, mask = be.pad_left([p + r for p, r in pairs])
     pos = (mask.cumsum(-1) - 1).clamp_min(0)
     logits = be.model(input_ids=ids, attention_mask=mask, position_ids=pos).logits
     S = ids.shape[1]
