@@ -177,6 +177,10 @@ def main(argv: list[str] | None = None) -> int:
         return import_authors_main(argv[1:])
     if argv and argv[0] == "rescore":
         return rescore_main(argv[1:])
+    if argv and argv[0] == "check":
+        from precompute.check import check_main
+
+        return check_main(argv[1:])
     ap = argparse.ArgumentParser(
         prog="python -m precompute",
         description=(
@@ -186,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
             "The runner writes a private working copy and publishes consistent snapshots to the store, so the "
             "dashboard can read it during a run; a killed run resumes with the same command. "
             "Subcommands: `python -m precompute merge --out OUT IN...` combines --shard outputs; "
-            "`python -m precompute import-authors DIR --store OUT` imports the SAGO authors' released rows."
+            "`python -m precompute import-authors DIR --store OUT` imports the SAGO authors' released rows; "
+            "`python -m precompute check STORE --max-sgs bleu=0.4` is a release gate (exit 1 when a threshold is passed)."
         ),
     )
     ap.add_argument("--config", required=True, help="TOML run config, e.g. precompute/configs/demo.toml")

@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "sago_engine.memlimit", "sago_engine.threads", "sago_engine.store_catalog")),
     ("math", (
         "sago_engine.scoring", "sago_engine.stats", "sago_engine.ablations", "sago_engine.rankcorr",
-        "sago_engine.runpairs", "sago_engine.judge_audit", "sago_engine.pairwise")),
+        "sago_engine.runpairs", "sago_engine.judge_audit", "sago_engine.pairwise", "sago_engine.gate")),
     ("store, variants, zoo", (
         "sago_engine.store", "sago_engine.variants", "sago_engine.models", "sago_engine.kernels",
         "sago_engine.bertscore")),
