@@ -224,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plan", action="store_true",
                     help="print the plan (prompts, variants, pending work, inputs longer than a local model's context: "
                          "loads each local model's tokenizer, not its weights) and exit")
-    ap.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    ap.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    ap.add_argument("--json", action="store_true",
+                    help="end with one JSON line per model (the run's summary dict) instead of the readable summary")
     ap.add_argument("-v", "--verbose", action="store_true", help="log more")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -279,6 +281,9 @@ def main(argv: list[str] | None = None) -> int:
         except (DatasetError, StoreError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:
+            print("\ninterrupted (Ctrl-C): nothing was written", file=sys.stderr)
+            return EXIT_INTERRUPTED
         return 0
     if args.ray:
         return ray_main(cfg, args)
@@ -288,9 +293,29 @@ def main(argv: list[str] | None = None) -> int:
     except (DatasetError, StoreError, ModelUnavailableError, ApiFatalError, ConfigError, RewriterUnavailableError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    for s in summaries:
-        print(json.dumps(s))
+    except KeyboardInterrupt:
+        return interrupted()
+    if args.json:
+        for s in summaries:
+            print(json.dumps(s))
+    else:
+        from precompute.closing import closing_lines
+
+        caps = {s["run_id"]: cfg.max_new_tokens_for(m) for s in summaries for m in cfg.models if m.name == s["model"]}
+        print("\n".join(closing_lines(cfg.store, summaries, caps)))
     return exit_status(summaries)
+
+
+#: Exit status of a run or a plan stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports it.
+EXIT_INTERRUPTED = 130
+
+
+def interrupted() -> int:
+    """Ctrl-C: one line instead of a traceback, and ``EXIT_INTERRUPTED``. Every prompt unit committed
+    before the signal is kept (in the working copy), so the same command resumes."""
+    print("\ninterrupted (Ctrl-C): the prompt units finished so far are kept; run the same command to resume",
+          file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def ray_main(cfg, args) -> int:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
+from ... import progress
 from ...types import GenerationResult
 from ..context import check_context, over_context_result
 from .kvcache import preallocated_cache
@@ -111,6 +112,7 @@ def generate(be: HFLocalBackend, prompts: list[str], max_new_tokens: int) -> lis
             spans.append(None)
             out[i] = GenerationResult(text="", n_tokens=0, error=f"{type(exc).__name__}: {exc}")
     valid = [i for i, e in enumerate(encoded) if e is not None]
+    progress.advance(len(prompts) - len(valid))  # error rows are finished replies
     for batch in be._batches([len(encoded[i]) for i in valid]):  # type: ignore[arg-type]
         idx = [valid[b] for b in batch]
         try:
@@ -211,7 +213,9 @@ def _decode(be: HFLocalBackend, pre: Prefill, max_new_tokens: int
         done += T
         keep = (~finished).nonzero().squeeze(1)
         if done >= max_new_tokens or len(keep) == 0:
+            progress.advance(len(rows))  # every row still here ends now (EOS or the cap)
             break
+        progress.advance(len(rows) - len(keep))  # rows that emitted EOS leave the batch
         cache = gen["cache"] if "cache" in gen else gen["past_key_values"]
         dev_keep = keep.to(be.device)
         if len(keep) < len(rows):

@@ -1,0 +1,108 @@
+"""What a finished (or interrupted) run prints: per model its status, headline SGS per axis, reply
+health (errors, replies cut at the reply cap, empty ones) and the command that opens the dashboard.
+
+The numbers come from the published store (every run of a model, also what earlier sessions
+stored), so a resumed run's summary covers the whole run. Store strings pass ``terminal.shown``.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import pandas as pd
+
+from precompute.terminal import shown
+from sago_engine import scoring
+from sago_engine.types import axis_label, axis_sort_key
+
+#: Above this share of replies cut at the cap (per model × dataset) the summary warns.
+WARN_CUT_SHARE = 0.2
+
+
+def dashboard_command(store: str | Path) -> str:
+    """The shell command that opens the dashboard on ``store`` (README, "The dashboard")."""
+    return f"SAGO_STORE={shlex.quote(str(store))} bash scripts/dashboard.sh"
+
+
+def _pct(n: int, total: int) -> str:
+    return f"{100.0 * n / total:.0f}%" if total else "—"
+
+
+def health_line(health: dict | None, cap: int | None) -> str:
+    """``reply health: 84 replies, 0 errors (0%), 12 cut at the 48-token cap (14%), 0 empty`` from a
+    ``Store.reply_health`` row with ``cut`` added (None: no replies stored)."""
+    if health is None:
+        return "  reply health: no replies stored"
+    n = int(health["replies"])
+    at = f" at the {cap}-token cap" if cap else " at the cap"
+    return (f"  reply health: {n} replies, {int(health['errors'])} errors ({_pct(int(health['errors']), n)}), "
+            f"{int(health['cut'])} cut{at} ({_pct(int(health['cut']), n)}), {int(health['empty'])} empty")
+
+
+def cut_warnings(cut: pd.DataFrame, cap: int | None, threshold: float = WARN_CUT_SHARE) -> list[str]:
+    """One warning per dataset of a run whose share of replies cut at the cap exceeds ``threshold``.
+
+    ``cut``: ``Store.cut_replies`` rows of one run (dataset, replies, cut).
+    """
+    out = []
+    for r in cut.itertuples():
+        if r.replies and r.cut / r.replies > threshold:
+            out.append(f"  warning: {r.cut} of {r.replies} replies on {shown(r.dataset, 40)} ({_pct(r.cut, r.replies)})"
+                       f" stopped at the reply cap{f' of {cap} tokens' if cap else ''}: axes that read the reply "
+                       "(Δ-BLEU, Δ-BERT, Δ-MR) compare cut text; raise max_new_tokens (docs/CONFIG.md, "
+                       "\"Choosing the reply cap\")")
+    return out
+
+
+def sgs_line(scores: pd.DataFrame) -> str:
+    """``SGS  Δ-Cos 0.012  Δ-BLEU 0.777 …  (16 prompts)`` from one run's per-prompt scores."""
+    if scores.empty:
+        return "  SGS: no scores yet"
+    t = scoring.sgs(scores, by=("axis",))
+    t = t.iloc[sorted(range(len(t)), key=lambda i: axis_sort_key(t["axis"].iloc[i]))]
+    cells = "  ".join(f"{axis_label(a)} {v:.3f}" for a, v in zip(t["axis"], t["sgs"]))
+    return f"  SGS  {cells}  ({int(t['n_prompts'].max())} prompts)"
+
+
+def _status_line(s: dict) -> str:
+    name, status = shown(s.get("model", "?"), 60), shown(s.get("status", ""), 200)
+    if not s.get("pending"):
+        return f"{name}: every prompt already done — nothing generated"
+    secs = float(s.get("seconds", 0.0))
+    rate = f", {s['generated'] / secs:.1f} replies/s" if secs > 0 and s.get("generated") else ""
+    return f"{name}: {status} — {s.get('generated', 0)} replies generated in {secs:.0f} s{rate}"
+
+
+def closing_lines(store: str | Path, summaries: list[dict], caps: dict[str, int] | None = None) -> list[str]:
+    """The lines printed after a run (``python -m precompute`` without ``--json``).
+
+    Args:
+        store: the published store (read-only; missing → the store lines are left out).
+        summaries: ``runner.run``'s per-model summaries (run_id, model, pending, generated,
+            seconds, status).
+        caps: run_id → the run's reply cap in tokens (named in the health line).
+    """
+    from sago_engine.store import READ_ERRORS, open_store
+
+    lines: list[str] = []
+    scores = health = cut = None
+    if Path(store).exists():
+        try:
+            with open_store(store) as st:
+                scores, health, cut = st.prompt_scores(), st.reply_health(), st.cut_replies()
+        except READ_ERRORS as e:
+            lines.append(f"(the store could not be read for the summary: {shown(e, 200)})")
+    for s in summaries:
+        rid = s.get("run_id")
+        lines.append(_status_line(s))
+        if scores is None:
+            continue
+        lines.append(sgs_line(scores[scores["run_id"] == rid]))
+        h = health[health["run_id"] == rid]
+        cap = (caps or {}).get(rid)
+        row = None if h.empty else {**h.iloc[0].to_dict(), "cut": int(cut.loc[cut["run_id"] == rid, "cut"].sum())}
+        lines.append(health_line(row, cap))
+        lines.extend(cut_warnings(cut[cut["run_id"] == rid], cap))
+    lines.append(f"open the dashboard: {dashboard_command(store)}")
+    return lines
