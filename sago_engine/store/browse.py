@@ -463,24 +463,6 @@ class Browse:
             df[c] = df[c].fillna(0).astype(int) if c in df else 0
         return df
 
-    def cut_replies(self) -> pd.DataFrame:
-        """Per run and dataset: replies that stopped at the reply cap (``max_new_tokens``).
-
-        A reply hit the cap when it has no error and its finish reason is ``"length"`` (local
-        backends: no EOS within the cap; APIs: their length finish reason). Base and variant
-        replies of ``responses`` and the base repeats count. Returns one row per (run, dataset):
-        run_id, model, dataset, replies, cut (≤ replies), sorted by model, dataset.
-        """
-        rep = ("UNION ALL SELECT run_id, prompt_id, finish_reason, error FROM base_repeats"
-               if self._has_table("base_repeats") else "")
-        return self.con.execute(f"""
-            WITH r AS (SELECT run_id, prompt_id, finish_reason, error FROM responses {rep})
-            SELECT r.run_id, any_value(ru.model) AS model, p.dataset, count(*) AS replies,
-                   count(*) FILTER (WHERE r.error IS NULL AND r.finish_reason = 'length') AS cut
-            FROM r JOIN prompts p USING (prompt_id) LEFT JOIN runs ru USING (run_id)
-            GROUP BY r.run_id, p.dataset ORDER BY model, p.dataset""").df()
-
-
     def noise_floor(self, run_ids: Iterable[str] | None = None) -> pd.DataFrame:
         """``noise_floor`` rows joined with the run's model (empty, same columns, without the table).
 

@@ -9,6 +9,7 @@ import duckdb
 
 from sago_engine.store import layout, schema, suffstats, trust
 from sago_engine.store.browse import Browse
+from sago_engine.store.health import HealthQueries
 from sago_engine.store.rescoring import Rescoring
 from sago_engine.store.schema import StoreError
 from sago_engine.store.scores import ScoreQueries
@@ -17,13 +18,13 @@ from sago_engine.store.writes import Writes
 
 
 @dataclass
-class Store(Writes, Browse, ScoreQueries, WorstQueries, Rescoring):
+class Store(Writes, Browse, ScoreQueries, WorstQueries, Rescoring, HealthQueries):
     """An open sago store. Use ``open_store``; close with ``close()`` or as a context manager.
 
     The methods come from ``writes.Writes`` (transactions, inserts, run records),
     ``browse.Browse`` (stored rows, page lists and details), ``rescoring.Rescoring`` (a rescore's
     reads and in-place deltas replacement), ``scores.ScoreQueries``
-    (sufficient statistics → scores) and ``worst.WorstQueries`` (worst prompts and variants, search). ``stats_materialised`` is False only for a read-only store
+    (sufficient statistics → scores), ``health.HealthQueries`` (replies cut at the cap) and ``worst.WorstQueries`` (worst prompts and variants, search). ``stats_materialised`` is False only for a read-only store
     written before the statistics tables existed (its scores are then summed from ``deltas``).
     ``columns``: per table, the known columns the file holds (``schema.check``); reads select
     only these.
