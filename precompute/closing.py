@@ -41,18 +41,18 @@ def health_line(health: dict | None, cap: int | None) -> str:
 
 
 def cut_warnings(cut: pd.DataFrame, cap: int | None, threshold: float = WARN_CUT_SHARE) -> list[str]:
-    """One warning per dataset of a run whose share of replies cut at the cap exceeds ``threshold``.
+    """One warning naming each dataset of a run whose share of replies cut at the cap exceeds
+    ``threshold`` (none when no dataset does).
 
     ``cut``: ``Store.cut_replies`` rows of one run (dataset, replies, cut).
     """
-    out = []
-    for r in cut.itertuples():
-        if r.replies and r.cut / r.replies > threshold:
-            out.append(f"  warning: {r.cut} of {r.replies} replies on {shown(r.dataset, 40)} ({_pct(r.cut, r.replies)})"
-                       f" stopped at the reply cap{f' of {cap} tokens' if cap else ''}: axes that read the reply "
-                       "(Δ-BLEU, Δ-BERT, Δ-MR) compare cut text; raise max_new_tokens (docs/CONFIG.md, "
-                       "\"Choosing the reply cap\")")
-    return out
+    over = [f"{shown(r.dataset, 40)} {r.cut}/{r.replies} ({_pct(r.cut, r.replies)})"
+            for r in cut.itertuples() if r.replies and r.cut / r.replies > threshold]
+    if not over:
+        return []
+    at = f"the {cap}-token reply cap" if cap else "the reply cap"
+    return [f"  warning: more than {threshold:.0%} of the replies stopped at {at} on {', '.join(over)}: Δ-BLEU, "
+            "Δ-BERT and Δ-MR compare cut text there; raise max_new_tokens (docs/CONFIG.md, \"Choosing the reply cap\")"]
 
 
 def sgs_line(scores: pd.DataFrame) -> str:

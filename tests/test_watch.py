@@ -72,7 +72,9 @@ def test_cut_warning_above_the_threshold_only():
 
     cut = pd.DataFrame({"dataset": ["a", "b\x1b[31m"], "replies": [100, 100], "cut": [20, 89]})
     w = cut_warnings(cut, 48)
-    assert len(w) == 1 and "89 of 100 replies on b\\x1b[31m (89%) stopped at the reply cap of 48 tokens" in w[0]
+    assert len(w) == 1 and "more than 20% of the replies stopped at the 48-token reply cap on b\\x1b[31m 89/100 (89%)" in w[0]
+    assert "a 20/100" not in w[0]
+    assert cut_warnings(cut[:1], 48) == []
 
 
 def test_dashboard_command_quotes_the_path():
