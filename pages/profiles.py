@@ -5,6 +5,7 @@ import streamlit as st
 
 from dashboard import charts, choices, controls, data, exports, frame, links, prose, urlstate
 from sago_engine import assumptions, pairwise, paper, report
+from sago_engine.cap_health import cut_table, cut_warning
 from sago_engine.noise import floor_table, reply_health_table
 from sago_engine.report import radar_axis_scales, wide_cells, wide_ci_cells
 from sago_engine.scoring import MAIN_EPSILON
@@ -156,6 +157,17 @@ if len(health):
                "reasoning, so the text axes of those pairs are n/a); refused (content filter / safety / refusal), "
                "judge answers without an unambiguous YES/NO (fell back to the heuristic), replies whose server "
                "log-probs were unusable (invalid_logprobs: their Δ-Prob and Δ-Ent are n/a).")
+cuts = cut_table(data.query(Store.cut_replies), data.query(Store.cut_pairs))
+if len(cuts):
+    st.markdown("**Reply health: replies cut at the reply cap, per model × dataset**")
+    exports.table(cuts, "profiles_cut_replies", "sago_cut_replies.csv")
+    st.caption("cut: replies that stopped at max_new_tokens (finish reason \"length\"; flag hit_cap) instead of "
+               "ending on their own; both_cut: variant pairs whose base and variant replies were both cut — equal "
+               "lengths by construction, so Δ-MR's length rule and Δ-BLEU compare cut text there. Stored values "
+               "are unchanged; this marks where to read them with care.")
+    warn = cut_warning(cuts)
+    if warn:
+        st.warning(warn)
 nf = data.query(Store.noise_floor)
 if len(nf):
     exports.table(floor_table(data.query(Store.prompt_scores, f), nf), "profiles_noise_floor", "sago_noise_floor.csv")

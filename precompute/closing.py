@@ -14,10 +14,8 @@ import pandas as pd
 
 from precompute.terminal import shown
 from sago_engine import scoring
+from sago_engine.cap_health import WARN_CUT_SHARE, cut_table, over_threshold
 from sago_engine.types import axis_label, axis_sort_key
-
-#: Above this share of replies cut at the cap (per model × dataset) the summary warns.
-WARN_CUT_SHARE = 0.2
 
 
 def dashboard_command(store: str | Path) -> str:
@@ -40,19 +38,21 @@ def health_line(health: dict | None, cap: int | None) -> str:
             f"{int(health['cut'])} cut{at} ({_pct(int(health['cut']), n)}), {int(health['empty'])} empty")
 
 
-def cut_warnings(cut: pd.DataFrame, cap: int | None, threshold: float = WARN_CUT_SHARE) -> list[str]:
-    """One warning naming each dataset of a run whose share of replies cut at the cap exceeds
-    ``threshold`` (none when no dataset does).
-
-    ``cut``: ``Store.cut_replies`` rows of one run (dataset, replies, cut).
-    """
-    over = [f"{shown(r.dataset, 40)} {r.cut}/{r.replies} ({_pct(r.cut, r.replies)})"
-            for r in cut.itertuples() if r.replies and r.cut / r.replies > threshold]
-    if not over:
+def cut_lines(table: pd.DataFrame, cap: int | None, threshold: float = WARN_CUT_SHARE) -> list[str]:
+    """For one run's ``cap_health.cut_table``: the pairs both of whose replies hit the cap, and one
+    warning naming each dataset above ``threshold`` of cut replies (none when no dataset is)."""
+    if table.empty:
         return []
-    at = f"the {cap}-token reply cap" if cap else "the reply cap"
-    return [f"  warning: more than {threshold:.0%} of the replies stopped at {at} on {', '.join(over)}: Δ-BLEU, "
-            "Δ-BERT and Δ-MR compare cut text there; raise max_new_tokens (docs/CONFIG.md, \"Choosing the reply cap\")"]
+    pairs, both = int(table["pairs"].sum()), int(table["both_cut"].sum())
+    out = [f"  pairs whose two replies both hit the cap: {both} of {pairs} ({_pct(both, pairs)}) — Δ-BLEU and "
+           "Δ-MR's length rule compare cut text there"] if both else []
+    over = [f"{shown(r.dataset, 40)} {r.cut}/{r.replies} ({_pct(r.cut, r.replies)})"
+            for r in over_threshold(table, threshold).itertuples()]
+    if over:
+        at = f"the {cap}-token reply cap" if cap else "the reply cap"
+        out.append(f"  warning: more than {threshold:.0%} of the replies stopped at {at} on {', '.join(over)}; "
+                   "raise max_new_tokens (docs/CONFIG.md, \"Choosing the reply cap\")")
+    return out
 
 
 def sgs_line(scores: pd.DataFrame) -> str:
@@ -86,11 +86,12 @@ def closing_lines(store: str | Path, summaries: list[dict], caps: dict[str, int]
     from sago_engine.store import READ_ERRORS, open_store
 
     lines: list[str] = []
-    scores = health = cut = None
+    scores = health = cut = pairs = None
     if Path(store).exists():
         try:
             with open_store(store) as st:
-                scores, health, cut = st.prompt_scores(), st.reply_health(), st.cut_replies()
+                scores, health = st.prompt_scores(), st.reply_health()
+                cut, pairs = st.cut_replies(), st.cut_pairs()
         except READ_ERRORS as e:
             lines.append(f"(the store could not be read for the summary: {shown(e, 200)})")
     for s in summaries:
@@ -103,6 +104,6 @@ def closing_lines(store: str | Path, summaries: list[dict], caps: dict[str, int]
         cap = (caps or {}).get(rid)
         row = None if h.empty else {**h.iloc[0].to_dict(), "cut": int(cut.loc[cut["run_id"] == rid, "cut"].sum())}
         lines.append(health_line(row, cap))
-        lines.extend(cut_warnings(cut[cut["run_id"] == rid], cap))
+        lines.extend(cut_lines(cut_table(cut[cut["run_id"] == rid], pairs[pairs["run_id"] == rid]), cap))
     lines.append(f"open the dashboard: {dashboard_command(store)}")
     return lines

@@ -23,6 +23,7 @@ from precompute.plan_estimate import (
     reply_counts,
 )
 from precompute.terminal import shown
+from sago_engine.cap_health import WARN_CUT_SHARE
 
 #: Share of the memory available above which the plan warns that a local model may not fit.
 MEMORY_WARN_SHARE = 0.9
@@ -70,8 +71,10 @@ def memory_line(m, config, plan, ids: list[str], cap: int, encode) -> str:
     return line
 
 
-def model_lines(cfg, m, plan, ids: list[str], done: set[str], rate: float | None, calibration=None) -> tuple[list[str], int]:
-    """The plan's lines of one model and its new replies."""
+def model_lines(cfg, m, plan, ids: list[str], done: set[str], rate: float | None, calibration=None,
+                stored_cut: tuple[int, int] | None = None) -> tuple[list[str], int]:
+    """The plan's lines of one model and its new replies. ``stored_cut``: (cut at the cap, replies) of
+    the run's replies already stored (``Store.cut_replies``)."""
     cap = cfg.max_new_tokens_for(m)
     c = reply_counts(plan, m.repeats, ids, done, cfg.judge is not None)
     pending = [pid for pid in ids if pid not in done]
@@ -79,6 +82,11 @@ def model_lines(cfg, m, plan, ids: list[str], done: set[str], rate: float | None
     encode = side[0].encode_prompt if side else None
     lines = [f"    replies: {c.replies_new:,} to generate ({c.prompts_new} prompts × (base × {m.repeats} + their "
              f"variants)), {c.replies_stored:,} already stored"]
+    if stored_cut is not None and stored_cut[1]:
+        n_cut, n = stored_cut
+        lines.append(f"    cut at the reply cap so far: {n_cut} of {n} stored replies ({100.0 * n_cut / n:.0f}%)"
+                     + (" — warning: raise max_new_tokens (a new cap is a new run)" if n_cut > WARN_CUT_SHARE * n
+                        else ""))
     if cfg.judge is not None:
         lines.append(f"    judge calls: up to {c.judge_calls:,} (variant and base reply of each social-register variant)")
     tok_in, how = input_tokens(input_texts(plan, m.repeats, pending), encode)
@@ -143,10 +151,15 @@ def print_plan(cfg, runner, shard, only_models=None, rate: float | None = None, 
             from precompute.calibrate import calibrate as measure
 
             cal = measure(cfg, m, plan, [i for i in ids if i not in done])
-        lines, n = model_lines(cfg, m, plan, ids, done, rate, cal)
+        cut = store.cut_replies() if store else None
+        mine = None if cut is None else cut[cut["run_id"] == rid]
+        lines, n = model_lines(cfg, m, plan, ids, done, rate, cal,
+                               None if mine is None else (int(mine["cut"].sum()), int(mine["replies"].sum())))
         total += n
         for line in lines:
             print(line)
     print(f"total: {total:,} replies to generate")
+    print(f"reply cap: {cfg.max_new_tokens} tokens (a model's own max_new_tokens overrides it); a reply that "
+          "reaches it is cut — the run reports the share per model × dataset (docs/CONFIG.md, \"Choosing the reply cap\")")
     if store:
         store.close()

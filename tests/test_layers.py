@@ -25,10 +25,12 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "sago_engine$", "sago_engine.registry", "sago_engine.seeds", "sago_engine.axis_spec", "sago_engine.types",
         "sago_engine.pricing", "sago_engine.filters", "sago_engine.noop", "sago_engine.paper",
         "sago_engine.palette", "sago_engine.textdiff", "sago_engine.datasets", "sago_engine.runrecord",
-        "sago_engine.memlimit", "sago_engine.threads", "sago_engine.store_catalog", "sago_engine.progress")),
+        "sago_engine.memlimit", "sago_engine.threads", "sago_engine.store_catalog", "sago_engine.progress",
+        "sago_engine.reply_flags")),
     ("math", (
         "sago_engine.scoring", "sago_engine.stats", "sago_engine.ablations", "sago_engine.rankcorr",
-        "sago_engine.runpairs", "sago_engine.judge_audit", "sago_engine.pairwise", "sago_engine.gate")),
+        "sago_engine.runpairs", "sago_engine.judge_audit", "sago_engine.pairwise", "sago_engine.gate",
+        "sago_engine.cap_health")),
     ("store, variants, zoo", (
         "sago_engine.store", "sago_engine.variants", "sago_engine.models", "sago_engine.kernels",
         "sago_engine.bertscore")),

@@ -11,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from precompute.closing import closing_lines, cut_warnings, dashboard_command
+from precompute.closing import closing_lines, cut_lines, dashboard_command
 from precompute.watch import ReplyBar
 from sago_engine import progress
 from sago_engine.store import open_store
@@ -67,14 +67,21 @@ def test_closing_summary_names_sgs_health_and_the_dashboard(tiny_store):
     assert "every prompt already done — nothing generated" in closing_lines(tiny_store, [done])[0]
 
 
-def test_cut_warning_above_the_threshold_only():
+def test_cut_lines_warn_above_the_threshold_only():
     import pandas as pd
 
-    cut = pd.DataFrame({"dataset": ["a", "b\x1b[31m"], "replies": [100, 100], "cut": [20, 89]})
-    w = cut_warnings(cut, 48)
-    assert len(w) == 1 and "more than 20% of the replies stopped at the 48-token reply cap on b\\x1b[31m 89/100 (89%)" in w[0]
-    assert "a 20/100" not in w[0]
-    assert cut_warnings(cut[:1], 48) == []
+    from sago_engine.cap_health import cut_table
+
+    cut = pd.DataFrame({"run_id": "r", "model": "m", "dataset": ["a", "b\x1b[31m"], "replies": [100, 100],
+                        "cut": [20, 89]})
+    pairs = pd.DataFrame({"run_id": "r", "model": "m", "dataset": ["a", "b\x1b[31m"], "pairs": [90, 90],
+                          "both_cut": [0, 70]})
+    lines = cut_lines(cut_table(cut, pairs), 48)
+    assert lines[0] == ("  pairs whose two replies both hit the cap: 70 of 180 (39%) — Δ-BLEU and Δ-MR's length rule "
+                        "compare cut text there")
+    assert "more than 20% of the replies stopped at the 48-token reply cap on b\\x1b[31m 89/100 (89%);" in lines[1]
+    assert "a 20/100" not in lines[1]  # 20% is not above 20%
+    assert cut_lines(cut_table(cut[:1], pairs[:1]), 48) == []
 
 
 def test_dashboard_command_quotes_the_path():

@@ -29,3 +29,22 @@ class HealthQueries:
                    count(*) FILTER (WHERE r.error IS NULL AND r.finish_reason = 'length') AS cut
             FROM r JOIN prompts p USING (prompt_id) LEFT JOIN runs ru USING (run_id)
             GROUP BY r.run_id, p.dataset ORDER BY model, p.dataset""").df()
+
+    def cut_pairs(self) -> pd.DataFrame:
+        """Per run and dataset: (base, variant) reply pairs of kept variants and those whose two
+        replies both stopped at the reply cap (no error, finish reason ``"length"``; the ``hit_cap``
+        flag). Such a pair has equal lengths by construction: Δ-MR's length rule and Δ-BLEU compare
+        cut text there. A mark read from the stored replies; no stored value changes.
+
+        Returns one row per (run, dataset): run_id, model, dataset, pairs, both_cut (≤ pairs).
+        """
+        return self.con.execute("""
+            WITH r AS (SELECT run_id, prompt_id, variant_id,
+                              (error IS NULL AND finish_reason = 'length') AS cut FROM responses)
+            SELECT v.run_id, any_value(ru.model) AS model, p.dataset, count(*) AS pairs,
+                   count(*) FILTER (WHERE v.cut AND b.cut) AS both_cut
+            FROM r v JOIN r b ON b.run_id = v.run_id AND b.prompt_id = v.prompt_id AND b.variant_id IS NULL
+                 JOIN variants va ON va.variant_id = v.variant_id AND va.kept
+                 JOIN prompts p ON p.prompt_id = v.prompt_id LEFT JOIN runs ru ON ru.run_id = v.run_id
+            WHERE v.variant_id IS NOT NULL
+            GROUP BY v.run_id, p.dataset ORDER BY model, p.dataset""").df()
