@@ -134,6 +134,10 @@ def main(argv: list[str] | None = None) -> int:
         return import_authors_main(argv[1:])
     if argv and argv[0] == "rescore":
         return rescore_main(argv[1:])
+    if argv and argv[0] == "calibrate-filter":
+        from precompute.filter_report import calibrate_main
+
+        return calibrate_main(argv[1:])
     if argv and argv[0] == "check":
         from precompute.check import check_main
 

@@ -86,12 +86,12 @@ def closing_lines(store: str | Path, summaries: list[dict], caps: dict[str, int]
     from sago_engine.store import READ_ERRORS, open_store
 
     lines: list[str] = []
-    scores = health = cut = pairs = None
+    scores = health = cut = pairs = filt = None
     if Path(store).exists():
         try:
             with open_store(store) as st:
                 scores, health = st.prompt_scores(), st.reply_health()
-                cut, pairs = st.cut_replies(), st.cut_pairs()
+                cut, pairs, filt = st.cut_replies(), st.cut_pairs(), st.filter_counts()
         except READ_ERRORS as e:
             lines.append(f"(the store could not be read for the summary: {shown(e, 200)})")
     for s in summaries:
@@ -105,5 +105,10 @@ def closing_lines(store: str | Path, summaries: list[dict], caps: dict[str, int]
         row = None if h.empty else {**h.iloc[0].to_dict(), "cut": int(cut.loc[cut["run_id"] == rid, "cut"].sum())}
         lines.append(health_line(row, cap))
         lines.extend(cut_lines(cut_table(cut[cut["run_id"] == rid], pairs[pairs["run_id"] == rid]), cap))
+    if filt is not None and filt["variants_scored"]:
+        k, n = filt["variants_rejected"], filt["variants_scored"]
+        lines.append(f"semantic filter: rejected {k} of {n} scored variants" + (
+            " — it rejected nothing (docs/METHOD.md, \"Semantic filter\": score = \"recall\" rejects meaning changes)"
+            if not k else ""))
     lines.append(f"open the dashboard: {dashboard_command(store)}")
     return lines

@@ -194,6 +194,8 @@ def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = N
         with open_store(work, read_only=False, create=True) as store:
             plan = make_plan(cfg, store, backend_factory=backend_factory)
             write_plan(store, plan)
+            if plan.filter_info:  # recorded with each run: what the filter did to this plan's variants
+                plan.filter_info.update(store.filter_counts([v.variant_id for vs in plan.variants.values() for v in vs]))
             last = [time.monotonic()]
 
             def on_chunk(name: str, done: int, total: int) -> None:

@@ -48,3 +48,17 @@ class HealthQueries:
                  JOIN prompts p ON p.prompt_id = v.prompt_id LEFT JOIN runs ru ON ru.run_id = v.run_id
             WHERE v.variant_id IS NOT NULL
             GROUP BY v.run_id, p.dataset ORDER BY model, p.dataset""").df()
+
+    def filter_counts(self, variant_ids: list[str] | None = None) -> dict[str, int]:
+        """How many variants (of ``variant_ids``; None = all) the semantic filter scored and how many
+        it rejected: scored = a semantic score stored; rejected = not kept for the filter's reasons
+        (below the threshold, the prompt-level rule, a degenerate rewrite), no-ops (``skip_reason``)
+        left out. Returns ``{"variants_scored": n, "variants_rejected": k}``."""
+        has_skip = "skip_reason" in getattr(self, "columns", {}).get("variants", ("skip_reason",))
+        noop = "v.skip_reason IS NULL" if has_skip else "TRUE"
+        sel = "" if variant_ids is None else "WHERE list_contains(?, v.variant_id)"
+        row = self.con.execute(f"""
+            SELECT count(*) FILTER (WHERE v.semantic_score IS NOT NULL),
+                   count(*) FILTER (WHERE NOT v.kept AND {noop})
+            FROM variants v {sel}""", [] if variant_ids is None else [list(variant_ids)]).fetchone()
+        return {"variants_scored": int(row[0]), "variants_rejected": int(row[1])}
