@@ -10,6 +10,7 @@ from sago_engine.noise import floor_table, reply_health_table
 from sago_engine.report import radar_axis_scales, wide_cells, wide_ci_cells
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.store import Store
+from sago_engine.store_shape import per_dataset_note
 from sago_engine.tables import sgs_numbers
 from sago_engine.types import AXES, AXIS_LABELS
 
@@ -175,8 +176,12 @@ if len(nf):
                "p: one-sided paired t-test of s − floor > 0 over prompts (is the instability above what repeating "
                "the same prompt gives?).")
 st.subheader("SGS per dataset × axis")
-exports.table(sgs_numbers(tables["per_dataset"]), "profiles_dataset_table", "sago_sgs_per_dataset.csv",
-              show=wide_cells(tables["per_dataset"], ["model", "dataset"]))
+one = per_dataset_note(len(datasets))
+if one:
+    st.caption(one)
+else:
+    exports.table(sgs_numbers(tables["per_dataset"]), "profiles_dataset_table", "sago_sgs_per_dataset.csv",
+                  show=wide_cells(tables["per_dataset"], ["model", "dataset"]))
 st.subheader("Total SGS with 95% bootstrap CI")
 ci_tab = data.scored(report.sgs_ci_table, f, eps=MAIN_EPSILON, correction=correction, n_resamples=int(n_boot))
 exports.table(sgs_numbers(ci_tab), "profiles_ci_table", "sago_sgs_total_ci.csv", show=wide_ci_cells(ci_tab, ["model"]))

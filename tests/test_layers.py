@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("math", (
         "sago_engine.scoring", "sago_engine.stats", "sago_engine.ablations", "sago_engine.rankcorr",
         "sago_engine.runpairs", "sago_engine.judge_audit", "sago_engine.pairwise", "sago_engine.gate",
-        "sago_engine.cap_health")),
+        "sago_engine.cap_health", "sago_engine.store_shape")),
     ("store, variants, zoo", (
         "sago_engine.store", "sago_engine.variants", "sago_engine.models", "sago_engine.kernels",
         "sago_engine.bertscore")),

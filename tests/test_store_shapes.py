@@ -1,0 +1,61 @@
+"""Every page on small store shapes (one model and one dataset; one family): no page fails, and a page
+with nothing to compare says why instead of drawing an empty chart or repeating a table (headless
+Streamlit, the real pages)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from sago_engine.store_shape import per_dataset_note, ranking_note
+from tests.factories import make_store
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = ("profiles", "pareto", "rankings", "significance", "sample_size", "pairwise", "prompts", "worst", "variants",
+         "method_choices", "paper_reference")
+
+
+def test_notes_by_shape():
+    assert "nothing to rank" in ranking_note(1, 1)
+    assert "every rank is 1" in ranking_note(1, 3)
+    assert "reversals" in ranking_note(2, 1) and ranking_note(2, 2) is None
+    assert per_dataset_note(1) and per_dataset_note(2) is None
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory):
+    d = tmp_path_factory.mktemp("shapes")
+    one = make_store(d / "one.duckdb", models=("m-one",), datasets=("truthfulqa",), n_prompts=6, n_variants=3, seed=2)
+    fam = make_store(d / "fam.duckdb", models=("m-a", "m-b"), datasets=("truthfulqa", "alpaca"), n_prompts=4,
+                     n_variants=3, seed=4, variant_fields=lambda ds, i, j: {"family": "social_register"})
+    return {"one": one, "family": fam}
+
+
+def _page(store, page: str) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.session_state["app_store_custom"] = str(store)
+    at.run()
+    if page != "profiles":
+        at.switch_page(f"pages/{page}.py")
+        at.run()
+    return at
+
+
+@pytest.mark.parametrize("shape", ["one", "family"])
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_something_or_says_why(shapes, shape, page):
+    at = _page(shapes[shape], page)
+    assert not at.exception, at.exception
+    shown = len(at.get("plotly_chart")) + len(at.get("vega_lite_chart")) + len(at.dataframe)
+    said = [m.value for m in (*at.info, *at.warning)]
+    assert shown or said, f"{page} on the {shape} store shows nothing and says nothing"
+
+
+def test_one_model_one_dataset_says_why_rankings_and_profiles_are_thin(shapes):
+    at = _page(shapes["one"], "rankings")
+    assert any("nothing to rank" in i.value for i in at.info)
+    at = _page(shapes["one"], "profiles")
+    assert any("SGS per dataset equals the total SGS above" in c.value for c in at.caption)
+    assert not any("dataset" in df.value.columns and "Δ-Cos" in df.value.columns for df in at.dataframe)
