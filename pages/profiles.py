@@ -150,22 +150,29 @@ if picked and picked[0][1] in axis_of:  # a cell: that model's worst prompts on 
 st.caption("Family of tests for the correction: every model × axis of this table." + mc_note
            + " Click a cell to see that model's worst prompts on that axis.")
 # replies that are not answers, and the noise floor, beside the SGS
+def health_table(title: str, df, key: str, filename: str, caption: str) -> None:
+    """A reply-health table under its bold title, with its caption."""
+    st.markdown(f"**{title}**")
+    exports.table(df, key, filename)
+    st.caption(caption)
+
+
 health = reply_health_table(data.query(Store.reply_health))
 if len(health):
-    st.markdown("**Reply health: replies that are not answers, per model**")
-    exports.table(health, "profiles_reply_health", "sago_reply_health.csv")
-    st.caption("Errors; empty replies (of which budget_spent: the token budget went to hidden "
-               "reasoning, so the text axes of those pairs are n/a); refused (content filter / safety / refusal), "
-               "judge answers without an unambiguous YES/NO (fell back to the heuristic), replies whose server "
-               "log-probs were unusable (invalid_logprobs: their Δ-Prob and Δ-Ent are n/a).")
+    health_table("Reply health: replies that are not answers, per model", health, "profiles_reply_health",
+                 "sago_reply_health.csv",
+                 "Errors; empty replies (of which budget_spent: the token budget went to hidden reasoning, so the "
+                 "text axes of those pairs are n/a); refused (content filter / safety / refusal), judge answers "
+                 "without an unambiguous YES/NO (fell back to the heuristic), replies whose server log-probs were "
+                 "unusable (invalid_logprobs: their Δ-Prob and Δ-Ent are n/a).")
 cuts = cut_table(data.query(Store.cut_replies), data.query(Store.cut_pairs))
 if len(cuts):
-    st.markdown("**Reply health: replies cut at the reply cap, per model × dataset**")
-    exports.table(cuts, "profiles_cut_replies", "sago_cut_replies.csv")
-    st.caption("cut: replies that stopped at max_new_tokens (finish reason \"length\"; flag hit_cap) instead of "
-               "ending on their own; both_cut: variant pairs whose base and variant replies were both cut — equal "
-               "lengths by construction, so Δ-MR's length rule and Δ-BLEU compare cut text there. Stored values "
-               "are unchanged; this marks where to read them with care.")
+    health_table("Reply health: replies cut at the reply cap, per model × dataset", cuts, "profiles_cut_replies",
+                 "sago_cut_replies.csv",
+                 "cut: replies that stopped at max_new_tokens (finish reason \"length\"; flag hit_cap) instead of "
+                 "ending on their own; both_cut: variant pairs whose base and variant replies were both cut — equal "
+                 "lengths by construction, so Δ-MR's length rule and Δ-BLEU compare cut text there. Stored values "
+                 "are unchanged; this marks where to read them with care.")
     warn = cut_warning(cuts)
     if warn:
         st.warning(warn)

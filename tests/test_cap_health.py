@@ -73,11 +73,9 @@ def test_cut_table_sums_runs_of_a_model_and_warns_above_the_share():
 
 
 def test_profiles_page_shows_cut_replies_and_the_warning(tiny_store):
-    from streamlit.testing.v1 import AppTest
+    from tests.apptest import open_page
 
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
-    at.session_state["app_store_custom"] = str(tiny_store)
-    at.run()
+    at = open_page(tiny_store)
     assert not at.exception, at.exception
     tables = [df.value for df in at.dataframe]
     cut = next(t for t in tables if "both_cut" in t.columns)

@@ -82,10 +82,9 @@ def test_recall_score_needs_the_raw_scale(tmp_path):
 def test_run_records_what_the_filter_rejected_and_pages_say_when_nothing(tiny_store):
     import json
 
-    from streamlit.testing.v1 import AppTest
-
     from precompute.closing import closing_lines
     from sago_engine.store import open_store
+    from tests.apptest import open_page
 
     with open_store(tiny_store) as st:
         counts = st.filter_counts()
@@ -98,10 +97,6 @@ def test_run_records_what_the_filter_rejected_and_pages_say_when_nothing(tiny_st
     assert f"semantic filter: rejected {counts['variants_rejected']} of {counts['variants_scored']} scored variants" in \
         "\n".join(lines)
     if counts["variants_rejected"] == 0:
-        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=90)
-        at.session_state["app_store_custom"] = str(tiny_store)
-        at.run()
-        at.switch_page("pages/variants.py")
-        at.run()
+        at = open_page(tiny_store, "variants")
         assert not at.exception, at.exception
         assert any("The semantic filter rejected nothing" in i.value for i in at.info)

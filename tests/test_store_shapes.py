@@ -4,15 +4,12 @@ Streamlit, the real pages)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from streamlit.testing.v1 import AppTest
 
 from sago_engine.store_shape import per_dataset_note, ranking_note
+from tests.apptest import open_page
 from tests.factories import make_store
 
-ROOT = Path(__file__).resolve().parent.parent
 PAGES = ("profiles", "pareto", "rankings", "significance", "sample_size", "pairwise", "prompts", "worst", "variants",
          "method_choices", "paper_reference")
 
@@ -33,20 +30,10 @@ def shapes(tmp_path_factory):
     return {"one": one, "family": fam}
 
 
-def _page(store, page: str) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.session_state["app_store_custom"] = str(store)
-    at.run()
-    if page != "profiles":
-        at.switch_page(f"pages/{page}.py")
-        at.run()
-    return at
-
-
 @pytest.mark.parametrize("shape", ["one", "family"])
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_renders_something_or_says_why(shapes, shape, page):
-    at = _page(shapes[shape], page)
+    at = open_page(shapes[shape], page)
     assert not at.exception, at.exception
     shown = len(at.get("plotly_chart")) + len(at.get("vega_lite_chart")) + len(at.dataframe)
     said = [m.value for m in (*at.info, *at.warning)]
@@ -54,8 +41,8 @@ def test_every_page_renders_something_or_says_why(shapes, shape, page):
 
 
 def test_one_model_one_dataset_says_why_rankings_and_profiles_are_thin(shapes):
-    at = _page(shapes["one"], "rankings")
+    at = open_page(shapes["one"], "rankings")
     assert any("nothing to rank" in i.value for i in at.info)
-    at = _page(shapes["one"], "profiles")
+    at = open_page(shapes["one"], "profiles")
     assert any("SGS per dataset equals the total SGS above" in c.value for c in at.caption)
     assert not any("dataset" in df.value.columns and "Δ-Cos" in df.value.columns for df in at.dataframe)
