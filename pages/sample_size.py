@@ -34,7 +34,10 @@ summ = summ.assign(axis_label=summ["axis"].map(AXIS_LABELS))
 order = [AXIS_LABELS[a] for a in AXES]
 plotted = summ[summ["n_groups"] > 0]
 base = alt.Chart(plotted).encode(
-    x=alt.X("n:Q", title="N prompts drawn (requested)", scale=alt.Scale(type="log", base=2),
+    # the domain spans every requested N: with one N plotted (a small store) a data-driven log domain
+    # collapses to a point and every tick label lands on the same spot
+    x=alt.X("n:Q", title="N prompts drawn (requested)",
+            scale=alt.Scale(type="log", base=2, domain=[min(SAMPLE_SIZES), max(SAMPLE_SIZES)]),
             axis=alt.Axis(values=list(SAMPLE_SIZES), format="d")),
     color=alt.Color("axis_label:N", sort=order, title="axis",
                     scale=alt.Scale(domain=order, range=[AXIS_COLORS[a] for a in AXES])))

@@ -46,3 +46,15 @@ def test_one_model_one_dataset_says_why_rankings_and_profiles_are_thin(shapes):
     at = open_page(shapes["one"], "profiles")
     assert any("SGS per dataset equals the total SGS above" in c.value for c in at.caption)
     assert not any("dataset" in df.value.columns and "Δ-Cos" in df.value.columns for df in at.dataframe)
+
+
+def test_sample_size_axis_spans_every_requested_n_on_a_small_store(shapes):
+    """Six prompts: only N = 4 can be drawn; the x axis still spans 4…128, so its tick labels do not overlap."""
+    import json
+
+    from sago_engine.stats import SAMPLE_SIZES
+
+    at = open_page(shapes["one"], "sample_size")
+    spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)
+    domains = [lay["encoding"]["x"]["scale"]["domain"] for lay in spec.get("layer", []) if "x" in lay.get("encoding", {})]
+    assert domains and all(d == [min(SAMPLE_SIZES), max(SAMPLE_SIZES)] for d in domains)
