@@ -166,7 +166,9 @@ if len(health):
                  "without an unambiguous YES/NO (fell back to the heuristic), replies whose server log-probs were "
                  "unusable (invalid_logprobs: their Δ-Prob and Δ-Ent are n/a).")
 cuts = cut_table(data.query(Store.cut_replies), data.query(Store.cut_pairs))
-if len(cuts):
+if len(cuts) and not cuts["cut"].any():
+    st.caption("Reply cap: no stored reply stopped at max_new_tokens.")
+elif len(cuts):
     health_table("Reply health: replies cut at the reply cap, per model × dataset", cuts, "profiles_cut_replies",
                  "sago_cut_replies.csv",
                  "cut: replies that stopped at max_new_tokens (finish reason \"length\"; flag hit_cap) instead of "
