@@ -5,11 +5,13 @@ import streamlit as st
 
 from dashboard import accuracy, charts, choices, controls, data, exports, frame, links, prose, urlstate
 from sago_engine import assumptions, pairwise, paper, report
+from sago_engine.cap_health import cut_table, cut_warning
 from sago_engine.external import degenerate
 from sago_engine.noise import floor_table, reply_health_table
 from sago_engine.report import radar_axis_scales, wide_cells, wide_ci_cells
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.store import Store
+from sago_engine.store_shape import per_dataset_note
 from sago_engine.tables import sgs_numbers
 from sago_engine.types import AXES, AXIS_LABELS
 
@@ -149,14 +151,34 @@ if picked and picked[0][1] in axis_of:  # a cell: that model's worst prompts on 
 st.caption("Family of tests for the correction: every model × axis of this table." + mc_note
            + " Click a cell to see that model's worst prompts on that axis.")
 # replies that are not answers, and the noise floor, beside the SGS
+def health_table(title: str, df, key: str, filename: str, caption: str) -> None:
+    """A reply-health table under its bold title, with its caption."""
+    st.markdown(f"**{title}**")
+    exports.table(df, key, filename)
+    st.caption(caption)
+
+
 health = reply_health_table(data.query(Store.reply_health))
 if len(health):
-    st.markdown("**Reply health: replies that are not answers, per model**")
-    exports.table(health, "profiles_reply_health", "sago_reply_health.csv")
-    st.caption("Errors; empty replies (of which budget_spent: the token budget went to hidden "
-               "reasoning, so the text axes of those pairs are n/a); refused (content filter / safety / refusal), "
-               "judge answers without an unambiguous YES/NO (fell back to the heuristic), replies whose server "
-               "log-probs were unusable (invalid_logprobs: their Δ-Prob and Δ-Ent are n/a).")
+    health_table("Reply health: replies that are not answers, per model", health, "profiles_reply_health",
+                 "sago_reply_health.csv",
+                 "Errors; empty replies (of which budget_spent: the token budget went to hidden reasoning, so the "
+                 "text axes of those pairs are n/a); refused (content filter / safety / refusal), judge answers "
+                 "without an unambiguous YES/NO (fell back to the heuristic), replies whose server log-probs were "
+                 "unusable (invalid_logprobs: their Δ-Prob and Δ-Ent are n/a).")
+cuts = cut_table(data.query(Store.cut_replies), data.query(Store.cut_pairs))
+if len(cuts) and not cuts["cut"].any():
+    st.caption("Reply cap: no stored reply stopped at max_new_tokens.")
+elif len(cuts):
+    health_table("Reply health: replies cut at the reply cap, per model × dataset", cuts, "profiles_cut_replies",
+                 "sago_cut_replies.csv",
+                 "cut: replies that stopped at max_new_tokens (finish reason \"length\"; flag hit_cap) instead of "
+                 "ending on their own; both_cut: variant pairs whose base and variant replies were both cut — equal "
+                 "lengths by construction, so Δ-MR's length rule and Δ-BLEU compare cut text there. Stored values "
+                 "are unchanged; this marks where to read them with care.")
+    warn = cut_warning(cuts)
+    if warn:
+        st.warning(warn)
 flagged = data.scored_frame(degenerate.reply_flags, data.query(Store.reply_texts, f))
 counts = data.scored_frame(degenerate.degenerate_counts, flagged[["model", "variant_id", "kind"]])
 if len(counts) and counts["degenerate"].sum():
@@ -174,8 +196,12 @@ if len(nf):
 accuracy.section(f, ("model",), "profiles_accuracy", "sago_accuracy.csv",
                  "Accuracy under rephrasing (share of replies right — not an SGS)")
 st.subheader("SGS per dataset × axis")
-exports.table(sgs_numbers(tables["per_dataset"]), "profiles_dataset_table", "sago_sgs_per_dataset.csv",
-              show=wide_cells(tables["per_dataset"], ["model", "dataset"]))
+one = per_dataset_note(len(datasets))
+if one:
+    st.caption(one)
+else:
+    exports.table(sgs_numbers(tables["per_dataset"]), "profiles_dataset_table", "sago_sgs_per_dataset.csv",
+                  show=wide_cells(tables["per_dataset"], ["model", "dataset"]))
 st.subheader("Total SGS with 95% bootstrap CI")
 ci_tab = data.scored(report.sgs_ci_table, f, eps=MAIN_EPSILON, correction=correction, n_resamples=int(n_boot))
 exports.table(sgs_numbers(ci_tab), "profiles_ci_table", "sago_sgs_total_ci.csv", show=wide_ci_cells(ci_tab, ["model"]))

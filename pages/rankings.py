@@ -8,6 +8,7 @@ from sago_engine import assumptions, pairwise, report
 from sago_engine.scoring import MAIN_EPSILON
 from sago_engine.stats import REVERSAL_THRESHOLD
 from sago_engine.store import Store
+from sago_engine.store_shape import ranking_note
 from sago_engine.types import AXES, AXIS_LABELS
 
 frame.require_frame()
@@ -25,6 +26,9 @@ with controls.page_controls():
     axis = st.selectbox("Axis", AXES, key="rankings_axis", format_func=AXIS_LABELS.get)
 urlstate.publish()
 
+shape = ranking_note(scores["model"].nunique(), scores["dataset"].nunique())
+if shape:
+    st.info(shape)
 colors = data.model_colors()
 r = ranks[ranks["axis"] == axis].copy()
 r["SGS"] = r["sgs"].round(4)
@@ -65,6 +69,8 @@ if absent:
     st.caption(f"Not ranked on {AXIS_LABELS[axis]} (axis unavailable, n/a): {safe.md(', '.join(absent))}.")
 
 st.subheader("Ranking reversals (bootstrap)")
+if shape:
+    st.caption("No reversal can be computed here: see the note at the top of the page.")
 n_boot = st.number_input("Bootstrap resamples B", 200, 5000, 1000, step=100, key="rankings_boot",
                          help="Prompts resampled with replacement within each dataset, the same prompts for every "
                               "model (paired), seed 0.")

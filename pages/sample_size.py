@@ -31,8 +31,10 @@ spread = data.scored_frame(report.pooled_sgs_spread, scores[scores["model"] == m
 spread = spread.assign(axis_label=spread["axis"].map(AXIS_LABELS))
 order = [AXIS_LABELS[a] for a in AXES]
 base = alt.Chart(spread.dropna(subset=["sd_new"])).encode(
-    x=alt.X("n:Q", title="N prompts", scale=alt.Scale(type="log", base=2),
-            axis=alt.Axis(values=sorted({*SAMPLE_SIZES, *spread["n_available"].astype(int)}), format="d")),
+    # the domain spans every requested N: with one N plotted (a small store) a data-driven log domain
+    # collapses to a point and every tick label lands on the same spot
+    x=alt.X("n:Q", title="N prompts", scale=alt.Scale(type="log", base=2, domain=[min(SAMPLE_SIZES), max(SAMPLE_SIZES)]),
+            axis=alt.Axis(values=list(SAMPLE_SIZES), format="d")),
     color=alt.Color("axis_label:N", sort=order, title="axis",
                     scale=alt.Scale(domain=order, range=[AXIS_COLORS[a] for a in AXES])),
     tooltip=[alt.Tooltip("axis_label:N", title="axis"), alt.Tooltip("n:Q", title="N"),

@@ -73,6 +73,12 @@ exports.table(semantic_audit(audit, threshold), key="variants_audit_table", file
               missing={"n_below": "no single threshold", **{c: "not scored" for c in ("min", "p05", "median", "max")}})
 st.caption("Per family: variants generated, scored, kept and rejected, and the spread of their semantic scores.")
 
+counts = data.query(Store.filter_counts)
+if threshold is not None and counts["variants_scored"] and not counts["variants_rejected"]:
+    st.info(f"The semantic filter rejected nothing: all {counts['variants_scored']} scored variants of this store "
+            f"score above t = {threshold:.3f}. A filter that rejects nothing does not guard the measurement against "
+            "variants that changed the question; docs/METHOD.md, \"Semantic filter\", gives its precision and "
+            "recall on labelled pairs and a setting that rejects meaning changes (score = \"recall\").")
 rejected = data.query(Store.rejected_variants, f)
 with st.expander(f"Rejected variants and why ({len(rejected)}{'+' if len(rejected) >= 1000 else ''})"):
     if rejected.empty:

@@ -168,49 +168,6 @@ def correctness_main(args) -> int:
     return 0
 
 
-def print_plan(cfg, runner, shard, only_models=None) -> None:
-    """Print prompts, variants, kept counts, no-op variants (text equals the base prompt), pending
-    prompt units per model and, per local model, the inputs whose tokens plus the reply cap exceed
-    its context (``context_plan``: its tokenizer is loaded, not its weights) (``--plan``; the models
-    of ``only_models`` — keys or names, as ``--model`` — when given). Model-input no-ops need the
-    model's tokenizer: the run finds and counts them."""
-    from pathlib import Path
-
-    from precompute.config import missing_api_keys, run_key_holders
-    from precompute.context_plan import over_context_lines
-    from sago_engine.store import open_store
-
-    store = open_store(cfg.store, read_only=True) if Path(cfg.store).exists() else None
-    plan = runner.make_plan(cfg, None, request_rewrites=False)  # --plan sends no request
-    n_var = sum(len(v) for v in plan.variants.values())
-    kept = int(plan.variant_rows["kept"].sum()) if len(plan.variant_rows) else 0
-    pending_rw = sum(bool(v.meta.get("pending_rewrite")) for vs in plan.variants.values() for v in vs)
-    print(f"prompts: {len(plan.prompts)}  variants: {n_var}  kept: {kept}"
-          + (f"  (+ {pending_rw} LLM rewrites, requested and filtered at run time unless already stored)"
-             if pending_rw else ""))
-    if plan.noops:
-        from sago_engine.noop import count_by_cell
-
-        cells = count_by_cell([v for vs in plan.variants.values() for v in vs], plan.noops)
-        print(f"no-op variants (text equals the base prompt; stored with kept = false, not run): {len(plan.noops)}"
-              f" ({', '.join(f'{k}: {n}' for k, n in cells.items())})")
-    missing = missing_api_keys(run_key_holders(cfg))
-    if missing:
-        print("warning: a run needs these API keys, unset now: " + "; ".join(missing))
-    ids = [p.prompt_id for p in runner.shard_prompts(plan.prompts, cfg.chunk_prompts, shard)]
-    for m in cfg.models:
-        if only_models and m.key not in only_models and m.name not in only_models:
-            continue  # as runner.run skips it
-        rid = runner.run_id_for(cfg, m, plan)
-        done = store.done_units(rid) if store else set()
-        part = f" (shard {shard[0]}/{shard[1]}: {len(ids)} prompts)" if shard else ""
-        print(f"  {m.name}: run {rid}, {len(set(ids) - done)} prompts pending{part}")
-        for line in over_context_lines(cfg, m, plan, ids):
-            print(line)
-    if store:
-        store.close()
-
-
 def _positive(text: str) -> int:
     try:
         v = int(text)
@@ -257,6 +214,14 @@ def _main(argv: list[str]) -> int:
         return rescore_main(argv[1:])
     if argv and argv[0] == "report":
         return report_main(argv[1:])
+    if argv and argv[0] == "calibrate-filter":
+        from precompute.filter_report import calibrate_main
+
+        return calibrate_main(argv[1:])
+    if argv and argv[0] == "check":
+        from precompute.check import check_main
+
+        return check_main(argv[1:])
     ap = argparse.ArgumentParser(
         prog="python -m precompute",
         description=(
@@ -268,6 +233,7 @@ def _main(argv: list[str]) -> int:
             "Subcommands: `python -m precompute merge --out OUT IN...` combines --shard outputs; "
             "`python -m precompute import-authors DIR --store OUT` imports the SAGO authors' released rows; "
             "`python -m precompute report STORE --html OUT.html` writes a report you can send."
+            "`python -m precompute check STORE --max-sgs bleu=0.4` is a release gate (exit 1 when a threshold is passed)."
         ),
     )
     ap.add_argument("--config", required=True, help="TOML run config, e.g. precompute/configs/demo.toml")
@@ -298,9 +264,18 @@ def _main(argv: list[str]) -> int:
     ap.add_argument("--publish-every", type=float, default=30.0, metavar="SECONDS",
                     help="publish a consistent snapshot of the store this often during a run (default 30)")
     ap.add_argument("--plan", action="store_true",
-                    help="print the plan (prompts, variants, pending work, inputs longer than a local model's context: "
-                         "loads each local model's tokenizer, not its weights) and exit")
-    ap.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+                    help="print the plan and exit: per model the replies to generate (new vs stored), judge calls, "
+                         "estimated tokens, cost where prices are set, time (with --calibrate or --rate), memory "
+                         "need vs available and inputs longer than its context (local models: tokenizer and config "
+                         "only, no weights); the semantic filter is not run")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="with --plan: measure each local model here (load it, answer and score one batch) for the "
+                         "estimated time")
+    ap.add_argument("--rate", type=float, metavar="REPLIES_PER_S",
+                    help="with --plan: the stated rate (replies per second) the estimated time assumes")
+    ap.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    ap.add_argument("--json", action="store_true",
+                    help="end with one JSON line per model (the run's summary dict) instead of the readable summary")
     ap.add_argument("-v", "--verbose", action="store_true", help="log more")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
@@ -310,6 +285,12 @@ def _main(argv: list[str]) -> int:
     from precompute import runner
     from precompute.config import ConfigError, check_run_keys, load_config
 
+    if (args.calibrate or args.rate is not None) and not args.plan:
+        print("error: --calibrate and --rate apply to --plan only", file=sys.stderr)
+        return 2
+    if args.rate is not None and not args.rate > 0:
+        print(f"error: --rate must be > 0 replies/s, got {args.rate}", file=sys.stderr)
+        return 2
     if args.ray and args.shard:
         print("error: --ray runs every shard itself; give --shards N, not --shard K/N", file=sys.stderr)
         return 2
@@ -351,10 +332,15 @@ def _main(argv: list[str]) -> int:
 
     if args.plan:
         try:
-            print_plan(cfg, runner, args.shard, args.model)
-        except (DatasetError, StoreError) as e:
+            from precompute.plan_report import print_plan
+
+            print_plan(cfg, runner, args.shard, args.model, rate=args.rate, calibrate=args.calibrate)
+        except (DatasetError, StoreError, ModelUnavailableError) as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:
+            print("\ninterrupted (Ctrl-C): nothing was written", file=sys.stderr)
+            return EXIT_INTERRUPTED
         return 0
     if args.ray:
         return ray_main(cfg, args)
@@ -364,9 +350,29 @@ def _main(argv: list[str]) -> int:
     except (DatasetError, StoreError, ModelUnavailableError, ApiFatalError, ConfigError, RewriterUnavailableError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    for s in summaries:
-        print(json.dumps(s))
+    except KeyboardInterrupt:
+        return interrupted()
+    if args.json:
+        for s in summaries:
+            print(json.dumps(s))
+    else:
+        from precompute.closing import closing_lines
+
+        caps = {s["run_id"]: cfg.max_new_tokens_for(m) for s in summaries for m in cfg.models if m.name == s["model"]}
+        print("\n".join(closing_lines(cfg.store, summaries, caps)))
     return exit_status(summaries)
+
+
+#: Exit status of a run or a plan stopped by Ctrl-C (SIGINT): 128 + 2, as a shell reports it.
+EXIT_INTERRUPTED = 130
+
+
+def interrupted() -> int:
+    """Ctrl-C: one line instead of a traceback, and ``EXIT_INTERRUPTED``. Every prompt unit committed
+    before the signal is kept (in the working copy), so the same command resumes."""
+    print("\ninterrupted (Ctrl-C): the prompt units finished so far are kept; run the same command to resume",
+          file=sys.stderr)
+    return EXIT_INTERRUPTED
 
 
 def ray_main(cfg, args) -> int:

@@ -133,7 +133,7 @@ SECTION_KEYS: dict[str, tuple[str, ...]] = {
     "run": ("store", "seed", "max_new_tokens", "chunk_prompts", "axis_options"),
     "data": ("dir", "datasets", "n_prompts", "sources", "correctness"),
     "variants": ("families", "per_family", "subtypes", "strengths", "positions"),
-    "semantic_filter": ("threshold", "scale", "level", "enabled"),
+    "semantic_filter": ("threshold", "scale", "level", "score", "enabled"),
 }
 
 #: Keys of ``[judge]`` / ``[rewriter]`` that are not passed to the backend's constructor.
@@ -323,6 +323,12 @@ def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool
     enabled = filt.pop("enabled", True)
     if not isinstance(enabled, bool):
         raise ConfigError(f"semantic_filter.enabled must be true or false, got {enabled!r}")
+    try:  # the filter's own checks (threshold range, scale, level, score), with the config's key names
+        from sago_engine.variants.semantic_filter import FilterConfig
+
+        FilterConfig(**filt)
+    except (TypeError, ValueError) as e:
+        raise ConfigError(f"[semantic_filter]: {e}") from e
     try:
         normalizers = resolve_normalizers(raw.get("normalizers"))
     except ValueError as e:

@@ -124,7 +124,7 @@ def _grid(cfg: RunConfig, prompts: list[Prompt]) -> dict[str, list[VariantSpec]]
 
 
 def make_plan(cfg: RunConfig, store: Store | None = None, backend_factory: Callable | None = None,
-              request_rewrites: bool = True) -> Plan:
+              request_rewrites: bool = True, run_filter: bool = True) -> Plan:
     """Load prompts, build variants, screen them (``measure.screen``: text no-ops, the semantic
     filter on the prompts with a variant new to the store).
 
@@ -135,6 +135,10 @@ def make_plan(cfg: RunConfig, store: Store | None = None, backend_factory: Calla
     (``Plan.noops``: stored ``kept = false`` with its ``skip_reason``, in ``Plan.skip``).
     ``request_rewrites=False`` (``--plan``) sends no rewrite request: rewrites not in ``store``
     are placeholders (``meta["pending_rewrite"]``, not filtered, not in ``variant_rows``).
+    ``run_filter=False`` (``--plan``) skips the semantic filter's scoring (its encoder over every
+    variant; minutes at the paper's scale): ``filter_info`` is empty and ``variant_rows`` holds no
+    verdicts. The counts of a run do not depend on it — a rules variant the filter rejects is still
+    answered — except for LLM rewrites it would reject, which are then counted as answered.
     """
     prompts, sources = load_prompts(cfg)
     specs_by_prompt = _grid(cfg, prompts)
@@ -154,8 +158,8 @@ def make_plan(cfg: RunConfig, store: Store | None = None, backend_factory: Calla
         rec = store.variant_records(ids) if store is not None else None
         return {} if rec is None else dict(zip(rec["variant_id"], rec["kept"].astype(bool)))
 
-    sc = screen(all_v, base_texts, None if cfg.filter is None else FilterConfig(**cfg.filter), stored=stored,
-                stored_kept=stored_kept)
+    fcfg = None if cfg.filter is None or not run_filter else FilterConfig(**cfg.filter)
+    sc = screen(all_v, base_texts, fcfg, stored=stored, stored_kept=stored_kept)
     return Plan(prompts, variants, sc.variant_rows(json_meta=False), sc.info, sc.skip, templates, dict(sc.noops),
                 sources)
 

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
-from tqdm import tqdm
 
 from precompute.config import RunConfig, check_run_keys, llm_backend_spec
 from precompute.model_config import ModelConfig
@@ -25,6 +23,9 @@ from precompute.plan import Plan, make_plan, plan_chunks, shard_prompts, write_p
 from precompute.publish import open_work, publish, remove_work, work_path
 from precompute.records import backend_spec, model_run_record, run_id_for
 from precompute.summary import Health, final_status
+from precompute.terminal import shown
+from precompute.watch import ReplyBar
+from sago_engine import progress as reply_progress
 from sago_engine.backends import get_backend
 from sago_engine.judge import Judge
 from sago_engine.measure import Pending, Rows, Scoring, api_rows, force_base_replies, generate, prepare, score
@@ -32,7 +33,6 @@ from sago_engine.noop import count_by_cell
 from sago_engine.pipeline import option_axes_for
 from sago_engine.store import Store, open_store
 from sago_engine.storerows import unit_rows, utc_now
-from sago_engine.textsafe import one_line, raw_stream
 from sago_engine.threads import apply_threads
 from sago_engine.variants.semantic_filter import bert_rescale_baseline
 
@@ -139,19 +139,19 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
         summary.update(_noop_counts(plan, pending, items))
         health = Health()
         total = sum(m.repeats + len(it.variants) for it in items.values())
-        bar = tqdm(total=total, desc=one_line(m.name), unit="gen", disable=not progress, dynamic_ncols=True,
-                   file=raw_stream(sys.stderr))  # the bar draws with CR; its label is made inert
-        for chunk in chunks:
-            work = [items[p.prompt_id] for p in chunk]
-            answered = generate(backend, work, cap, repeats=m.repeats, keyed_repeats=m.is_api)
-            rows = score(force_base_replies(backend, answered) if scoring.forces_base else answered, scoring)
-            _commit(store, rows, run_id, m, backend, health)
-            summary["retry_pending"] += len(rows.retry)
-            summary["generated"] += sum(m.repeats + len(it.variants) for it in work)
-            bar.update(sum(m.repeats + len(it.variants) for it in work))
-            if on_chunk:
-                on_chunk(summary["generated"], total)
-        bar.close()
+        with ReplyBar(total, shown(m.name, 40), enabled=progress) as bar:
+            for chunk in chunks:
+                work = [items[p.prompt_id] for p in chunk]
+                n_work = sum(m.repeats + len(it.variants) for it in work)
+                with reply_progress.reporting(bar.within(n_work)):  # the bar moves as each reply finishes
+                    answered = generate(backend, work, cap, repeats=m.repeats, keyed_repeats=m.is_api)
+                rows = score(force_base_replies(backend, answered) if scoring.forces_base else answered, scoring)
+                _commit(store, rows, run_id, m, backend, health)
+                summary["retry_pending"] += len(rows.retry)
+                summary["generated"] += n_work
+                bar.set_done(summary["generated"])
+                if on_chunk:
+                    on_chunk(summary["generated"], total)
         check = backend.logprob_check()  # hybrid: server vs local log-probs, warned per chunk
         if check is not None:
             summary["logprob_check"] = check
@@ -194,6 +194,8 @@ def run(cfg: RunConfig, progress: bool = True, only_models: list[str] | None = N
         with open_store(work, read_only=False, create=True) as store:
             plan = make_plan(cfg, store, backend_factory=backend_factory)
             write_plan(store, plan)
+            if plan.filter_info:  # recorded with each run: what the filter did to this plan's variants
+                plan.filter_info.update(store.filter_counts([v.variant_id for vs in plan.variants.values() for v in vs]))
             last = [time.monotonic()]
 
             def on_chunk(name: str, done: int, total: int) -> None:

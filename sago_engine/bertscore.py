@@ -173,8 +173,24 @@ def bertscore_f1(candidates: Sequence[str], references: Sequence[str], batch_siz
     bert-score 0.3.12 under transformers 5 raises AttributeError encoding an empty text.
     Raises ValueError if the two sequences differ in length.
     Source: bert-score (Zhang et al. 2020): ``utils.bert_encode`` for embeddings; the matching
-    is ``utils.greedy_cos_idf`` (idf off) with padding excluded (``_greedy_f1``).
+    is ``utils.greedy_cos_idf`` (idf off) with padding excluded (``_greedy_prf``).
     """
+    return _pair_scores(candidates, references, batch_size, "f1")
+
+
+def bertscore_recall(candidates: Sequence[str], references: Sequence[str], batch_size: int = 64) -> np.ndarray:
+    """BERTScore recall of each reference in its candidate, shape (n,): R = mean over the reference's
+    tokens of their best cosine match among the candidate's tokens (idf off). How much of the
+    reference the candidate still says: text added around it (a greeting, a polite frame) barely
+    lowers it, a reference word replaced or dropped does. Same conventions and windows as
+    ``bertscore_f1`` (identical texts 1.0, an empty text 0.0). Raises ValueError on unequal lengths.
+    Source: bert-score (Zhang et al. 2020), R_BERT.
+    """
+    return _pair_scores(candidates, references, batch_size, "recall")
+
+
+def _pair_scores(candidates: Sequence[str], references: Sequence[str], batch_size: int, which: str) -> np.ndarray:
+    """``bertscore_f1`` (``which="f1"``) or ``bertscore_recall`` (``"recall"``) of each pair."""
     if len(candidates) != len(references):
         raise ValueError(f"{len(candidates)} candidates vs {len(references)} references")
     out = np.zeros(len(candidates), dtype=np.float64)
@@ -207,13 +223,13 @@ def bertscore_f1(candidates: Sequence[str], references: Sequence[str], batch_siz
         pending.sort(key=lambda k: (len(unit[candidates[k]][1]), len(unit[references[k]][1])))
         for s in range(0, len(pending), batch_size):
             chunk = pending[s : s + batch_size]
-            f1 = _greedy_f1([unit[candidates[k]] for k in chunk], [unit[references[k]] for k in chunk])
-            out[chunk] = f1.double().numpy()
+            p, r, f1 = _greedy_prf([unit[candidates[k]] for k in chunk], [unit[references[k]] for k in chunk])
+            out[chunk] = (f1 if which == "f1" else r).double().numpy()
     return out
 
 
-def _greedy_f1(cands: list, refs: list):
-    """BERTScore-F1 by greedy matching for a batch of pairs, padding excluded, shape (B,).
+def _greedy_prf(cands: list, refs: list):
+    """BERTScore P, R and F1 by greedy matching for a batch of pairs, padding excluded, each shape (B,).
 
     Args: per pair (unit-norm embeddings (K, D), weights (K,) summing to 1), candidate and
     reference. Same computation as bert-score's ``utils.greedy_cos_idf``, except that padded
@@ -236,4 +252,4 @@ def _greedy_f1(cands: list, refs: list):
     p = (sim.max(dim=2).values.masked_fill(~mc, 0.0) * wc).sum(dim=1)
     r = (sim.max(dim=1).values.masked_fill(~mr, 0.0) * wr).sum(dim=1)
     f = 2 * p * r / (p + r)
-    return f.masked_fill(torch.isnan(f), 0.0)
+    return p, r, f.masked_fill(torch.isnan(f), 0.0)

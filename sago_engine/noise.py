@@ -25,6 +25,7 @@ import pandas as pd
 from sago_engine.axes import delta_fn
 from sago_engine.axis_spec import AXIS_SPECS
 from sago_engine.pipeline import _unavailable_reason
+from sago_engine.reply_flags import reply_flags
 from sago_engine.scoring import marker, normalize, scores_from_stats, sufficient_stats, ttest_greater
 from sago_engine.seeds import stable_hash
 from sago_engine.types import AXES, GenerationResult
@@ -87,7 +88,7 @@ def floor_rows(run_id: str, units: Sequence[RepeatUnit], normalizers: Mapping[st
                              "prompt_id": u.prompt_id, "repeat": rep, "response": r.text, "n_tokens": int(r.n_tokens),
                              "seq_logprob": r.seq_logprob, "mean_entropy": r.mean_entropy,
                              "finish_reason": r.finish_reason, "latency_s": float(r.latency_s), "error": r.error,
-                             "flags": r.flags or None})
+                             "flags": reply_flags(r)})
             for axis in AXES:
                 reason = _NO_FLOOR if axis not in raw else _unavailable_reason(axis, capabilities, u.base, r)
                 d = float(raw[axis][j]) if axis in raw else float("nan")

@@ -32,6 +32,7 @@ from sago_engine.axes.confidence import base_reply_deltas
 from sago_engine.axes.mirroring_code import code_delta_mr, measured_strength
 from sago_engine.axes.mirroring_code import unavailable_reason as code_mr_reason
 from sago_engine.axis_spec import AXIS_SPECS, NEEDS
+from sago_engine.reply_flags import reply_flags
 from sago_engine.scoring import normalize
 from sago_engine.seeds import stable_hash
 from sago_engine.types import (
@@ -397,5 +398,5 @@ def _response_row(run_id: str, prompt_id: str, variant_id: str | None, r: Genera
         "latency_s": float(r.latency_s),
         "error": r.error,
         "request": (r.meta or {}).get("request"),
-        "flags": r.flags or None,
+        "flags": reply_flags(r),
     }

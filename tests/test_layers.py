@@ -26,11 +26,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "sago_engine.pricing", "sago_engine.filters", "sago_engine.noop", "sago_engine.paper",
         "sago_engine.palette", "sago_engine.textdiff", "sago_engine.datasets", "sago_engine.sources", "sago_engine.runrecord",
         "sago_engine.memlimit", "sago_engine.threads", "sago_engine.store_catalog", "sago_engine.textsafe",
-        "sago_engine.untrusted_files", "sago_engine.replytext", "sago_engine.envcheck")),
+        "sago_engine.untrusted_files", "sago_engine.replytext", "sago_engine.envcheck", "sago_engine.progress",
+        "sago_engine.reply_flags")),
     ("math", (
         "sago_engine.scoring", "sago_engine.stats", "sago_engine.ablations", "sago_engine.rankcorr",
         "sago_engine.runpairs", "sago_engine.judge_audit", "sago_engine.pairwise", "sago_engine.correctness$",
-        "sago_engine.correctness.scorers", "sago_engine.correctness.compare", "sago_engine.signflip", "sago_engine.sample_size")),
+        "sago_engine.correctness.scorers", "sago_engine.correctness.compare", "sago_engine.signflip", "sago_engine.sample_size", "sago_engine.gate",
+        "sago_engine.cap_health", "sago_engine.store_shape")),
     ("store, variants, zoo", (
         "sago_engine.store", "sago_engine.variants", "sago_engine.models", "sago_engine.kernels",
         "sago_engine.bertscore")),

@@ -18,7 +18,7 @@ ALL = frozenset({"cos", "prob", "ent"})
 DELTA_COLS = ["run_id", "dataset", "prompt_id", "variant_id", "axis", "delta", "delta_norm", "available", "reason",
               "detector"]
 RESP_COLS = ["response_id", "run_id", "prompt_id", "variant_id", "response", "n_tokens", "token_ids", "seq_logprob",
-             "mean_entropy", "cos_per_layer", "finish_reason", "latency_s", "error", "request"]
+             "mean_entropy", "cos_per_layer", "finish_reason", "latency_s", "error", "request", "flags"]
 
 
 def V(vid, family="surface_noise", subtype="case", meta=None, strength=1.0):

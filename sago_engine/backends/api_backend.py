@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from .. import progress
 from ..pricing import cost_usd
 from ..seeds import stable_hash
 from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
@@ -365,8 +366,15 @@ class ApiBackend(Backend):
         if len(reps) != len(prompts):
             raise ValueError(f"repeats has {len(reps)} entries for {len(prompts)} prompts")
         workers = min(self.max_concurrency, len(prompts))
+        sink = progress.current()  # read here: the worker threads do not share this context
+
+        def one(pk: tuple[str, int]) -> GenerationResult:
+            r = self._one(pk[0], max_new_tokens, pk[1])
+            progress.advance(1, sink)
+            return r
+
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"sago-{self.name}") as ex:
-            return list(ex.map(lambda pk: self._one(pk[0], max_new_tokens, pk[1]), zip(prompts, reps)))
+            return list(ex.map(one, zip(prompts, reps)))
 
     def _one(self, prompt: str, max_new_tokens: int, repeat: int = 0) -> GenerationResult:
         if self._fatal:  # another prompt hit 401/403/404 or a parameter-level 400: send nothing more

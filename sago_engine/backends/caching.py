@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from .. import progress
 from ..models.cache import sago_cache_dir
 from ..seeds import stable_hash
 from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
@@ -215,6 +216,7 @@ class CachingBackend(Backend):
                             self._models[i].add(r.meta["model"])
             out.append(r)
         todo = [i for i, r in enumerate(out) if r is None]
+        progress.advance(len(out) - len(todo))  # cache hits are finished replies
         if todo:
             kw = {} if repeats is None else {"repeats": [reps[i] for i in todo]}
             fresh = self.backend.generate([prompts[i] for i in todo], max_new_tokens, **kw)

@@ -463,7 +463,6 @@ class Browse:
             df[c] = df[c].fillna(0).astype(int) if c in df else 0
         return df
 
-
     def noise_floor(self, run_ids: Iterable[str] | None = None) -> pd.DataFrame:
         """``noise_floor`` rows joined with the run's model (empty, same columns, without the table).
 

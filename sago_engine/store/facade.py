@@ -10,6 +10,7 @@ import duckdb
 from sago_engine.store import layout, runlabels, schema, sessions, suffstats, trust
 from sago_engine.store.browse import Browse
 from sago_engine.store.correctness import CorrectnessQueries
+from sago_engine.store.health import HealthQueries
 from sago_engine.store.rescoring import Rescoring
 from sago_engine.store.schema import StoreError
 from sago_engine.store.scores import ScoreQueries
@@ -18,12 +19,12 @@ from sago_engine.store.writes import Writes
 
 
 @dataclass
-class Store(Writes, Browse, ScoreQueries, WorstQueries, Rescoring, CorrectnessQueries):
+class Store(Writes, Browse, ScoreQueries, WorstQueries, Rescoring, CorrectnessQueries, HealthQueries):
     """An open sago store. Use ``open_store``; close with ``close()`` or as a context manager.
 
     The methods come from ``writes.Writes`` (transactions, inserts, run records),
     ``browse.Browse`` (stored rows, page lists and details), ``rescoring.Rescoring`` (a rescore's
-    reads and in-place deltas replacement), ``correctness.CorrectnessQueries`` (correctness verdicts),
+    reads and in-place deltas replacement), ``correctness.CorrectnessQueries`` (correctness verdicts), ``health.HealthQueries`` (replies cut at the cap),
     ``scores.ScoreQueries``
     (sufficient statistics → scores) and ``worst.WorstQueries`` (worst prompts and variants, search). ``stats_materialised`` is False only for a read-only store
     written before the statistics tables existed (its scores are then summed from ``deltas``).

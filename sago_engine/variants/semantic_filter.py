@@ -50,6 +50,11 @@ class FilterConfig:
     (SAGO); "variant": each variant on its own."""
     encoder_baseline: float | None = None
     """b_enc to use instead of measuring it (None = ``encoder_baseline()``)."""
+    score: str = "f1"
+    """"f1": BERTScore-F1 of the variant vs the base prompt (the paper); "recall": BERTScore recall of
+    the base prompt in the variant — how much of the request the variant still says; a frame added
+    around it (greeting, politeness) barely lowers it. Calibrated on labelled pairs
+    (data/filter_calibration/, ``filter_calibration``): use it with ``scale = "raw"``."""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.threshold < 1.0:
@@ -58,6 +63,10 @@ class FilterConfig:
             raise ValueError(f"scale must be 'roberta-large' or 'raw', got {self.scale!r}")
         if self.level not in ("prompt", "variant"):
             raise ValueError(f"level must be 'prompt' or 'variant', got {self.level!r}")
+        if self.score not in ("f1", "recall"):
+            raise ValueError(f"score must be 'f1' or 'recall', got {self.score!r}")
+        if self.score == "recall" and self.scale != "raw":
+            raise ValueError("score 'recall' needs scale 'raw' (the paper's mapping is for BERTScore-F1)")
         if self.encoder_baseline is not None and not 0.0 <= self.encoder_baseline < 1.0:
             raise ValueError(f"encoder_baseline must be in [0, 1), got {self.encoder_baseline}")
 
@@ -159,7 +168,7 @@ def effective_threshold(cfg: FilterConfig = FilterConfig()) -> dict[str, Any]:
 
     Returns:
         dict with ``threshold`` (used, encoder scale), ``threshold_config``, ``scale``,
-        ``level``, ``b_ref``, ``ref_model``, ``ref_layer``, ``b_enc``, ``baseline_pairs``,
+        ``level``, ``score`` (only when not ``"f1"``), ``b_ref``, ``ref_model``, ``ref_layer``, ``b_enc``, ``baseline_pairs``,
         ``baseline_seed`` (baseline fields None for scale "raw") and ``encoder`` (the
         ``bertscore.encoder_info()`` dict).
     Source: SAGO (arXiv 2610.01428) §Variants; bert-score baseline rescaling.
@@ -171,6 +180,8 @@ def effective_threshold(cfg: FilterConfig = FilterConfig()) -> dict[str, Any]:
         "b_ref": None, "ref_model": None, "ref_layer": None, "b_enc": None,
         "baseline_pairs": None, "baseline_seed": None, "encoder": bertscore.encoder_info(),
     }
+    if cfg.score != "f1":  # recorded when not the paper's (older records stay as they were)
+        info["score"] = cfg.score
     if cfg.scale == "raw":
         info["threshold"] = cfg.threshold
         return info
@@ -227,8 +238,8 @@ def apply_filter(
         raise KeyError(f"base_texts lacks prompt ids {missing[:5]}{' ...' if len(missing) > 5 else ''}")
     scores: dict[int, float] = {}
     if scored:
-        f1 = bertscore.bertscore_f1([variants[k].text for k in scored],
-                          [base_texts[variants[k].prompt_id] for k in scored])
+        score = bertscore.bertscore_recall if cfg.score == "recall" else bertscore.bertscore_f1
+        f1 = score([variants[k].text for k in scored], [base_texts[variants[k].prompt_id] for k in scored])
         scores = {k: float(s) for k, s in zip(scored, f1)}
         threshold = effective_threshold(cfg)["threshold"]
     passes = {k: scores[k] > threshold for k in scores}

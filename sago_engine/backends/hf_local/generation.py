@@ -22,6 +22,7 @@ from typing import Any
 import torch
 from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
+from ... import progress
 from ...types import GenerationResult
 from ..context import check_context, over_context_result
 from .engine import LocalEngine
@@ -109,6 +110,7 @@ def generate(be: LocalEngine, prompts: list[str], max_new_tokens: int) -> list[G
             spans.append(None)
             out[i] = GenerationResult(text="", n_tokens=0, error=f"{type(exc).__name__}: {exc}")
     valid = [i for i, e in enumerate(encoded) if e is not None]
+    progress.advance(len(prompts) - len(valid))  # error rows are finished replies
     for batch in be.batches([len(encoded[i]) for i in valid]):  # type: ignore[arg-type]
         idx = [valid[b] for b in batch]
         try:
@@ -209,7 +211,9 @@ def _decode(be: LocalEngine, pre: Prefill, max_new_tokens: int
         done += T
         keep = (~finished).nonzero().squeeze(1)
         if done >= max_new_tokens or len(keep) == 0:
+            progress.advance(len(rows))  # every row still here ends now (EOS or the cap)
             break
+        progress.advance(len(rows) - len(keep))  # rows that emitted EOS leave the batch
         cache = gen["cache"] if "cache" in gen else gen["past_key_values"]
         dev_keep = keep.to(be.device)
         if len(keep) < len(rows):

@@ -19,7 +19,7 @@ from ...models.gguf import gguf_path, source_files
 from ..context import context_length
 from .prompt_render import PromptRenderer, chat_template_of, template_kwargs
 
-__all__ = ["load_prompt_side", "model_config"]
+__all__ = ["load_prompt_side", "load_prompt_side_config", "model_config"]
 
 
 def model_config(key: str) -> tuple[Any, Any, bool]:
@@ -59,6 +59,15 @@ def load_prompt_side(key: str, chat_template_kwargs: dict[str, Any] | None = Non
         ValueError / ModelUnavailableError: as ``model_config``; ValueError also as ``template_kwargs``
             (variables the template lacks) and for a bad ``template_date``.
     """
+    renderer, context, _ = load_prompt_side_config(key, chat_template_kwargs, template_date)
+    return renderer, context
+
+
+def load_prompt_side_config(key: str, chat_template_kwargs: dict[str, Any] | None = None,
+                            template_date: str | None = None) -> tuple[PromptRenderer, int | None, Any]:
+    """``load_prompt_side``'s renderer and context, and the model's ``transformers`` config (for
+    ``--plan``'s memory estimate). Raises as ``load_prompt_side``."""
     tok, config, chat = model_config(key)
     tmpl = chat_template_of(tok, chat, key)
-    return PromptRenderer(tok, tmpl, template_kwargs(tmpl, chat_template_kwargs), template_date), context_length(config)
+    renderer = PromptRenderer(tok, tmpl, template_kwargs(tmpl, chat_template_kwargs), template_date)
+    return renderer, context_length(config), config
