@@ -88,6 +88,7 @@ def _commit(store: Store, rows: Rows, run_id: str, m: ModelConfig, backend, heal
         store.insert_df("mirroring_verdicts", rows.verdicts)
         store.insert_df("base_repeats", rows.repeats)
         store.insert_df("noise_floor", rows.floor)
+        store.insert_df("samples", rows.samples)
         store.insert_df("units", unit_rows(run_id, rows.measured, utc_now()))
         if callable(take_usage):
             store.insert_df("api_responses", api_rows(run_id, rows.replies))
@@ -136,16 +137,19 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
                                       check_input=not m.is_api) for c in chunks for p in c}
         summary.update(_noop_counts(plan, pending, items))
         health = Health()
-        total = sum(m.repeats + len(it.variants) for it in items.values())
+        k = m.samples if m.sampling is not None else 1  # replies per base prompt and per variant
+        total = sum(m.repeats - 1 + k * (1 + len(it.variants)) for it in items.values())
         bar = tqdm(total=total, desc=f"{m.name}", unit="gen", disable=not progress, dynamic_ncols=True)
         for chunk in chunks:
             work = [items[p.prompt_id] for p in chunk]
-            answered = generate(backend, work, cap, repeats=m.repeats, keyed_repeats=m.is_api)
+            answered = generate(backend, work, cap, repeats=m.repeats, keyed_repeats=m.is_api, samples=k,
+                                seed=cfg.seed if m.sampling is not None else None)
             rows = score(force_base_replies(backend, answered) if scoring.forces_base else answered, scoring)
             _commit(store, rows, run_id, m, backend, health)
             summary["retry_pending"] += len(rows.retry)
-            summary["generated"] += sum(m.repeats + len(it.variants) for it in work)
-            bar.update(sum(m.repeats + len(it.variants) for it in work))
+            n_gen = sum(m.repeats - 1 + k * (1 + len(it.variants)) for it in work)
+            summary["generated"] += n_gen
+            bar.update(n_gen)
             if on_chunk:
                 on_chunk(summary["generated"], total)
         bar.close()
