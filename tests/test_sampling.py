@@ -21,6 +21,7 @@ from precompute.config_errors import ConfigError
 from precompute.plan import make_plan
 from precompute.records import run_id_for
 from precompute.runner import run, work_path
+from sago_engine.backends.hf_local import generation
 from sago_engine.seeds import sample_seed
 from sago_engine.store import open_store, table_fingerprints
 from tests.factories import tiny_toml
@@ -100,9 +101,15 @@ def test_sampled_replies_are_the_same_in_any_batch(tiny_backend, monkeypatch):
     seeds = [11, 12, 13, 14, 15]
     monkeypatch.setattr(tiny_backend, "sampling", type(tiny_backend.sampling)(0.9, 0.95, 0))
     monkeypatch.setattr(tiny_backend, "batch_size", 5)
+    shared = []
+    once = generation.prefill_once
+    monkeypatch.setattr(generation, "prefill_once", lambda be, seqs, *a, **k: shared.append(len(seqs)) or once(
+        be, seqs, *a, **k))
     full = tiny_backend.generate(prompts, 8, seeds=seeds)
+    assert shared == [5]  # the two asks of one prompt share a prefill (4 distinct rows prefilled, 5 decoded)
     monkeypatch.setattr(tiny_backend, "batch_size", 1)
     one = tiny_backend.generate(prompts, 8, seeds=seeds)
+    assert shared == [5]  # batch 1: no row repeated, no shared prefill
     monkeypatch.setattr(tiny_backend, "batch_size", 2)
     mixed = tiny_backend.generate(prompts[::-1], 8, seeds=seeds[::-1])[::-1]  # other neighbours, other order
     assert [r.token_ids for r in full] == [r.token_ids for r in one] == [r.token_ids for r in mixed]

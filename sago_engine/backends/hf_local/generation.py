@@ -36,7 +36,7 @@ from .statistics import StepStats, user_states
 if TYPE_CHECKING:
     from .backend import HFLocalBackend
 
-__all__ = ["NEUTRAL_DECODING", "neutral_generation_config", "RowsFinished", "generate", "generate_batch"]
+__all__ = ["NEUTRAL_DECODING", "neutral_generation_config", "RowsFinished", "generate", "generate_batch", "prefill_once"]
 
 #: Every decoding setting that can change which token greedy search picks, at its neutral value
 #: (no penalties, no forced/suppressed/bad tokens, no length rules). A model folder's own
@@ -165,13 +165,32 @@ def generate_batch(be: HFLocalBackend, seqs: list[list[int]], max_new_tokens: in
         One ``GenerationResult`` per row, in row order.
     """
     t0 = time.perf_counter()
-    pre = prefill_batch(be, seqs, max_new_tokens, one_prefill=one_prefill, new_cache=new_cache)
+    if seeds is not None and len({tuple(s) for s in seqs}) < len(seqs):  # samples of one prompt
+        pre = prefill_once(be, seqs, max_new_tokens, one_prefill=one_prefill, new_cache=new_cache)
+    else:
+        pre = prefill_batch(be, seqs, max_new_tokens, one_prefill=one_prefill, new_cache=new_cache)
     gens = row_generators(seeds) if seeds is not None else None
     new, lp, ent, prefill_hidden = _decode(be, pre, max_new_tokens, gens)
     spans = list(spans) if spans is not None else [None] * len(seqs)
     user = [user_states(prefill_hidden, pre.prefix_hidden, b, len(s), sp) for b, (s, sp) in enumerate(zip(seqs, spans))]
     hidden = torch.stack([h[:, -1, :] for h in prefill_hidden], dim=1).float()  # (B, L+1, H)
     return _results(be, new, lp, ent, hidden.cpu().numpy(), user, (time.perf_counter() - t0) / len(seqs))
+
+
+def prefill_once(be: HFLocalBackend, seqs: list[list[int]], max_new_tokens: int, **kw) -> Prefill:
+    """``prefill.prefill_batch`` over the distinct rows of ``seqs`` only, its ids, mask, KV cache and
+    hidden states then repeated to one row per entry of ``seqs`` (``Cache.batch_select_indices``):
+    the k samples of a prompt share its prefill and decode as k rows of one batch.
+
+    Args / returns: as ``prefill.prefill_batch`` (``kw``: its ``one_prefill`` / ``new_cache``).
+    """
+    first: dict[tuple[int, ...], int] = {}
+    rows = [first.setdefault(tuple(s), len(first)) for s in seqs]
+    pre = prefill_batch(be, [list(t) for t in first], max_new_tokens, **kw)
+    idx = torch.tensor(rows, dtype=torch.long, device=pre.ids.device)
+    pre.cache.batch_select_indices(idx)
+    own = None if pre.own_hidden is None else [h[idx] for h in pre.own_hidden]
+    return Prefill(pre.ids[idx], pre.mask[idx], pre.cache, own, pre.prefix_hidden)
 
 
 def _decode(be: HFLocalBackend, pre: Prefill, max_new_tokens: int, gens: list[torch.Generator] | None = None
