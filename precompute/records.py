@@ -122,7 +122,8 @@ def model_run_record(cfg: RunConfig, m: ModelConfig, plan: Plan, run_id: str, ba
     else:
         decoding = local_decoding_record(info, cap, m.batch_size)
     if m.sampling is not None:  # sampled decoding (greedy runs keep their record)
-        decoding.update(greedy=False, sampling={**m.sampling, "seed_rule": SAMPLE_SEED_RULE})
+        decoding.update(greedy=False, sampling={**decoding.get("sampling", {}), **m.sampling,
+                                                "seed_rule": SAMPLE_SEED_RULE})
     if m.repeats > 1:  # noise floor: the base prompt is asked k times (runs without repeats keep their record)
         decoding["base_repeats"] = m.repeats
     return run_record(run_id=run_id, model=m.name, backend=m.backend, info=info,

@@ -7,6 +7,7 @@ are sampled noise drawn by the same code as a real model's.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -140,7 +141,9 @@ def test_sampled_run_is_identical_twice_and_at_other_batch_sizes(tmp_path):
                              ).fetchall()
         dec = st.con.execute("SELECT decoding FROM runs").fetchone()[0]
     assert [(s, n) for s, n, _ in smp] == [(1, n_resp), (2, n_resp)]  # k = 3: samples 1 and 2 of every reply
-    assert '"samples": 3' in dec and '"greedy": false' in dec
+    sampling = json.loads(dec)["sampling"]
+    assert json.loads(dec)["greedy"] is False and sampling["samples"] == 3 and sampling["temperature"] == 0.8
+    assert "sampler" in sampling and "seed_rule" in sampling  # the backend's record and the config's
     ref = _tables(a.store)
     assert ref["samples.rows"] == str(2 * n_resp)
     assert _tables(b.store) == ref  # the same config and seed: the same bytes, every column
