@@ -45,6 +45,22 @@ class ModelEntry:
     max_new_tokens: int | None = None
     """This model's reply cap in tokens (≥ 1). Unset: ``[run] max_new_tokens``. The effective cap
     (``RunConfig.max_new_tokens_for``) is recorded in ``runs.decoding`` and enters the run id."""
+    samples: int = 1
+    """Replies sampled per prompt and per variant (k ≥ 1). k > 1 needs sampled decoding
+    (``temperature > 0``, hf_local). Sample 0 of the base and of each variant gives the ``deltas``;
+    samples 1..k−1 are stored in ``samples``. Recorded in ``runs.decoding``; enters the run id
+    when the run is sampled (``sampling``)."""
+
+    @property
+    def sampling(self) -> dict | None:
+        """The sampled-decoding settings that enter the run id and ``runs.decoding["sampling"]``:
+        ``{"temperature", "top_p", "top_k", "samples"}``, or None for greedy decoding
+        (temperature 0 and one sample: the default, whose run ids and records are unchanged)."""
+        t = float(getattr(self, "temperature", 0.0) or 0.0)
+        if t == 0.0 and self.samples == 1:
+            return None
+        return {"temperature": t, "top_p": float(getattr(self, "top_p", 1.0)), "top_k": int(getattr(self, "top_k", 0)),
+                "samples": int(self.samples)}
 
     @property
     def name(self) -> str:
@@ -146,6 +162,11 @@ def check_model(m: dict, base: Path) -> ModelConfig:
             int_setting(m, "max_new_tokens", DEFAULT_MAX_NEW_TOKENS, lo=1)
         except ConfigError as e:
             raise ConfigError(f"model {key!r}: {e}") from None
+    if "samples" in m:
+        try:
+            int_setting(m, "samples", 1, lo=1)
+        except ConfigError as e:
+            raise ConfigError(f"model {key!r}: {e}") from None
     if "label" in m and (not isinstance(m["label"], str) or not m["label"].strip()):
         raise ConfigError(f"model {key!r}: label must be a non-empty string, got {m['label']!r}")
     cls = settings_for(backend)
@@ -165,5 +186,10 @@ def check_model(m: dict, base: Path) -> ModelConfig:
                                   check_devices=CHECK_DEVICES_HERE.get())
     except ValueError as e:
         raise ConfigError(f"model {key!r}: {e}") from None
+    if m.get("samples", 1) > 1 and not getattr(settings, "temperature", 0.0):
+        raise ConfigError(f"model {key!r}: samples = {m['samples']} needs sampled decoding: set temperature > 0 "
+                          f"(hf_local; greedy replies would all be the same)"
+                          + ("" if "temperature" in cls.keys() else
+                             f" — the {backend} backend offers no sampled decoding in this version"))
     return ModelConfig(**{k: m[k] for k in ENTRY_KEYS if k in m},
                        **{k: getattr(settings, k) for k in cls.keys()})

@@ -10,7 +10,7 @@ from precompute.model_config import ModelConfig
 from precompute.plan import Plan, rewriter_settings
 from sago_engine.judge import JUDGE_TEMPLATE_ID
 from sago_engine.runrecord import library_versions, local_decoding_record
-from sago_engine.seeds import stable_hash
+from sago_engine.seeds import SAMPLE_SEED_RULE, stable_hash
 from sago_engine.storerows import axis_options_record, run_record, utc_now
 
 #: ModelConfig fields of API backends that can change an answer (so they are part of the run id);
@@ -37,8 +37,9 @@ def run_id_for(cfg: RunConfig, m: ModelConfig, plan: Plan) -> str:
     answer-changing API settings (``RUN_ID_API_FIELDS``; for hybrid not ``base_url``: shards
     may use different servers of the same weights, checked by the log-prob check) and hf_local's
     ``chat_template_kwargs`` and ``template_date`` join the hash only when set, and
-    ``judge_key`` only when a ``[judge]`` is set, so the run ids of plain hf_local runs (and of
-    existing stores) are unchanged.
+    ``judge_key`` only when a ``[judge]`` is set, and the sampled-decoding settings
+    (``ModelEntry.sampling``) only when the run is sampled, so the run ids of plain greedy hf_local
+    runs (and of existing stores) are unchanged.
     """
     parts = [m.key, m.backend, m.dtype, {"greedy": True, "max_new_tokens": cfg.max_new_tokens_for(m)},
              cfg.seed, cfg.normalizers, cfg.filter, plan.signature]
@@ -55,6 +56,8 @@ def run_id_for(cfg: RunConfig, m: ModelConfig, plan: Plan) -> str:
         parts.append({"judge": jk})
     if m.label is not None:
         parts.append({"label": m.label})
+    if m.sampling is not None:  # greedy runs keep their ids
+        parts.append({"sampling": m.sampling})
     return stable_hash(*parts, length=16)
 
 
@@ -103,7 +106,9 @@ def model_run_record(cfg: RunConfig, m: ModelConfig, plan: Plan, run_id: str, ba
 
     Its decoding record holds the reply cap, for API backends the backend's settings (and the
     SDK's version among the versions), for local ones ``runrecord.local_decoding_record``;
-    ``base_repeats`` when the base prompt is asked more than once (noise floor).
+    ``base_repeats`` when the base prompt is asked more than once (noise floor); for a sampled run
+    ``greedy: false`` and ``sampling`` (``ModelEntry.sampling`` and how each sample's seed is
+    derived, ``seeds.SAMPLE_SEED_RULE``).
     """
     cap = cfg.max_new_tokens_for(m)
     info = backend.info()
@@ -116,6 +121,9 @@ def model_run_record(cfg: RunConfig, m: ModelConfig, plan: Plan, run_id: str, ba
             versions[info["sdk"]] = info.get("sdk_version", "?")
     else:
         decoding = local_decoding_record(info, cap, m.batch_size)
+    if m.sampling is not None:  # sampled decoding (greedy runs keep their record)
+        decoding.update(greedy=False, sampling={**decoding.get("sampling", {}), **m.sampling,
+                                                "seed_rule": SAMPLE_SEED_RULE})
     if m.repeats > 1:  # noise floor: the base prompt is asked k times (runs without repeats keep their record)
         decoding["base_repeats"] = m.repeats
     return run_record(run_id=run_id, model=m.name, backend=m.backend, info=info,

@@ -90,6 +90,7 @@ def _commit(store: Store, rows: Rows, run_id: str, m: ModelConfig, backend, heal
         store.insert_df("mirroring_verdicts", rows.verdicts)
         store.insert_df("base_repeats", rows.repeats)
         store.insert_df("noise_floor", rows.floor)
+        store.insert_df("samples", rows.samples)
         store.insert_df("units", unit_rows(run_id, rows.measured, utc_now()))
         if usage is not None:
             store.insert_df("api_responses", api_rows(run_id, rows.replies))
@@ -138,13 +139,15 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
                                       check_input=not m.is_api) for c in chunks for p in c}
         summary.update(_noop_counts(plan, pending, items))
         health = Health()
-        total = sum(m.repeats + len(it.variants) for it in items.values())
+        k = m.samples if m.sampling is not None else 1  # replies per base prompt and per variant
+        total = sum(m.repeats - 1 + k * (1 + len(it.variants)) for it in items.values())
         with ReplyBar(total, shown(m.name, 40), enabled=progress) as bar:
             for chunk in chunks:
                 work = [items[p.prompt_id] for p in chunk]
-                n_work = sum(m.repeats + len(it.variants) for it in work)
+                n_work = sum(m.repeats - 1 + k * (1 + len(it.variants)) for it in work)
                 with reply_progress.reporting(bar.within(n_work)):  # the bar moves as each reply finishes
-                    answered = generate(backend, work, cap, repeats=m.repeats, keyed_repeats=m.is_api)
+                    answered = generate(backend, work, cap, repeats=m.repeats, keyed_repeats=m.is_api, samples=k,
+                                        seed=cfg.seed if m.sampling is not None else None)
                 rows = score(force_base_replies(backend, answered) if scoring.forces_base else answered, scoring)
                 _commit(store, rows, run_id, m, backend, health)
                 summary["retry_pending"] += len(rows.retry)

@@ -10,10 +10,12 @@ for the same replies (SAGO, arXiv 2610.01428 §Variants, §Axes):
 2. ``prepare`` — per model, before generation: the variants the model answers; those whose
    model input equals the base prompt's (``noop.model_input_noops``) are set aside.
 3. ``generate`` — one ``backend.generate`` call for the chunk: per prompt the base prompt
-   (unless already answered), its variants, then the base repeats of the noise floor.
+   (unless already answered), its variants, then the base repeats of the noise floor; a sampled
+   run asks each of them k times in a row (``samples``), each with its own seed.
 4. ``score`` — every row of the replies: ``responses`` and ``deltas`` (``pipeline.compute_rows``),
    the judge's ``mirroring_verdicts`` (``pipeline.judge_rows``), unavailable ``deltas`` of the
-   set-aside variants, ``base_repeats`` and ``noise_floor`` (``noise.floor_rows``).
+   set-aside variants, ``base_repeats`` and ``noise_floor`` (``noise.floor_rows``), and the
+   ``samples`` rows of a sampled run's samples 1..k−1 (sample 0 is the ``responses`` row).
 
 Pure functions over a backend and results: nothing here touches the store.
 """
@@ -29,6 +31,8 @@ import pandas as pd
 from sago_engine.noise import FLOOR_COLUMNS, REPEAT_COLUMNS, RepeatUnit, floor_rows, repeat_response_id
 from sago_engine.noop import DELTA_COLUMNS, model_input_noops, noop_delta_rows, text_noops
 from sago_engine.pipeline import VERDICT_COLUMNS, Unit, compute_rows, judge_rows, option_axes_for, response_id
+from sago_engine.samples import SAMPLE_COLUMNS, Sample, sample_response_id, sample_rows
+from sago_engine.seeds import repeat_seed, sample_seed
 from sago_engine.storerows import variant_rows
 from sago_engine.types import AXES, BASE_REPLY_AXES, GenerationResult, Variant
 from sago_engine.variants.semantic_filter import FilterConfig, FilterVerdict, apply_filter, effective_threshold
@@ -150,10 +154,12 @@ class Answered:
     variant prompt (``force_base_replies``); None = not forced."""
     forced_base: tuple | None = None
     """The same after the base prompt."""
+    samples: Sequence[Sample] = ()
+    """A sampled run's replies beyond sample 0 (base and variants; ``samples.Sample``)."""
 
 
 def generate(backend: Any, items: Sequence[Pending], max_new_tokens: int, repeats: int = 1,
-             keyed_repeats: bool = False) -> list[Answered]:
+             keyed_repeats: bool = False, samples: int = 1, seed: int | None = None) -> list[Answered]:
     """One ``backend.generate`` call for ``items``: per prompt its base (unless ``item.base`` is
     set), its variants, then ``repeats − 1`` more asks of the base prompt.
 
@@ -162,9 +168,17 @@ def generate(backend: Any, items: Sequence[Pending], max_new_tokens: int, repeat
         repeats: how often the base prompt is asked (≥ 1; only for items without ``base``).
         keyed_repeats: pass ``repeats=`` (0 for base and variants, r for repeat r) to the
             backend, so each repeat has its own reply-cache key (API backends: asked afresh).
+        samples, seed: a sampled run (``seed`` not None: the run seed): the base and every variant
+            are asked ``samples`` (k ≥ 1) times in a row (so the k rows of a prompt share a
+            decoding batch), each with its seed ``seeds.sample_seed(seed, prompt, variant, s)``,
+            base repeats with ``seeds.repeat_seed``; the backend gets ``seeds=``. None: greedy, one
+            ask each, no seeds passed.
     Returns:
-        One ``Answered`` per item, in order.
+        One ``Answered`` per item, in order (sample 0 as ``base`` / ``results``, the others in
+        ``samples``).
     """
+    if seed is not None:
+        return _generate_sampled(backend, items, max_new_tokens, repeats, samples, seed)
     texts: list[str] = []
     keys: list[int] = []
     spans = []
@@ -180,6 +194,35 @@ def generate(backend: Any, items: Sequence[Pending], max_new_tokens: int, repeat
         base = out[s] if own_base else it.base
         s += own_base
         answered.append(Answered(it, base, out[s: s + n], out[s + n: s + n + k]))
+    return answered
+
+
+def _generate_sampled(backend: Any, items: Sequence[Pending], max_new_tokens: int, repeats: int, k: int,
+                      seed: int) -> list[Answered]:
+    """``generate`` of a sampled run: k adjacent asks of every text, one seed per ask."""
+    if k < 1:
+        raise ValueError(f"samples must be >= 1, got {k}")
+    texts: list[str] = []
+    seeds: list[int] = []
+    slots: list[tuple[int, list[tuple[str | None, int]], int]] = []  # (start, (variant id, sample) per row, repeats)
+    for it in items:
+        asks = ([None] if it.base is None else []) + [v.variant_id for v in it.variants]
+        keys = [(vid, s) for vid in asks for s in range(k)]
+        n_rep = 0 if it.base is not None else repeats - 1
+        slots.append((len(texts), keys, n_rep))
+        by_id = {v.variant_id: v.text for v in it.variants}
+        texts += [it.text if vid is None else by_id[vid] for vid, _ in keys] + [it.text] * n_rep
+        seeds += [sample_seed(seed, it.prompt_id, vid, s) for vid, s in keys]
+        seeds += [repeat_seed(seed, it.prompt_id, r) for r in range(1, n_rep + 1)]
+    out = backend.generate(texts, max_new_tokens, seeds=seeds)
+    answered = []
+    for it, (start, keys, n_rep) in zip(items, slots):
+        got = dict(zip(keys, out[start: start + len(keys)]))
+        base = got[(None, 0)] if it.base is None else it.base
+        extra = [Sample(vid, s, seeds[start + j], got[(vid, s)]) for j, (vid, s) in enumerate(keys) if s > 0]
+        end = start + len(keys)
+        answered.append(Answered(it, base, [got[(v.variant_id, 0)] for v in it.variants], out[end: end + n_rep],
+                                 samples=extra))
     return answered
 
 
@@ -253,6 +296,8 @@ class Rows:
     """``base_repeats``."""
     floor: pd.DataFrame
     """``noise_floor``."""
+    samples: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SAMPLE_COLUMNS))
+    """``samples``: a sampled run's replies beyond sample 0 (empty for a greedy run)."""
     replies: list[tuple[str, GenerationResult]] = field(default_factory=list)
     """(response_id, reply) of every reply these rows hold (base, variants, repeats)."""
     measured: list[tuple[str, int]] = field(default_factory=list)
@@ -274,7 +319,8 @@ class Rows:
 
         return Rows(cat(self.responses, other.responses), cat(self.deltas, other.deltas),
                     cat(self.verdicts, other.verdicts), cat(self.repeats, other.repeats), cat(self.floor, other.floor),
-                    self.replies + other.replies, self.measured + other.measured, self.retry + other.retry)
+                    cat(self.samples, other.samples), self.replies + other.replies, self.measured + other.measured,
+                    self.retry + other.retry)
 
     def of_variants(self, variant_ids: Iterable[str]) -> Rows:
         """The rows of the base replies and of ``variant_ids`` only."""
@@ -292,7 +338,10 @@ class Rows:
                                for p, v in zip(resp["prompt_id"], resp["variant_id"])]
         rep = self.repeats.assign(run_id=run_id)
         rep["response_id"] = [repeat_response_id(run_id, p, int(r)) for p, r in zip(rep["prompt_id"], rep["repeat"])]
-        return replace(self, responses=resp, deltas=self.deltas.assign(run_id=run_id), repeats=rep,
+        smp = self.samples.assign(run_id=run_id)
+        smp["response_id"] = [sample_response_id(run_id, p, v if isinstance(v, str) else None, int(k))
+                              for p, v, k in zip(smp["prompt_id"], smp["variant_id"], smp["sample"])]
+        return replace(self, responses=resp, deltas=self.deltas.assign(run_id=run_id), repeats=rep, samples=smp,
                        verdicts=self.verdicts.assign(run_id=run_id), floor=self.floor.assign(run_id=run_id))
 
 
@@ -302,7 +351,8 @@ _RESPONSE_COLUMNS = ("response_id", "run_id", "prompt_id", "variant_id", "respon
 
 def _retryable(a: Answered) -> bool:
     own_base = (a.base,) if a.item.base is None else ()
-    return any((r.meta or {}).get("retryable") for r in (*own_base, *a.results, *a.repeats))
+    return any((r.meta or {}).get("retryable") for r in (*own_base, *a.results, *a.repeats,
+                                                         *(x.reply for x in a.samples)))
 
 
 def score(answered: Sequence[Answered], scoring: Scoring) -> Rows:
@@ -314,7 +364,8 @@ def score(answered: Sequence[Answered], scoring: Scoring) -> Rows:
 
     Returns:
         ``Rows``: responses, deltas (``len(scoring.axes)`` rows per answered or set-aside
-        variant), verdicts, repeats, floor; ``replies`` and ``measured`` of the prompts kept.
+        variant; a sampled run's from sample 0), verdicts, repeats, floor, samples (1..k−1);
+        ``replies`` and ``measured`` of the prompts kept.
     """
     retry = [a.item.prompt_id for a in answered if _retryable(a)]
     ok = [a for a in answered if a.item.prompt_id not in set(retry)]
@@ -337,7 +388,9 @@ def score(answered: Sequence[Answered], scoring: Scoring) -> Rows:
         replies += [(response_id(run_id, pid, None), a.base)] if a.item.base is None else []
         replies += [(response_id(run_id, pid, v.variant_id), r) for v, r in zip(a.item.variants, a.results)]
         replies += [(repeat_response_id(run_id, pid, j + 1), r) for j, r in enumerate(a.repeats)]
-    return Rows(responses, deltas, verdicts, repeats, floor, replies,
+        replies += [(sample_response_id(run_id, pid, x.variant_id, x.sample), x.reply) for x in a.samples]
+    smp = sample_rows(run_id, [(a.item.prompt_id, x) for a in ok for x in a.samples])
+    return Rows(responses, deltas, verdicts, repeats, floor, smp, replies,
                 [(a.item.prompt_id, len(a.item.variants)) for a in ok], retry)
 
 

@@ -43,3 +43,20 @@ def make_rng(*parts: Any) -> random.Random:
 def template_id(text: str) -> str:
     """A prompt template's id (LLM judge / rewriter): ``stable_hash(text, length=12)``; same text → same id."""
     return stable_hash(text, length=12)
+
+
+#: How ``sample_seed`` derives a sampled reply's seed (recorded in ``runs.decoding["sampling"]``).
+SAMPLE_SEED_RULE = "sha256(run seed, prompt_id, variant_id or '<base>', sample index) -> 63-bit int"
+
+
+def sample_seed(run_seed: int, prompt_id: str, variant_id: str | None, sample: int) -> int:
+    """The seed of sample ``sample`` (0-based) of a reply to the base prompt (``variant_id`` None)
+    or a variant, in a run with seed ``run_seed``: ``derive_seed`` of those four (``SAMPLE_SEED_RULE``),
+    so a sampled reply depends on nothing else (not batch, chunk or order). A 63-bit integer ≥ 0."""
+    return derive_seed("sample", int(run_seed), prompt_id, variant_id or "<base>", int(sample))
+
+
+def repeat_seed(run_seed: int, prompt_id: str, repeat: int) -> int:
+    """The seed of base repeat ``repeat`` (≥ 1, the noise floor) of a sampled run: ``derive_seed``
+    of ("repeat", run seed, prompt_id, repeat), apart from every ``sample_seed``."""
+    return derive_seed("repeat", int(run_seed), prompt_id, int(repeat))

@@ -38,7 +38,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "sago_engine.bertscore")),
     ("backends, axes", ("sago_engine.backends", "sago_engine.axes")),
     ("measurement", (
-        "sago_engine.pipeline", "sago_engine.measure", "sago_engine.judge", "sago_engine.noise",
+        "sago_engine.pipeline", "sago_engine.measure", "sago_engine.judge", "sago_engine.noise", "sago_engine.samples",
         "sago_engine.storerows", "sago_engine.external", "sago_engine.correctness.judge")),
     ("views, live, verifier", (
         "sago_engine.report", "sago_engine.detail", "sago_engine.method_choices", "sago_engine.choice_scores",

@@ -57,7 +57,7 @@ BACKENDS.register("hybrid", ".hybrid:HybridBackend")  # server replies + local t
 #: Backend name → the settings dataclass its ``[[models]]`` tables are validated against
 #: (``settings.BackendSettings``; torch- and SDK-free modules), imported on first access.
 SETTINGS: Registry[type] = Registry("backend", package=__package__)
-SETTINGS.register("hf_local", ".hf_local.settings:LocalSettings")
+SETTINGS.register("hf_local", ".hf_local.settings:HFLocalSettings")
 for _api in ("openai", "openai_compatible", "anthropic", "gemini"):
     SETTINGS.register(_api, ".api_settings:ApiSettings")
 SETTINGS.register("hybrid", ".hybrid_settings:HybridSettings")

@@ -42,7 +42,7 @@ log = logging.getLogger("sago.merge")
 
 #: Columns ignored when comparing two stores for identity (wall-clock facts, not results).
 VOLATILE_COLUMNS = {"runs": ("started_at", "finished_at", "status"), "units": ("finished_at",),
-                    "responses": ("latency_s",)}
+                    "responses": ("latency_s",), "samples": ("latency_s",)}
 
 #: ``run_usage`` counters summed over shards.
 USAGE_COUNTERS = ("requests", "cache_hits", "retries", "errors", "prompt_tokens", "completion_tokens",

@@ -286,6 +286,10 @@ EXTRA_TABLES += ("imported_rows",)
 #:   ``incorrect_answers``, which its correctness scorer contrasts with the reference); NULL when
 #:   the row has none or the store predates it (``rescore --correctness`` fills it from the
 #:   dataset file when the prompt's text there is the same).
+#: - ``samples``: a sampled run's replies beyond the first (``[[models]] samples`` = k > 1 with
+#:   temperature > 0): sample s (1..k−1) of the base reply (``variant_id`` NULL) or of a variant's,
+#:   with the seed it was drawn with (``seeds.sample_seed``) and the columns its ``responses`` row
+#:   would have; sample 0 is the ``responses`` row. Key ``sago_engine.samples.sample_response_id``.
 _CORRECTNESS_DDL = """
 CREATE TABLE IF NOT EXISTS correctness (
     run_id VARCHAR NOT NULL,
@@ -302,14 +306,33 @@ CREATE TABLE IF NOT EXISTS correctness (
     PRIMARY KEY (run_id, response_id, scorer)
 );
 """
+_SAMPLES_DDL = """
+CREATE TABLE IF NOT EXISTS samples (
+    response_id VARCHAR PRIMARY KEY,
+    run_id VARCHAR NOT NULL,
+    prompt_id VARCHAR NOT NULL,
+    variant_id VARCHAR,
+    sample INTEGER NOT NULL,
+    seed BIGINT NOT NULL,
+    response VARCHAR NOT NULL,
+    n_tokens INTEGER,
+    token_ids INTEGER[],
+    seq_logprob DOUBLE,
+    mean_entropy DOUBLE,
+    finish_reason VARCHAR,
+    latency_s DOUBLE,
+    error VARCHAR,
+    flags VARCHAR[]
+);
+"""
 _V5_DDL = """
 ALTER TABLE responses ADD COLUMN IF NOT EXISTS flags VARCHAR[];
 ALTER TABLE base_repeats ADD COLUMN IF NOT EXISTS flags VARCHAR[];
 ALTER TABLE prompts ADD COLUMN IF NOT EXISTS meta JSON;
 ALTER TABLE mirroring_verdicts ADD COLUMN IF NOT EXISTS flags VARCHAR[];
-""" + _CORRECTNESS_DDL
+""" + _CORRECTNESS_DDL + _SAMPLES_DDL
 _MIGRATIONS = _MIGRATIONS + (_V5_DDL,)
-EXTRA_TABLES += ("correctness",)
+EXTRA_TABLES += ("correctness", "samples")
 # ================================================================== end schema v5
 
 #: Every table of a fresh store (the statistics tables last).

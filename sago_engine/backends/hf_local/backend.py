@@ -21,6 +21,8 @@ from .generation import neutral_generation_config
 from .kvcache import preallocated_cache
 from .prefill import NewCache
 from .prompt_render import PromptRenderer, chat_template_of, template_kwargs
+from .sampling import SamplingParams
+from .settings import check_sampling
 
 __all__ = ["HFLocalBackend"]
 
@@ -55,7 +57,9 @@ class HFLocalBackend(Backend):
 
     Decoding: plain greedy with ``generation.neutral_generation_config`` (the model folder's
     ``generation_config.json`` is recorded but never applied), so every generated token is the
-    argmax of the stored step logits.
+    argmax of the stored step logits. With ``temperature > 0`` replies are sampled instead
+    (``sampling``: temperature, top-k, top-p; each reply drawn with a generator seeded by the seed
+    the caller gives it, ``generate(..., seeds=...)``), in the same batched loop.
     """
 
     name = "hf_local"
@@ -81,6 +85,9 @@ class HFLocalBackend(Backend):
         chat_template_kwargs: dict[str, Any] | None = None,
         pack_weights: bool = True,
         template_date: str | None = None,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
     ) -> None:
         """Load the model (see ``sago_engine.models.load_model``).
 
@@ -98,6 +105,8 @@ class HFLocalBackend(Backend):
                 ``SAGO_PACK_WEIGHTS``); False keeps the plain weights only (less memory).
             template_date: the day a clock-reading chat template sees (ISO ``YYYY-MM-DD``; None:
                 the template's own fallback date, see ``template_clock``).
+            temperature, top_p, top_k: sampled decoding (``settings.HFLocalSettings``; temperature 0:
+                greedy, the default).
         Raises:
             ValueError: bad arguments, unknown model, a (dtype, device) pair this machine does
                 not offer (``models.check_device``), template variables the template lacks, a
@@ -106,6 +115,8 @@ class HFLocalBackend(Backend):
         """
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        check_sampling({"temperature": temperature, "top_p": top_p, "top_k": top_k})
+        self.sampling = SamplingParams(float(temperature), float(top_p), int(top_k))
         self.threads = set_threads()
         #: what the thread count was chosen from (``sago_engine.threads.ThreadChoice.record``)
         self.thread_choice = last_choice().record()
@@ -170,6 +181,9 @@ class HFLocalBackend(Backend):
         gc = self.generation_config.to_diff_dict()
         gc.pop("transformers_version", None)
         dec["generation_config"] = gc
+        if not self.sampling.greedy:  # a greedy backend's record is unchanged
+            dec.update(greedy=False, sampling={**self.sampling.record(), "sampler": "inverse CDF, one seeded "
+                                               "torch.Generator per reply (hf_local.sampling)"})
         dec["model_generation_config_ignored"] = {k: v for k, v in self.model_generation_config.items()
                                                   if k != "transformers_version"}
         return {
@@ -254,12 +268,16 @@ class HFLocalBackend(Backend):
 
     # ------------------------------------------------------------------ generation
 
-    def generate(self, prompts: list[str], max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS) -> list[GenerationResult]:
-        """Greedy responses with white-box statistics, in input order.
+    def generate(self, prompts: list[str], max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+                 seeds: Sequence[int] | None = None) -> list[GenerationResult]:
+        """Greedy (or sampled) responses with white-box statistics, in input order.
 
         Args:
             prompts: user prompts (raw text; formatting per ``format_prompt``).
             max_new_tokens: generation cap (≥ 1); the EOS token counts.
+            seeds: per prompt the seed of its reply (``seeds.sample_seed``); required when the
+                backend samples (temperature > 0), ignored when greedy. A sampled reply is a function
+                of its prompt and seed only (not of the batch it is decoded in).
         Returns:
             One ``GenerationResult`` per prompt: ``text`` (decode of ``token_ids``, special
             tokens skipped, not stripped); ``token_ids`` (the ids as emitted: up to and
@@ -277,11 +295,12 @@ class HFLocalBackend(Backend):
             ``meta["request"]``: the prompt as the model read it (``format_prompt``: the chat
             template rendered, or the text itself for a model without one).
         Raises:
-            RuntimeError: the backend was closed; ValueError: ``max_new_tokens < 1``.
+            RuntimeError: the backend was closed; ValueError: ``max_new_tokens < 1``, or a sampled
+            backend without one seed per prompt.
         """
         if self._closed:
             raise RuntimeError("backend is closed")
-        out = generation.generate(self, prompts, max_new_tokens)
+        out = generation.generate(self, prompts, max_new_tokens, seeds)
         for prompt, r in zip(prompts, out):  # the model input as rendered (stored as responses.request)
             if r.error is None:  # an error row (a prompt that cannot be rendered, over context) has none
                 r.meta = {**(r.meta or {}), "request": self.format_prompt(prompt)}
@@ -289,11 +308,12 @@ class HFLocalBackend(Backend):
 
     def generate_batch(self, seqs: list[list[int]], max_new_tokens: int,
                        spans: Sequence[tuple[int, int] | None] | None = None, *, one_prefill: bool = False,
-                        new_cache: NewCache = preallocated_cache) -> list[GenerationResult]:
+                       new_cache: NewCache = preallocated_cache, seeds: Sequence[int] | None = None
+                       ) -> list[GenerationResult]:
         """One decoding batch of token ids (``generation.generate_batch``; ``one_prefill`` /
-        ``new_cache`` choose a reference path, which only tests do)."""
+        ``new_cache`` choose a reference path, which only tests do; ``seeds``: sampled rows)."""
         return generation.generate_batch(self, seqs, max_new_tokens, spans, one_prefill=one_prefill,
-                                         new_cache=new_cache)
+                                         new_cache=new_cache, seeds=seeds)
 
     # ------------------------------------------------------------------ teacher forcing
 

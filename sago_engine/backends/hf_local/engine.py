@@ -55,5 +55,6 @@ class LocalEngine(Protocol):
         """Token rows left-padded into (ids, attention mask) on ``device``."""
 
     def generate_batch(self, seqs: list[list[int]], max_new_tokens: int,
-                       spans: Sequence[tuple[int, int] | None] | None = None) -> list[GenerationResult]:
-        """One decoding batch of token ids."""
+                       spans: Sequence[tuple[int, int] | None] | None = None, *,
+                       seeds: Sequence[int] | None = None) -> list[GenerationResult]:
+        """One decoding batch of token ids; ``seeds``: one per row when sampling (None: greedy)."""

@@ -1,6 +1,10 @@
 """Generation of a local model: prompts into length-sorted batches, and one decoding batch — prefill,
 the batched greedy loop, finished rows leaving the batch.
 
+Sampled decoding (``be.sampling`` with temperature > 0) runs the same loop: each row draws its
+token with its own seeded generator (``sampling.SampledStepStats``), so a sampled reply is the same
+whatever batch it is decoded in.
+
 Decoding is plain greedy with ``neutral_generation_config`` (the model folder's
 ``generation_config.json`` is recorded but never applied), so every generated token is the argmax
 of the step logits whose statistics ``statistics.StepStats`` records.
@@ -28,9 +32,10 @@ from ..context import check_context, over_context_result
 from .engine import LocalEngine
 from .kvcache import preallocated_cache
 from .prefill import NewCache, Prefill, prefill_batch
+from .sampling import SampledStepStats, row_generators
 from .statistics import StepStats, user_states
 
-__all__ = ["NEUTRAL_DECODING", "neutral_generation_config", "RowsFinished", "generate", "generate_batch"]
+__all__ = ["NEUTRAL_DECODING", "neutral_generation_config", "RowsFinished", "generate", "generate_batch", "prefill_once"]
 
 #: Every decoding setting that can change which token greedy search picks, at its neutral value
 #: (no penalties, no forced/suppressed/bad tokens, no length rules). A model folder's own
@@ -81,17 +86,26 @@ class RowsFinished(StoppingCriteria):
         return torch.full((len(done),), stop, dtype=torch.bool, device=input_ids.device)
 
 
-def generate(be: LocalEngine, prompts: list[str], max_new_tokens: int) -> list[GenerationResult]:
+def generate(be: LocalEngine, prompts: list[str], max_new_tokens: int,
+             seeds: Sequence[int] | None = None) -> list[GenerationResult]:
     """``HFLocalBackend.generate``: prompts encoded (``prompt_layout``), refused when over the context
     (``context.over_context_result``), sorted by length into batches of ``be.batch_size``, each
     decoded by ``be.generate_batch``; a failing batch is retried one prompt at a time, and a prompt
     that fails alone (or does not encode) becomes an error row. Results in input order.
+    ``seeds``: per prompt its reply's seed, for a sampled backend (required there, ignored by a
+    greedy one).
 
     Raises:
-        ValueError: ``max_new_tokens < 1``.
+        ValueError: ``max_new_tokens < 1``; a sampled backend without one seed per prompt.
     """
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+    sampled = not be.sampling.greedy
+    if sampled and (seeds is None or len(seeds) != len(prompts)):
+        raise ValueError(f"sampled decoding (temperature {be.sampling.temperature:g}) needs one seed per prompt "
+                         f"(sago_engine.seeds.sample_seed), got {'none' if seeds is None else len(seeds)} "
+                         f"for {len(prompts)} prompts")
+    row_seeds = list(seeds) if sampled else [None] * len(prompts)
     out: list[GenerationResult | None] = [None] * len(prompts)
     encoded: list[list[int] | None] = []
     spans: list[tuple[int, int] | None] = []
@@ -115,12 +129,13 @@ def generate(be: LocalEngine, prompts: list[str], max_new_tokens: int) -> list[G
         idx = [valid[b] for b in batch]
         try:
             res = be.generate_batch([encoded[i] for i in idx], max_new_tokens,  # type: ignore[misc]
-                                     [spans[i] for i in idx])
+                                     [spans[i] for i in idx], seeds=[row_seeds[i] for i in idx] if sampled else None)
         except Exception:
             res = []
             for i in idx:
                 try:
-                    res.extend(be.generate_batch([encoded[i]], max_new_tokens, [spans[i]]))  # type: ignore[list-item]
+                    res.extend(be.generate_batch([encoded[i]], max_new_tokens, [spans[i]],  # type: ignore[list-item]
+                                                  seeds=[row_seeds[i]] if sampled else None))
                 except Exception as exc:
                     res.append(
                         GenerationResult(text="", n_tokens=0, error=f"{type(exc).__name__}: {exc}")
@@ -133,8 +148,9 @@ def generate(be: LocalEngine, prompts: list[str], max_new_tokens: int) -> list[G
 @torch.inference_mode()
 def generate_batch(be: LocalEngine, seqs: list[list[int]], max_new_tokens: int,
                    spans: Sequence[tuple[int, int] | None] | None = None, *, one_prefill: bool = False,
-                   new_cache: NewCache = preallocated_cache) -> list[GenerationResult]:
-    """Greedy replies with white-box statistics for one decoding batch (``HFLocalBackend.generate``
+                   new_cache: NewCache = preallocated_cache, seeds: Sequence[int] | None = None
+                   ) -> list[GenerationResult]:
+    """Greedy (or, with ``seeds``, sampled) replies with white-box statistics for one decoding batch (``HFLocalBackend.generate``
     describes the results).
 
     Args:
@@ -143,23 +159,46 @@ def generate_batch(be: LocalEngine, seqs: list[list[int]], max_new_tokens: int,
         spans: per row the token span [a, b) of the user's text, or None (no ``cos@user_*`` states).
         one_prefill, new_cache: as ``prefill.prefill_batch`` (the defaults are the production path; tests
             pass others to compare against it).
+        seeds: per row its reply's seed: each row samples with its own generator (``be.sampling``);
+            None = greedy.
     Returns:
         One ``GenerationResult`` per row, in row order.
     """
     t0 = time.perf_counter()
-    pre = prefill_batch(be, seqs, max_new_tokens, one_prefill=one_prefill, new_cache=new_cache)
-    new, lp, ent, prefill_hidden = _decode(be, pre, max_new_tokens)
+    if seeds is not None and len({tuple(s) for s in seqs}) < len(seqs):  # samples of one prompt
+        pre = prefill_once(be, seqs, max_new_tokens, one_prefill=one_prefill, new_cache=new_cache)
+    else:
+        pre = prefill_batch(be, seqs, max_new_tokens, one_prefill=one_prefill, new_cache=new_cache)
+    gens = row_generators(seeds) if seeds is not None else None
+    new, lp, ent, prefill_hidden = _decode(be, pre, max_new_tokens, gens)
     spans = list(spans) if spans is not None else [None] * len(seqs)
     user = [user_states(prefill_hidden, pre.prefix_hidden, b, len(s), sp) for b, (s, sp) in enumerate(zip(seqs, spans))]
     hidden = torch.stack([h[:, -1, :] for h in prefill_hidden], dim=1).float()  # (B, L+1, H)
     return _results(be, new, lp, ent, hidden.cpu().numpy(), user, (time.perf_counter() - t0) / len(seqs))
 
 
-def _decode(be: LocalEngine, pre: Prefill, max_new_tokens: int
+def prefill_once(be: LocalEngine, seqs: list[list[int]], max_new_tokens: int, **kw) -> Prefill:
+    """``prefill.prefill_batch`` over the distinct rows of ``seqs`` only, its ids, mask, KV cache and
+    hidden states then repeated to one row per entry of ``seqs`` (``Cache.batch_select_indices``):
+    the k samples of a prompt share its prefill and decode as k rows of one batch.
+
+    Args / returns: as ``prefill.prefill_batch`` (``kw``: its ``one_prefill`` / ``new_cache``).
+    """
+    first: dict[tuple[int, ...], int] = {}
+    rows = [first.setdefault(tuple(s), len(first)) for s in seqs]
+    pre = prefill_batch(be, [list(t) for t in first], max_new_tokens, **kw)
+    idx = torch.tensor(rows, dtype=torch.long, device=pre.ids.device)
+    pre.cache.batch_select_indices(idx)
+    own = None if pre.own_hidden is None else [h[idx] for h in pre.own_hidden]
+    return Prefill(pre.ids[idx], pre.mask[idx], pre.cache, own, pre.prefix_hidden)
+
+
+def _decode(be: LocalEngine, pre: Prefill, max_new_tokens: int, gens: list[torch.Generator] | None = None
             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[torch.Tensor]]:
     """The greedy loop from a prefilled batch: decode until the cap, every row's EOS, or enough rows
     finished to drop them (they would otherwise keep decoding with the batch); then continue the
-    rest from the same KV cache.
+    rest from the same KV cache. With ``gens`` (one generator per row) each row samples its tokens
+    (``sampling.SampledStepStats``; a row keeps its generator when others leave the batch).
 
     Returns:
         ``(new, lp, ent, prefill_hidden)``: new tokens (B, T_max) long (pad after a row's end), their
@@ -180,7 +219,7 @@ def _decode(be: LocalEngine, pre: Prefill, max_new_tokens: int
         gc = neutral_generation_config(be.eos_ids, be.pad_id, max_new_tokens - done)
         gc.update(return_dict_in_generate=True, output_hidden_states=prefill_hidden is None)
         stop = StoppingCriteriaList([RowsFinished(ids.shape[1], eos_t, be.DROP_FINISHED_FRACTION)])
-        stats = StepStats()
+        stats = StepStats() if gens is None else SampledStepStats(be.sampling, [gens[i] for i in rows.tolist()])
         gen = be.model.generate(input_ids=ids, attention_mask=mask, generation_config=gc,
                                 stopping_criteria=stop, logits_processor=LogitsProcessorList([stats]),
                                 cache=cache)
