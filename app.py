@@ -13,7 +13,7 @@ from dashboard import controls, data, exports, frame, safe, urlstate
 from dashboard.access import unreadable_stores
 from sago_engine.envcheck import EnvError, check_environment
 from sago_engine.store import Store
-from sago_engine.store_catalog import snapshot_caption
+from sago_engine.store.catalog import snapshot_caption
 from sago_engine.textsafe import inert_logs
 
 inert_logs()  # store text in a log line of this server reaches its log inert
@@ -32,7 +32,7 @@ urlstate.start_run()
 nav = frame.navigation()
 acc = frame.access()
 if acc.live and os.environ.get("SAGO_LIVE_WARMUP") == "1":  # scripts/dashboard.sh: load the Live model at start
-    from sago_engine import live
+    from sago_engine.live import probe as live
 
     live.start_warmup()
 stores = frame.store_tokens(frame.store_options(acc))  # picker value / link token → store (never a server path)

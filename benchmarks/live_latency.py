@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from neighbour import busy_neighbour, load_line  # noqa: E402
 
-from sago_engine import live  # noqa: E402
+from sago_engine.live import probe as live  # noqa: E402
 from sago_engine.types import DEFAULT_MAX_NEW_TOKENS  # noqa: E402
 
 FAMILIES = ["social_register", "surface_noise", "structural"]

@@ -42,7 +42,7 @@ Metering (``ForwardMeter``, hooks on the model and every ``nn.Linear``):
 
 Ceilings, measured in this process before and after the runs (max of the two): the best
 GFLOP/s of a large square product in the run's dtype over the kernels this process could use
-(``torch.mm``; on CPU in float32 also oneDNN's inner product, ``sago_engine.kernels``), and the best GB/s of reading a
+(``torch.mm``; on CPU in float32 also oneDNN's inner product, ``sago_engine.runtime.kernels``), and the best GB/s of reading a
 640 MB float32 tensor (``t.sum()``; a copy's read + write rate is printed beside it). Prints,
 last lines::
 
@@ -67,7 +67,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import sago_engine  # noqa: E402,F401 - first: it sets OpenMP's wait policy before torch starts (sago_engine.threads)
+import sago_engine  # noqa: E402,F401 - first: it sets OpenMP's wait policy before torch starts (sago_engine.runtime.threads)
 
 # isort: split
 import numpy as np  # noqa: E402
@@ -80,8 +80,8 @@ from precompute.runner import make_plan, run, run_id_for, write_plan  # noqa: E4
 from sago_engine.axes import delta_bert, delta_bleu, delta_cos, delta_ent, delta_mr, delta_prob, detector_kind  # noqa: E402
 from sago_engine.backends import get_backend  # noqa: E402
 from sago_engine.backends.hf_local import HFLocalBackend, set_threads, token_stats  # noqa: E402
-from sago_engine.kernels import onednn_linear, onednn_usable, use_linear_kernel  # noqa: E402
-from sago_engine.scoring import normalize  # noqa: E402
+from sago_engine.runtime.kernels import onednn_linear, onednn_usable, use_linear_kernel  # noqa: E402
+from sago_engine.scoring.scores import normalize  # noqa: E402
 from sago_engine.store import open_store  # noqa: E402
 from sago_engine.types import AXES, DEFAULT_MAX_NEW_TOKENS, GenerationResult  # noqa: E402
 

@@ -39,7 +39,7 @@ _OMP_ENV = ("OMP_WAIT_POLICY", "KMP_BLOCKTIME")
 _CALLER = {k: os.environ.get(k) for k in _OMP_ENV}
 from neighbour import load_line  # noqa: E402
 
-import sago_engine  # noqa: E402,F401 - before torch: OpenMP's wait policy (sago_engine.threads)
+import sago_engine  # noqa: E402,F401 - before torch: OpenMP's wait policy (sago_engine.runtime.threads)
 
 MODEL = "smollm2-135m-instruct"
 DATASETS = ("truthfulqa", "nq_open", "alpaca", "simpleqa_verified")
@@ -111,7 +111,7 @@ def main() -> int:
     else:
         url = status.split()[1]
     try:
-        from sago_engine.backends.openai_api import OpenAICompatibleBackend
+        from sago_engine.backends.api.openai_api import OpenAICompatibleBackend
 
         api = OpenAICompatibleBackend("smollm2", base_url=url, top_logprobs=None, max_concurrency=len(texts),
                                       timeout_s=600.0)

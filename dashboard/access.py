@@ -21,7 +21,7 @@ SHARE_ENV = "SAGO_SHARE_DIR"
 LIVE_ENV = "SAGO_LIVE"
 #: Key of the optional meeting password in Streamlit secrets (``.streamlit/secrets.toml``).
 PASSWORD_SECRET = "sago_password"
-#: File name of the bundled demo store (``sago_engine.store_catalog.DEMO_STORE``), where visitors land.
+#: File name of the bundled demo store (``sago_engine.store.catalog.DEMO_STORE``), where visitors land.
 DEMO_NAME = "sago_demo.duckdb"
 #: A DuckDB database file holds these 4 bytes at offset 8 (its main header, after an 8-byte checksum).
 DUCKDB_MAGIC, MAGIC_OFFSET = b"DUCK", 8
@@ -51,9 +51,9 @@ class Access:
 
     def label_store(self, store: Path) -> Path:
         """Where the Method choices page writes hand labels of judge calls: a sidecar beside ``store``
-        (``sago_engine.store.labels.sidecar_path``); in share mode always inside ``share_dir``, so a
+        (``sago_engine.store.sidecar.judge_labels.sidecar_path``); in share mode always inside ``share_dir``, so a
         shared server never writes outside its folder. The store itself is never written."""
-        from sago_engine.store.labels import sidecar_path
+        from sago_engine.store.sidecar.judge_labels import sidecar_path
 
         return sidecar_path(store, None if self.share_dir is None else self.share_dir)
 

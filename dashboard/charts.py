@@ -63,7 +63,7 @@ def delta_heatmap(heat: pd.DataFrame, columns: int = 2, label_size: int = FONTS[
     A click on a cell selects it (selection ``HEATMAP_SELECTION``: the cell's model and variant label).
 
     Args:
-        heat: ``sago_engine.detail.heatmap_frame`` (model, label, order, axis, axis_label, delta_norm,
+        heat: ``sago_engine.views.detail.heatmap_frame`` (model, label, order, axis, axis_label, delta_norm,
             delta, unit, value, why).
         columns: panels per row (at most the number of models).
         label_size: font size (px) of the axis labels (``fonts(present)["label"]``): each row is 1.7× as
@@ -104,7 +104,7 @@ def option_intervals(table: pd.DataFrame, options: list[str], height: int = 60) 
     """The Method choices page's chart: SGS per model under each option with its bootstrap CI, one panel per axis.
 
     Args:
-        table: ``sago_engine.method_choices.option_sgs`` (option, model, axis_label, sgs, lo, hi, marker, p).
+        table: ``sago_engine.views.method_choices.option_sgs`` (option, model, axis_label, sgs, lo, hi, marker, p).
         options: the options in legend order (the reference first).
         height: pixels per model row within a panel.
     """
@@ -129,7 +129,7 @@ def pairwise_matrix(cells: pd.DataFrame, models: list[str], title: str, height: 
     """The Model vs model page's matrix (Plotly): row model − column model on one axis and scope.
 
     Args:
-        cells: ``sago_engine.pairwise.matrix_cells`` (row, col, diff, ci_low, ci_high, p, p_adj,
+        cells: ``sago_engine.scoring.pairwise.matrix_cells`` (row, col, diff, ci_low, ci_high, p, p_adj,
             marker, called, row_better, n_prompts, label).
         models: row / column order.
         title: the chart's title.

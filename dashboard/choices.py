@@ -1,5 +1,5 @@
 """The Method choices of the current store, summarised once for the pages that show them (Method choices,
-Paper reference), and the conclusions of the summary pages that depend on them (``sago_engine.assumptions``).
+Paper reference), and the conclusions of the summary pages that depend on them (``sago_engine.views.assumptions``).
 Calls ``sago_engine`` through the cached readers of ``dashboard.data``; no SQL and no statistics here."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dashboard import data
-from sago_engine import assumptions
-from sago_engine import method_choices as mc
 from sago_engine.filters import Filters
-from sago_engine.scoring import MAIN_EPSILON
-from sago_engine.store_catalog import DEMO_STORE
+from sago_engine.scoring.scores import MAIN_EPSILON
+from sago_engine.store.catalog import DEMO_STORE
+from sago_engine.views import assumptions
+from sago_engine.views import method_choices as mc
 
 #: The bundled store holding a reply-length-cap pair (two runs differing only in max_new_tokens).
 CAP_STORE = DEMO_STORE.parent / mc.CAP_STORE_NAME

@@ -141,7 +141,7 @@ def correction_control(key: str) -> str:
     page-independent ``st.session_state["sago_correction"]`` so markers on Profiles / Pareto follow
     the choice made on Significance. Returns "none" | "holm" | "bh".
     """
-    from sago_engine.stats import CORRECTION_LABELS, CORRECTIONS
+    from sago_engine.scoring.stats import CORRECTION_LABELS, CORRECTIONS
 
     wkey = f"{key}_correction"
     urlstate.restore("correction", wkey, "str", choices=CORRECTIONS,
@@ -159,7 +159,7 @@ def correction_control(key: str) -> str:
 def current_correction() -> str:
     """The multiple-comparison control last chosen on a page with the control (``sago_correction``), for a
     page that shows no control of its own; "none" when nothing was chosen."""
-    from sago_engine.stats import CORRECTIONS
+    from sago_engine.scoring.stats import CORRECTIONS
 
     v = st.session_state.get("sago_correction", "none")
     return v if v in CORRECTIONS else "none"

@@ -18,7 +18,7 @@ import streamlit as st
 
 from dashboard import frame, safe
 from sago_engine.filters import Filters
-from sago_engine.store_catalog import DEMO_STORE
+from sago_engine.store.catalog import DEMO_STORE
 
 
 def _store_errors() -> tuple[type[BaseException], ...]:
@@ -186,8 +186,8 @@ def _resolve(key: str) -> Callable:
 
 def model_colors() -> dict[str, str]:
     """One colour per model on every page: assigned over ALL models of the store (not the filtered ones)."""
-    from sago_engine.palette import model_colors as _mc
     from sago_engine.store import Store
+    from sago_engine.views.palette import model_colors as _mc
 
     return _mc(query(Store.filter_options)["models"])
 

@@ -1,6 +1,6 @@
 """The edit of a variant as the pages show it (Prompts, Live): cached, bounded, always escaped.
 
-``sago_engine.textdiff.bounded_diff`` caps the work of one diff; the result is cached by the two
+``sago_engine.views.textdiff.bounded_diff`` caps the work of one diff; the result is cached by the two
 texts, so a widget change elsewhere on the page never diffs again. A text too long to compare is
 shown beside its variant instead of highlighted.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from sago_engine.textdiff import TextDiff, bounded_diff, diff_html
+from sago_engine.views.textdiff import TextDiff, bounded_diff, diff_html
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

@@ -25,7 +25,7 @@ import streamlit as st
 
 from dashboard import charts, controls, data, safe
 from sago_engine.filters import FILTER_FIELDS, Filters
-from sago_engine.scoring import MAIN_EPSILON
+from sago_engine.scoring.scores import MAIN_EPSILON
 
 #: Longest footer (characters) of an exported chart; a longer filter list ends in "…".
 FOOTER_MAX = 190

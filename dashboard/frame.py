@@ -16,7 +16,7 @@ import streamlit as st
 
 from dashboard import password, safe
 from dashboard.access import Access, access_from_env, confined_store, landing_store, readable_stores
-from sago_engine.store_catalog import DEMO_STORE, find_stores
+from sago_engine.store.catalog import DEMO_STORE, find_stores
 
 ROOT = Path(__file__).resolve().parent.parent
 #: The browser tab's icon, served by the dashboard itself: a page's ``:material/…:`` icon as the
@@ -146,7 +146,7 @@ def store_options(acc: Access) -> list[str]:
     opts = [str(p) for p in find_stores(DEMO_STORE.parent)] or [str(DEMO_STORE)]
     if os.environ.get("SAGO_STORE"):  # a store chosen at launch: SAGO_STORE=/path/run.duckdb
         opts = list(dict.fromkeys([os.environ["SAGO_STORE"], *opts]))
-    from sago_engine.live_save import default_user_store
+    from sago_engine.live.save import default_user_store
 
     probes = default_user_store()  # the Live page's "Save to store" file, once a probe was saved
     if probes.is_file():

@@ -6,9 +6,11 @@ from pathlib import Path
 import streamlit as st
 
 from dashboard import charts, controls, data, diffview, exports, frame, safe
-from sago_engine import live, live_job, live_save
 from sago_engine.datasets import DATASETS
 from sago_engine.filters import Filters
+from sago_engine.live import job as live_job
+from sago_engine.live import probe as live
+from sago_engine.live import save as live_save
 from sago_engine.store import Store
 from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_MAX_NEW_TOKENS, POSITIONS
 

@@ -6,12 +6,12 @@ from pathlib import Path
 import streamlit as st
 
 from dashboard import accuracy, charts, choices, controls, data, exports, frame, safe, urlstate
-from sago_engine import judge_audit, pairwise
-from sago_engine import method_choices as mc
-from sago_engine.scoring import EPSILONS, MAIN_EPSILON
+from sago_engine.scoring import judge_audit, pairwise
+from sago_engine.scoring.scores import EPSILONS, MAIN_EPSILON
 from sago_engine.store import Store
-from sago_engine.store.labels import no_labels, read_labels, write_label
-from sago_engine.tables import sgs_numbers
+from sago_engine.store.sidecar.judge_labels import no_labels, read_labels, write_label
+from sago_engine.views import method_choices as mc
+from sago_engine.views.tables import sgs_numbers
 
 frame.require_frame()
 

@@ -3,9 +3,10 @@
 import streamlit as st
 
 from dashboard import charts, choices, controls, data, exports, frame, prose, urlstate
-from sago_engine import assumptions, pairwise, signflip
+from sago_engine.scoring import pairwise, signflip
 from sago_engine.store import Store
 from sago_engine.types import AXES, AXIS_LABELS
+from sago_engine.views import assumptions
 
 frame.require_frame()
 

@@ -6,11 +6,10 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import choices, controls, data, exports, frame, safe
-from sago_engine import method_choices as mc
-from sago_engine import paper
-from sago_engine.external import audit
+from sago_engine.external import audit, paper
 from sago_engine.filters import Filters
 from sago_engine.types import AXES, AXIS_LABELS
+from sago_engine.views import method_choices as mc
 
 frame.require_frame()
 

@@ -4,10 +4,11 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import charts, choices, controls, data, exports, frame, prose, safe, urlstate
-from sago_engine import assumptions, paper, report
-from sago_engine.scoring import MAIN_EPSILON
+from sago_engine.external import paper
+from sago_engine.scoring.scores import MAIN_EPSILON
 from sago_engine.store import Store
 from sago_engine.types import AXES, AXIS_LABELS
+from sago_engine.views import assumptions, report
 
 frame.require_frame()
 

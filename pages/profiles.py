@@ -4,16 +4,17 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from dashboard import accuracy, charts, choices, controls, data, exports, frame, links, prose, urlstate
-from sago_engine import assumptions, pairwise, paper, report
-from sago_engine.cap_health import cut_table, cut_warning
-from sago_engine.external import degenerate
-from sago_engine.noise import floor_table, reply_health_table
-from sago_engine.report import radar_axis_scales, wide_cells, wide_ci_cells
-from sago_engine.scoring import MAIN_EPSILON
+from sago_engine.external import degenerate, paper
+from sago_engine.measure.noise_floor import floor_table, reply_health_table
+from sago_engine.scoring import pairwise
+from sago_engine.scoring.cap_health import cut_table, cut_warning
+from sago_engine.scoring.scores import MAIN_EPSILON
+from sago_engine.scoring.store_shape import per_dataset_note
 from sago_engine.store import Store
-from sago_engine.store_shape import per_dataset_note
-from sago_engine.tables import sgs_numbers
 from sago_engine.types import AXES, AXIS_LABELS
+from sago_engine.views import assumptions, report
+from sago_engine.views.report import radar_axis_scales, wide_cells, wide_ci_cells
+from sago_engine.views.tables import sgs_numbers
 
 frame.require_frame()
 

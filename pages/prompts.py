@@ -4,7 +4,9 @@ import streamlit as st
 
 from dashboard import charts, controls, data, diffview, exports, frame, safe, urlstate
 from sago_engine.correctness.scorers import answers
-from sago_engine.detail import (
+from sago_engine.external import degenerate
+from sago_engine.store import Store
+from sago_engine.views.detail import (
     BASE_LABEL,
     heatmap_frame,
     labelled_variants,
@@ -12,8 +14,6 @@ from sago_engine.detail import (
     variant_numbers,
     variant_rows,
 )
-from sago_engine.external import degenerate
-from sago_engine.store import Store
 
 frame.require_frame()
 

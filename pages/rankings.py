@@ -4,12 +4,13 @@ import altair as alt
 import streamlit as st
 
 from dashboard import accuracy, charts, choices, controls, data, exports, frame, links, prose, safe, urlstate
-from sago_engine import assumptions, pairwise, report
-from sago_engine.scoring import MAIN_EPSILON
-from sago_engine.stats import REVERSAL_THRESHOLD
+from sago_engine.scoring import pairwise
+from sago_engine.scoring.scores import MAIN_EPSILON
+from sago_engine.scoring.stats import REVERSAL_THRESHOLD
+from sago_engine.scoring.store_shape import ranking_note
 from sago_engine.store import Store
-from sago_engine.store_shape import ranking_note
 from sago_engine.types import AXES, AXIS_LABELS
+from sago_engine.views import assumptions, report
 
 frame.require_frame()
 

@@ -4,12 +4,12 @@ import altair as alt
 import streamlit as st
 
 from dashboard import controls, data, exports, frame, safe, urlstate
-from sago_engine import report
-from sago_engine.palette import AXIS_COLORS
-from sago_engine.sample_size import SAMPLE_SIZES
-from sago_engine.stats import STATUS_FLAT
+from sago_engine.scoring.sample_size import SAMPLE_SIZES
+from sago_engine.scoring.stats import STATUS_FLAT
 from sago_engine.store import Store
 from sago_engine.types import AXES, AXIS_LABELS
+from sago_engine.views import report
+from sago_engine.views.palette import AXIS_COLORS
 
 frame.require_frame()
 

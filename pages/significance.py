@@ -5,14 +5,15 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, choices, controls, data, exports, frame, prose, safe, urlstate
-from sago_engine import assumptions, paper, report
 from sago_engine.axis_spec import AXIS_SPECS
-from sago_engine.noise import floor_table
-from sago_engine.report import normalizer_comparison, wide_cells
-from sago_engine.scoring import EPSILONS, MAIN_EPSILON
+from sago_engine.external import paper
+from sago_engine.measure.noise_floor import floor_table
+from sago_engine.scoring.scores import EPSILONS, MAIN_EPSILON
 from sago_engine.store import Store
-from sago_engine.tables import sgs_numbers, threshold_counts
 from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_NORMALIZERS
+from sago_engine.views import assumptions, report
+from sago_engine.views.report import normalizer_comparison, wide_cells
+from sago_engine.views.tables import sgs_numbers, threshold_counts
 
 frame.require_frame()
 

@@ -5,7 +5,7 @@ import plotly.express as px
 import streamlit as st
 
 from dashboard import charts, controls, data, exports, frame, urlstate
-from sago_engine.ablations import (
+from sago_engine.scoring.ablations import (
     TONE_TEST,
     dose_response,
     length_factor,
@@ -15,9 +15,9 @@ from sago_engine.ablations import (
     tone_asymmetry,
     tone_bars,
 )
-from sago_engine.noop import noop_table
 from sago_engine.store import Store
 from sago_engine.types import AXES, AXIS_LABELS
+from sago_engine.variants.noop import noop_table
 
 frame.require_frame()
 

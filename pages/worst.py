@@ -4,10 +4,10 @@ import streamlit as st
 
 from dashboard import choices, controls, data, exports, frame, links, prose, urlstate
 from dashboard.safe import md
-from sago_engine import assumptions, worst
 from sago_engine.store import Store
-from sago_engine.store.worst import MAX_SEARCH, ORDERS
+from sago_engine.store.reads.worst import MAX_SEARCH, ORDERS
 from sago_engine.types import AXES, AXIS_LABELS
+from sago_engine.views import assumptions, worst
 
 frame.require_frame()
 

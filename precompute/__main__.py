@@ -112,13 +112,13 @@ def rescore_main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     if args.correctness:
         return correctness_main(args)
-    from sago_engine.rescore import rescore_store
     from sago_engine.store import StoreError
+    from sago_engine.verify.rescore import rescore_store
 
     try:
         results = rescore_store(args.store, run_id=args.run_id, all_rows=args.all_rows)
         if args.requests:
-            from sago_engine.rendered import fill_requests
+            from sago_engine.verify.rendered import fill_requests
 
             results += fill_requests(args.store, run_id=args.run_id)
     except (FileNotFoundError, StoreError, ValueError) as e:
@@ -324,11 +324,11 @@ def _main(argv: list[str]) -> int:
         except ConfigError as e:
             print(f"error: {e}", file=sys.stderr)
             return 2
-    from sago_engine.backends.api_errors import ApiFatalError
+    from sago_engine.backends.api.errors import ApiFatalError
     from sago_engine.datasets import DatasetError
     from sago_engine.models import ModelUnavailableError
     from sago_engine.store import StoreError
-    from sago_engine.variants.llm_rewriter import RewriterUnavailableError
+    from sago_engine.variants.rewriting.llm_rewriter import RewriterUnavailableError
 
     if args.plan:
         try:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from precompute.records import backend_spec
 from sago_engine.backends import get_backend
-from sago_engine.measure import Scoring, force_base_replies, generate, prepare, score
-from sago_engine.pipeline import option_axes_for
+from sago_engine.measure.pipeline import option_axes_for
+from sago_engine.measure.step import Scoring, force_base_replies, generate, prepare, score
 
 #: Replies a calibration measures at least (a batch smaller than this says little about the rate).
 MIN_REPLIES = 8
@@ -51,7 +51,7 @@ def calibrate(cfg, m, plan, prompt_ids: Sequence[str], backend_factory: Callable
 
     Raises what building the backend raises (``ModelUnavailableError``, ``ApiFatalError`` …).
     """
-    from sago_engine.bertscore import get_encoder
+    from sago_engine.models.bertscore import get_encoder
 
     get_encoder()  # loaded before the clock, as in a run
     target = n_replies or min(MAX_REPLIES, max(MIN_REPLIES, int(getattr(m, "batch_size", None) or MIN_REPLIES)))

@@ -2,7 +2,7 @@
 
 Exit status 0 when every check passes, 1 when one fails (each failing model, axis, value and
 threshold printed), 2 when the command cannot run (no store, a bad threshold, no baseline run).
-The checks are ``sago_engine.gate``'s; this module reads the stores and prints.
+The checks are ``sago_engine.scoring.gate``'s; this module reads the stores and prints.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from precompute.terminal import shown
-from sago_engine import gate
+from sago_engine.scoring import gate
 
 #: Exit statuses of ``check``.
 EXIT_PASS, EXIT_FAIL, EXIT_USAGE = 0, 1, 2

@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 
 from precompute.terminal import shown
-from sago_engine import scoring
-from sago_engine.cap_health import WARN_CUT_SHARE, cut_table, over_threshold
+from sago_engine.scoring import scores as scoring
+from sago_engine.scoring.cap_health import WARN_CUT_SHARE, cut_table, over_threshold
 from sago_engine.types import axis_label, axis_sort_key
 
 

@@ -11,9 +11,9 @@ from typing import Any
 from precompute.config_errors import ConfigError, int_setting, non_finite, unknown
 from precompute.data_config import check_data
 from precompute.model_config import CHECK_DEVICES_HERE, ModelConfig, check_model
-from sago_engine.backends.api_keys import missing_key_vars
+from sago_engine.backends.api.keys import missing_key_vars
 from sago_engine.backends.base import BACKENDS, settings_for
-from sago_engine.scoring import resolve_normalizers
+from sago_engine.scoring.scores import resolve_normalizers
 from sago_engine.types import DEFAULT_MAX_NEW_TOKENS
 
 
@@ -343,8 +343,8 @@ def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool
     if dup:  # pages group runs by runs.model: two runs under one name would be pooled
         raise ConfigError(f"{path}: several [[models]] entries are named {', '.join(map(repr, dup))}; give each "
                           f"run of the same model a distinct label (e.g. label = \"{dup[0]}·cap128\")")
-    from sago_engine.judge import JUDGE_MAX_NEW_TOKENS
-    from sago_engine.variants.llm_rewriter import REWRITER_MAX_NEW_TOKENS
+    from sago_engine.measure.judge import JUDGE_MAX_NEW_TOKENS
+    from sago_engine.variants.rewriting.llm_rewriter import REWRITER_MAX_NEW_TOKENS
 
     judge = llm_section(raw, "judge", JUDGE_MAX_NEW_TOKENS, base)
     rewriter = llm_section(raw, "rewriter", REWRITER_MAX_NEW_TOKENS, base)

@@ -12,13 +12,18 @@ import pandas as pd
 from precompute.config import RunConfig, llm_backend_spec
 from sago_engine.backends import get_backend
 from sago_engine.datasets import Prompt, load_dataset
-from sago_engine.measure import screen
+from sago_engine.measure.step import screen
+from sago_engine.measure.storerows import prompt_rows, variant_from_record
 from sago_engine.seeds import stable_hash
 from sago_engine.store import Store
-from sago_engine.storerows import prompt_rows, variant_from_record
 from sago_engine.types import Variant, VariantSpec
 from sago_engine.variants import full_grid, make_variant, sample_grid, variant_identity
-from sago_engine.variants.llm_rewriter import REWRITER_TEMPLATE_ID, REWRITER_TEMPLATE_TEXT, LLMRewriter, generator_id
+from sago_engine.variants.rewriting.llm_rewriter import (
+    REWRITER_TEMPLATE_ID,
+    REWRITER_TEMPLATE_TEXT,
+    LLMRewriter,
+    generator_id,
+)
 from sago_engine.variants.semantic_filter import FilterConfig
 from sago_engine.variants.structural import Structural
 

@@ -169,7 +169,7 @@ def memory_available(device: str) -> tuple[float | None, str]:
         return None, f"{device} not visible here"
     import psutil
 
-    from sago_engine.memlimit import cgroup_memory_limit
+    from sago_engine.runtime.memlimit import cgroup_memory_limit
 
     avail = float(psutil.virtual_memory().available)
     limit, _ = cgroup_memory_limit()

@@ -23,7 +23,7 @@ from precompute.plan_estimate import (
     reply_counts,
 )
 from precompute.terminal import shown
-from sago_engine.cap_health import WARN_CUT_SHARE
+from sago_engine.scoring.cap_health import WARN_CUT_SHARE
 
 #: Share of the memory available above which the plan warns that a local model may not fit.
 MEMORY_WARN_SHARE = 0.9
@@ -129,7 +129,7 @@ def print_plan(cfg, runner, shard, only_models=None, rate: float | None = None, 
           + (f"  (+ {pending_rw} LLM rewrites, requested and filtered at run time unless already stored)"
              if pending_rw else ""))
     if plan.noops:
-        from sago_engine.noop import count_by_cell
+        from sago_engine.variants.noop import count_by_cell
 
         cells = count_by_cell([v for vs in plan.variants.values() for v in vs], plan.noops)
         print(f"no-op variants (text equals the base prompt; stored with kept = false, not run): {len(plan.noops)}"

@@ -8,10 +8,10 @@ from typing import Any
 from precompute.config import RunConfig
 from precompute.model_config import ModelConfig
 from precompute.plan import Plan, rewriter_settings
-from sago_engine.judge import JUDGE_TEMPLATE_ID
+from sago_engine.measure.judge import JUDGE_TEMPLATE_ID
+from sago_engine.measure.storerows import axis_options_record, run_record, utc_now
 from sago_engine.runrecord import library_versions, local_decoding_record
 from sago_engine.seeds import SAMPLE_SEED_RULE, stable_hash
-from sago_engine.storerows import axis_options_record, run_record, utc_now
 
 #: ModelConfig fields of API backends that can change an answer (so they are part of the run id);
 #: concurrency, timeouts, retries and prices cannot, so changing them resumes the same run.
@@ -68,7 +68,7 @@ def run_model_record(cfg: RunConfig, m: ModelConfig) -> dict | None:
     Returns:
         ``{"key": <zoo key / model name>, "label": <runs.model>, "max_new_tokens": <effective cap>}``.
         Two runs whose records are equal except ``label`` and the cap are a reply-cap ablation
-        pair (``sago_engine.runpairs.cap_pairs``).
+        pair (``sago_engine.scoring.runpairs.cap_pairs``).
     """
     if m.label is None and m.max_new_tokens is None:
         return None

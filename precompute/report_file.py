@@ -1,6 +1,6 @@
 """``sago report STORE --html OUT.html --json OUT.json``: a result you can send.
 
-The HTML is one self-contained file: the tables of ``sago_engine.report_data.report_numbers`` and two
+The HTML is one self-contained file: the tables of ``sago_engine.views.report_data.report_numbers`` and two
 charts as inline SVG (Altair → vl-convert, rendered here, offline), no script at all, every store
 string escaped (``html.escape``) and cut at ``MAX_TEXT`` characters, and a Content-Security-Policy
 that forbids any fetch, so a store's text can neither run nor call out. The JSON holds the same
@@ -49,7 +49,7 @@ def num(value: Any, digits: int = 3) -> str:
 
 def format_p(p: float) -> str:
     """A p-value as the Model-vs-model page writes it (``pairwise.format_p``)."""
-    from sago_engine.pairwise import format_p as fmt
+    from sago_engine.scoring.pairwise import format_p as fmt
 
     return fmt(p)
 
@@ -187,8 +187,8 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     if not (args.html or args.json):
         ap.error("give --html OUT.html and/or --json OUT.json")
-    from sago_engine.report_data import report_numbers
     from sago_engine.store import StoreError, open_store
+    from sago_engine.views.report_data import report_numbers
 
     if not Path(args.store).is_file():
         print(f"error: {args.store}: no such store file", file=sys.stderr)

@@ -1,7 +1,7 @@
 """Plan → run per model in chunks → write → publish: the precompute pipeline behind ``python -m precompute``.
 
 ``run`` plans once (``precompute.plan``), then runs each model over the fixed chunks of the plan:
-each chunk is measured by ``sago_engine.measure`` (the Live page's measurement step too) and
+each chunk is measured by ``sago_engine.measure.step`` (the Live page's measurement step too) and
 committed with its ``units`` rows in one transaction, so a killed run resumes where it stopped;
 snapshots are published atomically (``precompute.publish``). Run ids and records:
 ``precompute.records``; reply health and the final status: ``precompute.summary``.
@@ -25,15 +25,15 @@ from precompute.records import backend_spec, model_run_record, run_id_for
 from precompute.summary import Health, final_status
 from precompute.terminal import shown
 from precompute.watch import ReplyBar
-from sago_engine import progress as reply_progress
 from sago_engine.backends import get_backend
-from sago_engine.judge import Judge
-from sago_engine.measure import Pending, Rows, Scoring, api_rows, force_base_replies, generate, prepare, score
-from sago_engine.noop import count_by_cell
-from sago_engine.pipeline import option_axes_for
+from sago_engine.measure.judge import Judge
+from sago_engine.measure.pipeline import option_axes_for
+from sago_engine.measure.step import Pending, Rows, Scoring, api_rows, force_base_replies, generate, prepare, score
+from sago_engine.measure.storerows import unit_rows, utc_now
+from sago_engine.runtime import progress as reply_progress
+from sago_engine.runtime.threads import apply_threads
 from sago_engine.store import Store, open_store
-from sago_engine.storerows import unit_rows, utc_now
-from sago_engine.threads import apply_threads
+from sago_engine.variants.noop import count_by_cell
 from sago_engine.variants.semantic_filter import bert_rescale_baseline
 
 __all__ = ["run", "run_model", "Plan", "make_plan", "write_plan", "shard_prompts", "run_id_for", "backend_spec",

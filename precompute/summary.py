@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sago_engine.backends.context import OVER_CONTEXT_META
-from sago_engine.pipeline import budget_spent
+from sago_engine.measure.pipeline import budget_spent
 from sago_engine.types import GenerationResult
 
 log = logging.getLogger("sago.precompute")

@@ -14,7 +14,7 @@ from sago_engine.textsafe import raw_stream
 class ReplyBar:
     """A model's progress bar in replies (tqdm: count, rate, ETA), moved as each reply finishes.
 
-    ``within(n)`` is the ``sago_engine.progress`` callback of one chunk of ``n`` replies: a thread-safe
+    ``within(n)`` is the ``sago_engine.runtime.progress`` callback of one chunk of ``n`` replies: a thread-safe
     tick that never runs past the chunk (a batch retried one prompt at a time reports twice);
     ``set_done(k)`` sets the count to the replies committed so far, exactly.
     """

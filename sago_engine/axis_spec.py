@@ -4,7 +4,7 @@ SAGO (arXiv 2610.01428) §Axes. An axis's name, display label, default normalize
 range and direction of its raw Δ, what it needs from a backend, how it is computed and its
 float-noise tolerance live here and nowhere else. The pages read labels and units, scoring the
 default R_X, the row builders the unavailability reasons, the noise floor the Δ functions, the
-verifier (``sago_engine.replay``) the teacher-forced statistics; ``types.AXES`` and the other
+verifier (``sago_engine.verify.replay``) the teacher-forced statistics; ``types.AXES`` and the other
 per-axis tables are views of this registry. Registration order is the paper's axis order, the
 order of every table and chart. Option axes ``<base>@<option>`` are their base axis's
 measurement under one recorded alternative choice; their helpers are in ``sago_engine.types``.

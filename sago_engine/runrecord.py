@@ -47,13 +47,13 @@ def local_decoding_record(info: dict, max_new_tokens: int, batch_size: int | Non
         settings passed to ``generate``), "model_generation_config_ignored" (the model folder's
         own defaults, not applied), "chat_template" (``PromptRenderer.template_record()``: template
         sha256, every render variable, the pinned date, how the user's text is encoded; a base model:
-        ``{"template": None, ...}``), "linear_kernel" (``"onednn"`` | ``"torch"``, ``sago_engine.kernels``),
+        ``{"template": None, ...}``), "linear_kernel" (``"onednn"`` | ``"torch"``, ``sago_engine.runtime.kernels``),
         "threads" (torch's CPU threads), "thread_choice" (what that count rests on: source, CPU affinity,
-        cgroup quota, OMP_WAIT_POLICY; ``sago_engine.threads``; not watched on a resume), "drop_finished_fraction" (when finished rows leave a
+        cgroup quota, OMP_WAIT_POLICY; ``sago_engine.runtime.threads``; not watched on a resume), "drop_finished_fraction" (when finished rows leave a
         decoding batch, ``HFLocalBackend.DROP_FINISHED_FRACTION``), "kv_cache" (``"preallocated"``:
         ``hf_local.kvcache``; a stored ``"dynamic"`` is transformers' ``DynamicCache``), "prefill_buckets"
         (``{"max_pad_fraction", "min_rows"}``; a stored None: one padded prefill per batch), "packed_weights" (``{"rows", "mkl",
-        "onednn", "bytes", "memory_bytes", "memory_source"}``, ``sago_engine.kernels.pack_linear_weights``;
+        "onednn", "bytes", "memory_bytes", "memory_source"}``, ``sago_engine.runtime.kernels.pack_linear_weights``;
         absent when packing is off or does not apply), "context_length" (tokens of prompt + reply the
         model's positions cover, ``backends.context.context_length``; a longer prompt is an error
         row)}``; keys the backend does not report are left out.

@@ -28,7 +28,7 @@ done
 [ -n "${SAGO_SKIP_SETUP:-}" ] || bash scripts/setup.sh  # SAGO_SKIP_SETUP=1: tests (venv already set up)
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # OpenMP's idle threads sleep instead of spinning: a busy neighbour on the machine then does not
-# multiply the Live page's latency (sago_engine/threads.py); a value set by the caller is kept
+# multiply the Live page's latency (sago_engine/runtime/threads.py); a value set by the caller is kept
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}" KMP_BLOCKTIME="${KMP_BLOCKTIME:-0}"
 # load the Live page's default model and the BERTScore encoder in the background at start (0: don't)
 export SAGO_LIVE_WARMUP="${SAGO_LIVE_WARMUP:-1}"

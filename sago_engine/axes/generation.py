@@ -9,7 +9,7 @@ import numpy as np
 import regex
 
 from sago_engine.axes.noise import snap_noise
-from sago_engine.bertscore import WINDOW, bertscore_f1, n_windows
+from sago_engine.models.bertscore import WINDOW, bertscore_f1, n_windows
 
 #: scripts written without spaces between words, scored with sacrebleu's character tokenizer
 #: when they carry most letters of a pair (Japanese kana with Han, Hangul, Thai, Lao, Khmer,
@@ -130,7 +130,7 @@ def bert_windows_note(response: str, base_response: str) -> str | None:
 def delta_bert(responses: Sequence[str], base_response: str) -> np.ndarray:
     """ΔBERT = BERTScore-F1(y^(v), y) − 1, shape (n,), range about [−1, 0]; R_X = 1.
 
-    Encoder: the offline MiniLM of ``sago_engine.bertscore`` (the paper used RoBERTa-large).
+    Encoder: the offline MiniLM of ``sago_engine.models.bertscore`` (the paper used RoBERTa-large).
     MiniLM is uncased: a reply that differs from the base only in letter case (or spacing)
     gives exactly 0 — this axis does not see case (the paper's RoBERTa-large does; Δ-BLEU and
     Δ-MR do). Replies longer than 510 word pieces are scored in windows, not truncated.

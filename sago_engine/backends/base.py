@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from sago_engine.backends.api.backend import ApiBackend
+
 from ..registry import Registry
 from ..types import DEFAULT_MAX_NEW_TOKENS
-from .api_backend import ApiBackend
 from .caching import CachingBackend, ReplyCache, default_cache_dir
 from .protocol import Backend
 from .settings import BackendSettings
@@ -48,19 +49,19 @@ class DecodingConfig:
 #: when ``get_backend`` first builds one.
 BACKENDS: Registry[type] = Registry("backend", package=__package__)
 BACKENDS.register("hf_local", ".hf_local:HFLocalBackend")
-BACKENDS.register("openai", ".openai_api:OpenAIBackend")
-BACKENDS.register("openai_compatible", ".openai_api:OpenAICompatibleBackend")
-BACKENDS.register("anthropic", ".anthropic_api:AnthropicBackend")
-BACKENDS.register("gemini", ".gemini_api:GeminiBackend")
-BACKENDS.register("hybrid", ".hybrid:HybridBackend")  # server replies + local teacher-forced statistics
+BACKENDS.register("openai", ".api.openai_api:OpenAIBackend")
+BACKENDS.register("openai_compatible", ".api.openai_api:OpenAICompatibleBackend")
+BACKENDS.register("anthropic", ".api.anthropic_api:AnthropicBackend")
+BACKENDS.register("gemini", ".api.gemini_api:GeminiBackend")
+BACKENDS.register("hybrid", ".hybrid.backend:HybridBackend")  # server replies + local teacher-forced statistics
 
 #: Backend name → the settings dataclass its ``[[models]]`` tables are validated against
 #: (``settings.BackendSettings``; torch- and SDK-free modules), imported on first access.
 SETTINGS: Registry[type] = Registry("backend", package=__package__)
 SETTINGS.register("hf_local", ".hf_local.settings:HFLocalSettings")
 for _api in ("openai", "openai_compatible", "anthropic", "gemini"):
-    SETTINGS.register(_api, ".api_settings:ApiSettings")
-SETTINGS.register("hybrid", ".hybrid_settings:HybridSettings")
+    SETTINGS.register(_api, ".api.settings:ApiSettings")
+SETTINGS.register("hybrid", ".hybrid.settings:HybridSettings")
 
 
 def register_backend(name: str, target: str, settings: str | type = ".settings:BackendSettings") -> None:
@@ -89,7 +90,7 @@ def settings_for(name: str) -> type[BackendSettings]:
 def _default_reply_cache() -> ReplyCache:
     # Imported here, not at the top: the store package loads duckdb and pandas, which importing the
     # backend factory must not (start-up time of every process that only needs the factory).
-    from ..store.reply_cache import ResponseCache
+    from sago_engine.store.sidecar.reply_cache import ResponseCache
 
     return ResponseCache(default_cache_dir() / "responses.sqlite3")
 

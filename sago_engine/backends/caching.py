@@ -4,7 +4,7 @@ model in a caching one).
 Successful results are stored under a key that covers everything that can change the answer; a
 rerun or a resumed run reads them back instead of asking again. Failed results (``error`` set) are
 never stored. The wrapper sees the cache only through the ``ReplyCache`` protocol; whoever builds
-the backend passes one in (``get_backend``: the on-disk table of ``sago_engine.store.reply_cache``
+the backend passes one in (``get_backend``: the on-disk table of ``sago_engine.store.sidecar.reply_cache``
 under ``default_cache_dir()`` unless the caller gives another).
 """
 
@@ -20,7 +20,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .. import progress
+from sago_engine.runtime import progress
+
 from ..models.cache import sago_cache_dir
 from ..seeds import stable_hash
 from ..types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
@@ -102,7 +103,7 @@ class CachingBackend(Backend):
         Args:
             backend: any object with the ``Backend`` protocol.
             cache: where results are kept (``ReplyCache``; closed with the backend), e.g.
-                ``sago_engine.store.reply_cache.ResponseCache(default_cache_dir() / "responses.sqlite3")``.
+                ``sago_engine.store.sidecar.reply_cache.ResponseCache(default_cache_dir() / "responses.sqlite3")``.
         """
         self.backend = backend
         self.cache = cache

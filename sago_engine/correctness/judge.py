@@ -1,6 +1,6 @@
 """The LLM-judge correctness scorer: a model over any ``Backend`` says whether a reply answers the
 question correctly, given the reference. Raw answers are stored; only an unambiguous YES/NO counts
-(``sago_engine.judge.parse_verdict``, the strict parsing of the Δ-MR judge); anything else is
+(``sago_engine.measure.judge.parse_verdict``, the strict parsing of the Δ-MR judge); anything else is
 ``undecided`` with the raw answer kept, never silently right.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sago_engine.correctness.scorers import CORRECT, UNAVAILABLE, UNDECIDED, WRONG, Verdict, answers
-from sago_engine.judge import parse_verdict
+from sago_engine.measure.judge import parse_verdict
 from sago_engine.seeds import template_id
 
 #: The correctness judge's prompt. Placeholders: ``question``, ``reference`` (the accepted answers,

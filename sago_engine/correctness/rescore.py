@@ -17,7 +17,7 @@ from sago_engine.correctness import scorers as sc
 from sago_engine.correctness.judge import JUDGE_SCORER_VERSION, JudgeCase, judge_correctness
 from sago_engine.datasets import DatasetError, load_dataset
 from sago_engine.store import open_store
-from sago_engine.store.correctness import CORRECTNESS_COLUMNS
+from sago_engine.store.reads.correctness import CORRECTNESS_COLUMNS
 
 #: The short-answer scorers ``all_short=True`` stores side by side (Method choices compares them).
 SHORT_ANSWER_SCORERS = ("contains", "exact", "f1")

@@ -3,7 +3,7 @@
 Per model × axis, from a store written by ``import-authors``:
 
 * ``published``: Figure 2a (open models) / Table 1 (closed, ε = 0.05) as transcribed in
-  ``sago_engine.paper``;
+  ``sago_engine.external.paper``;
 * ``authors_way``: their ``sgs_core`` on their rows — s_X(i) = sqrt(mean over V of (Δ/R_X)²), no
   clipping, V = every non-baseline row of prompt i over all styles and places (Form/original left
   out), NaN-skipped per axis; TruthfulQA cut to 16 prompts common to every model (``numpy``
@@ -27,7 +27,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from sago_engine import paper
+from sago_engine.external import paper
 from sago_engine.types import AUTHORS_OPTION, AXES, DEFAULT_NORMALIZERS, axis_label
 
 TRUTHFULQA = "truthfulqa"

@@ -59,7 +59,7 @@ STYLES: dict[str, Style] = {
     "inter_vs_imper": Style("structural", "mood", "interrogative"),
 }
 
-#: The authors' model keys → the names their paper (and ``sago_engine.paper``) uses.
+#: The authors' model keys → the names their paper (and ``sago_engine.external.paper``) uses.
 MODELS: dict[str, str] = {
     "L3.2-3B": "Llama-3.2-3B-Instruct", "L3.1-8B": "Llama-3.1-8B-Instruct",
     "G-2B": "Gemma-2B-IT", "G-7B": "Gemma-7B-IT", "G4-E4B": "Gemma-4-E4B-IT",

@@ -33,9 +33,9 @@ from sago_engine.external.authors_format import (
     select_latest,
 )
 from sago_engine.external.leak import templates_for
-from sago_engine.scoring import resolve_normalizers
+from sago_engine.measure.storerows import run_record, unit_rows, utc_now
+from sago_engine.scoring.scores import resolve_normalizers
 from sago_engine.seeds import stable_hash
-from sago_engine.storerows import run_record, unit_rows, utc_now
 
 SELECTION_TEXT = {False: "latest run per (style, dataset, model) by the run folder's timestamp",
                   True: "every run folder (as the authors' aggregate_results.py concatenates them)"}

@@ -3,7 +3,7 @@
 The *authors' run* holds their numbers: per row, each of the six axes as ``<axis>@authors``
 (their Δ / their R_X, not clipped), the raw and cleaned replies, and the row itself (every column
 as text, ``imported_rows``). The *recomputed run* scores the same pairs with sago's own Δ-BLEU,
-Δ-BERT and Δ-MR (``sago_engine.pipeline.compute_rows``): on the cleaned replies as the plain axes,
+Δ-BERT and Δ-MR (``sago_engine.measure.pipeline.compute_rows``): on the cleaned replies as the plain axes,
 on the replies as released as ``<axis>@leaked`` — so the leak's effect is one difference under one
 definition. A pair whose two replies are token salad is stored unavailable in the recomputed run
 ("degenerate pair"), never scored.
@@ -31,8 +31,8 @@ from sago_engine.external.authors_format import (
 )
 from sago_engine.external.degenerate import SALAD, reply_kind
 from sago_engine.external.leak import Leak, TemplateText, find_leak
-from sago_engine.pipeline import Unit, compute_rows, response_id
-from sago_engine.scoring import resolve_normalizers
+from sago_engine.measure.pipeline import Unit, compute_rows, response_id
+from sago_engine.scoring.scores import resolve_normalizers
 from sago_engine.seeds import stable_hash
 from sago_engine.types import AUTHORS_OPTION, AXES, GenerationResult, Variant
 

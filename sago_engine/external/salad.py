@@ -33,7 +33,7 @@ _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 @lru_cache(maxsize=1)
 def known_words() -> frozenset[str]:
     """Whole alphabetic words of the MiniLM uncased vocabulary (``bertscore.encoder_dir()/vocab.txt``)."""
-    from sago_engine.bertscore import encoder_dir
+    from sago_engine.models.bertscore import encoder_dir
 
     words = (encoder_dir() / "vocab.txt").read_text(encoding="utf-8").split("\n")
     return frozenset(w for w in words if w.isalpha())

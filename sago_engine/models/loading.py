@@ -103,7 +103,7 @@ def load_model(
             loaded_from = "gguf"
         source = str(srcs[0]) if len(srcs) == 1 else f"{len(srcs)} parts: {srcs[0]} …"
     model = model.to(dev).eval()
-    from ..kernels import use_linear_kernel  # lazy: kernels imports torch
+    from sago_engine.runtime.kernels import use_linear_kernel  # lazy: kernels imports torch
 
     kernel = use_linear_kernel(model, dtype, dev)
     tok = prepare_tokenizer(tok)

@@ -61,7 +61,7 @@ def tiny_random_model(seed: int = 0, dtype: str = "float32", device: str = "cpu"
     model = LlamaForCausalLM(cfg).to(getattr(torch, dtype)).to(dev).eval()
     model.generation_config.pad_token_id = tok.pad_token_id
     model.generation_config.eos_token_id = tok.eos_token_id
-    from ..kernels import use_linear_kernel  # lazy: kernels imports torch
+    from sago_engine.runtime.kernels import use_linear_kernel  # lazy: kernels imports torch
 
     kernel = use_linear_kernel(model, dtype, dev)
     info = {

@@ -11,7 +11,7 @@ Modules (docs/ARCHITECTURE.md has the full map):
 * ``browse``    — reads of stored rows and the Prompts / Variants pages' lists and details.
 * ``rescoring`` — a run's record and replies for a rescore, and deltas rows replaced in place.
 * ``correctness`` — the replies a correctness scorer reads, its verdicts, ``prompts.meta`` filled in.
-* ``scores``    — score queries of the summary pages (statistics → ``sago_engine.scoring``).
+* ``scores``    — score queries of the summary pages (statistics → ``sago_engine.scoring.scores``).
 * ``where``     — ``Filters`` → a parameterised SQL condition.
 * ``facade``    — ``Store`` (composed of the above) and ``open_store``.
 * ``merge``     — shard merge (worst status, usage once per shard) and table fingerprints.

@@ -8,13 +8,13 @@ from pathlib import Path
 import duckdb
 
 from sago_engine.store import layout, runlabels, schema, sessions, suffstats, trust
-from sago_engine.store.browse import Browse
-from sago_engine.store.correctness import CorrectnessQueries
-from sago_engine.store.health import HealthQueries
+from sago_engine.store.reads.browse import Browse
+from sago_engine.store.reads.correctness import CorrectnessQueries
+from sago_engine.store.reads.health import HealthQueries
+from sago_engine.store.reads.scores import ScoreQueries
+from sago_engine.store.reads.worst import WorstQueries
 from sago_engine.store.rescoring import Rescoring
 from sago_engine.store.schema import StoreError
-from sago_engine.store.scores import ScoreQueries
-from sago_engine.store.worst import WorstQueries
 from sago_engine.store.writes import Writes
 
 

@@ -1,5 +1,5 @@
 """Reads and writes of a rescore: a run's record and stored replies, and the in-place replacement of
-some of its ``deltas`` rows with the statistics tables brought up to date (``sago_engine.rescore``)."""
+some of its ``deltas`` rows with the statistics tables brought up to date (``sago_engine.verify.rescore``)."""
 
 from __future__ import annotations
 

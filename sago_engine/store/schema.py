@@ -170,7 +170,7 @@ _EXTRA_DDL = _DDL[_DDL.index("CREATE TABLE IF NOT EXISTS mirroring_verdicts"):]
 #: ``prompt_stats``, ``cell_stats`` and ``length_stats`` (``suffstats.STATS_DDL``: n, ΣΔ̃, ΣΔ̃², Σ|Δ̃| per group),
 #: written with the deltas and rebuilt here from existing deltas; the SQL views of schema 1/2
 #: (``prompt_scores``, ``sgs_dataset``, ``sgs_total``) are dropped: the score formula lives in
-#: ``sago_engine.scoring`` only (``Store.view`` computes them from the statistics).
+#: ``sago_engine.scoring.scores`` only (``Store.view`` computes them from the statistics).
 #: Additive, idempotent steps that bring a version-1 or -2 store (or a version-3 store without
 #: the statistics tables) to this version, run in one transaction on a writable open. Each later
 #: addition of this version appends here. A step is SQL text or a function of the connection.
@@ -289,7 +289,7 @@ EXTRA_TABLES += ("imported_rows",)
 #: - ``samples``: a sampled run's replies beyond the first (``[[models]] samples`` = k > 1 with
 #:   temperature > 0): sample s (1..k−1) of the base reply (``variant_id`` NULL) or of a variant's,
 #:   with the seed it was drawn with (``seeds.sample_seed``) and the columns its ``responses`` row
-#:   would have; sample 0 is the ``responses`` row. Key ``sago_engine.samples.sample_response_id``.
+#:   would have; sample 0 is the ``responses`` row. Key ``sago_engine.measure.samples.sample_response_id``.
 _CORRECTNESS_DDL = """
 CREATE TABLE IF NOT EXISTS correctness (
     run_id VARCHAR NOT NULL,

@@ -1,6 +1,6 @@
 """Sufficient statistics of Δ̃ per group: the only thing the summary pages read.
 
-SQL here only filters and aggregates (n, ΣΔ̃, ΣΔ̃², Σ|Δ̃| per group); ``sago_engine.scoring`` alone
+SQL here only filters and aggregates (n, ΣΔ̃, ΣΔ̃², Σ|Δ̃| per group); ``sago_engine.scoring.scores`` alone
 turns them into s_X(i), SGS and tests (like sacrebleu, whose BLEU formula is one function fed by
 sufficient statistics). Four tables, written with the deltas (``refresh``) and rebuilt from the
 deltas by the schema-3 migration (``MATERIALISE_SQL``):
@@ -29,7 +29,7 @@ from __future__ import annotations
 import duckdb
 import pandas as pd
 
-from sago_engine.scoring import rms
+from sago_engine.scoring.scores import rms
 
 STATS_TABLES = ("delta_stats", "prompt_stats", "cell_stats", "length_stats")
 

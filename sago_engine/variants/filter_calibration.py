@@ -41,7 +41,7 @@ def load_pairs(path: Path = PAIRS_FILE) -> list[dict]:
 
 def pair_scores(pairs: list[dict], score: str = "f1") -> np.ndarray:
     """The filter's score of each pair (``b`` as the variant, ``a`` as the base): BERTScore-F1 or recall."""
-    from sago_engine import bertscore
+    from sago_engine.models import bertscore
 
     fn = bertscore.bertscore_recall if score == "recall" else bertscore.bertscore_f1
     return fn([p["b"] for p in pairs], [p["a"] for p in pairs])

@@ -23,7 +23,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from .. import bertscore
+from sago_engine.models import bertscore
+
 from ..datasets import bundled_dir
 from ..seeds import make_rng
 from ..types import Variant

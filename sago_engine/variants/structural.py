@@ -5,9 +5,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from sago_engine.variants.rewriting.rewriter import Rewriter, RulesRewriter
+
 from ._text import detect_mood, word_count
 from .base import SubtypeInfo
-from .rewriter import Rewriter, RulesRewriter
 
 LENGTH_RATIOS: tuple[float, ...] = (0.5, 0.75, 1.5, 2.0)
 

@@ -1,4 +1,4 @@
-"""Makes one page raise an unexpected error inside the real dashboard (tests/test_browser_errors.py).
+"""Makes one page raise an unexpected error inside the real dashboard (tests/browser/test_browser_errors.py).
 
 Python imports ``sitecustomize`` at start-up from ``PYTHONPATH``; the test starts
 ``scripts/dashboard.sh`` with this folder (and the project) there. The Profiles page's total-SGS
@@ -13,7 +13,7 @@ from pathlib import Path
 
 MARKER = "sago-leak-marker-7f3a"
 #: A server path the message names (the project's engine folder).
-SERVER_PATH = str(Path(__file__).resolve().parents[2] / "sago_engine" / "report.py")
+SERVER_PATH = str(Path(__file__).resolve().parents[2] / "sago_engine" / "views" / "report.py")
 TABLE_KEY = "profiles_total_table"
 
 

@@ -11,7 +11,7 @@
 ``prompt_side``      tokenizer, template and context of a local model without its weights
 ``settings``         its ``[[models]]`` keys (``LocalSettings``), torch-free
 
-The CPU threads and linear kernels are ``sago_engine.kernels`` (the zoo's loader uses them too).
+The CPU threads and linear kernels are ``sago_engine.runtime.kernels`` (the zoo's loader uses them too).
 """
 
 import importlib
@@ -21,7 +21,7 @@ from typing import Any
 # template_clock) without loading torch; each name below imports its module on first use.
 _EXPORTS = {
     "HFLocalBackend": ".backend",
-    "set_threads": "...kernels",
+    "set_threads": "...runtime.kernels",
     "token_stats": ".statistics",
     "neutral_generation_config": ".generation",
     "NEUTRAL_DECODING": ".generation",

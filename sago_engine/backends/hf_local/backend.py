@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...kernels import pack_linear_weights, set_threads
+from sago_engine.runtime.kernels import pack_linear_weights, set_threads
+from sago_engine.runtime.threads import last_choice
+
 from ...models import TINY_RANDOM_KEY, load_model, tiny_random_model
-from ...threads import last_choice
 from ...types import DEFAULT_MAX_NEW_TOKENS, GenerationResult
 from ..base import DecodingConfig
 from ..context import check_context, context_length
@@ -52,7 +53,7 @@ class HFLocalBackend(Backend):
     ``skip_special_tokens=True`` and nothing else — no stripping: trailing whitespace the model
     emitted is part of the reply. ``GenerationResult.token_ids`` holds exactly those ids (EOS
     included, no padding), so ``seq_logprob``/``mean_entropy`` can be re-derived by teacher
-    forcing (``teacher_force``, ``sago_engine.replay``). Any normalisation happens inside an axis,
+    forcing (``teacher_force``, ``sago_engine.verify.replay``). Any normalisation happens inside an axis,
     documented there.
 
     Decoding: plain greedy with ``generation.neutral_generation_config`` (the model folder's
@@ -118,7 +119,7 @@ class HFLocalBackend(Backend):
         check_sampling({"temperature": temperature, "top_p": top_p, "top_k": top_k})
         self.sampling = SamplingParams(float(temperature), float(top_p), int(top_k))
         self.threads = set_threads()
-        #: what the thread count was chosen from (``sago_engine.threads.ThreadChoice.record``)
+        #: what the thread count was chosen from (``sago_engine.runtime.threads.ThreadChoice.record``)
         self.thread_choice = last_choice().record()
         key = model_key_or_path or model
         if not key:

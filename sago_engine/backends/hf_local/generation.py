@@ -14,7 +14,7 @@ have emitted EOS, its ``generate`` call stops (``RowsFinished``), those rows are
 others continue in a new ``generate`` call from the same KV cache (``Cache.batch_select_indices``),
 so no decode step is spent on a finished row and token statistics are computed only for real reply
 tokens (greedy tokens identical to a batch that never drops a row and to the naive batch-1 loop:
-tests/test_backend.py, benchmarks/README.md).
+tests/integration/backends/test_backend.py, benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from typing import Any
 import torch
 from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
-from ... import progress
+from sago_engine.runtime import progress
+
 from ...types import GenerationResult
 from ..context import check_context, over_context_result
 from .engine import LocalEngine

@@ -6,7 +6,7 @@ decode time on CPU (smollm2, batch 56, ≈ 150 positions: ≈ 300 MB copied per 
 profiled ``generate`` time). ``PreallocatedLayer`` keeps each layer's keys / values in a buffer
 with room for the reply (``reserve`` positions beyond the current length) and writes a step into
 it; attention reads a view of the filled part. The numbers are the same: the same values in the
-same order, only not copied (``tests/test_kvcache.py`` checks bit-identical replies, log-probs and
+same order, only not copied (``tests/unit/backends/test_kvcache.py`` checks bit-identical replies, log-probs and
 entropies against ``DynamicLayer``).
 
 Sliding-window layers (gemma-3) are left as ``transformers`` builds them.

@@ -18,7 +18,7 @@ with zeros at the masked positions, as one cache (``left_padded_layers``); ``gen
 starts from every row's last prompt token. Masked cache positions get attention weight exactly 0,
 so what a row attends to is what a single padded prefill gives; the numbers differ from it only by
 the order of float32 sums (different matrix shapes): greedy replies identical in the benchmark and
-tests, log-probs and hidden states within float noise (tests/test_prefill.py, benchmarks/README.md).
+tests, log-probs and hidden states within float noise (tests/integration/backends/test_prefill.py, benchmarks/README.md).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ stay the vocabulary items they are.
 The rendered string is tokenized first; where no control token overlaps the user's characters,
 those ids are the answer (transformers' sanitized encoding of a chat with nothing to sanitize is
 that same call), so a prompt without control-token text encodes exactly as the rendered string does; otherwise the
-ids come from transformers' sanitized encoding. ``tests/test_prompt_render.py`` checks on real
+ids come from transformers' sanitized encoding. ``tests/integration/backends/test_prompt_render.py`` checks on real
 dataset prompts for smollm2, qwen2.5-coder-0.5b and gemma-3-270m that both give the same ids. A
 base model (no template) gets its tokenizer's own added tokens (BOS) around the prompt, encoded the
 same way.

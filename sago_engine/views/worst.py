@@ -1,0 +1,195 @@
+"""Worst cases: prompts ranked by s_X(i) and variants by Δ̃, with the texts a person reads to see why.
+
+SAGO (arXiv 2610.01428) §Notation: s_X(i) = sqrt(mean_v Δ̃X(i, v)²) (``scoring.rms``). The
+Worst cases view lists, per axis and model, the prompts with the largest s_X(i) (each with its
+worst variant: the largest |Δ̃|) or the variants with the largest |Δ̃| (or the most negative /
+most positive Δ̃), each with the base prompt, the variant, both replies, their word diff, the
+rendered request and tokens / latency. Queries: ``Store.prompt_ranking``,
+``Store.variant_ranking``, ``Store.reply_pairs``; nothing here runs SQL or Streamlit.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from sago_engine.correctness.compare import chosen_scorers
+from sago_engine.external import degenerate
+from sago_engine.scoring import scores as scoring
+from sago_engine.views.detail import NO_REPLY, numbered_label, variant_label
+from sago_engine.views.textdiff import diff_html, diff_segments
+
+if TYPE_CHECKING:
+    from sago_engine.filters import Filters
+    from sago_engine.store import Store
+
+#: What a row ranks: prompts by s_X(i), or single variants by Δ̃.
+BY = ("prompt", "variant")
+#: The reply filter: every row, only replies that differ from the base reply, only identical ones, only
+#: variants whose reply is wrong where the base reply is right (correctness verdicts of the store).
+REPLIES = ("all", "different", "unchanged", "right_to_wrong")
+_CHANGED = {"all": None, "different": True, "unchanged": False, "right_to_wrong": None}
+#: Shown where a store keeps no rendered request (``responses.request`` NULL or absent).
+NOT_RECORDED = "not recorded"
+
+COLUMNS = ["rank", "n_tied", "model", "run_id", "dataset", "prompt_id", "variant_id", "label", "score", "s", "delta_norm",
+           "n_variants", "n_different", "differs", "prompt_text", "variant_text", "base_reply", "variant_reply",
+           "base_tokens", "variant_tokens", "base_latency_s", "variant_latency_s", "base_finish", "variant_finish",
+           "base_error", "variant_error", "base_request", "variant_request", "base_kind", "variant_kind"]
+
+
+def worst_cases(store: Store, f: Filters | None = None, *, axis: str, by: str = "prompt", model: str | None = None,
+                order: str = "abs", replies: str = "all", search: str | None = None, limit: int = 25) -> pd.DataFrame:
+    """The ranked rows of the Worst cases view.
+
+    Args:
+        store: an open ``Store``.
+        f: the sidebar's filters (models, datasets, F, u, s, p).
+        axis: the axis ranked on (plain or option name).
+        by: ``"prompt"`` — prompts (per model) by s_X(i) over their kept variants, each shown with
+            its worst variant; ``"variant"`` — variants by Δ̃ in ``order``
+            (``Store.variant_ranking``: ``"abs"`` |Δ̃|, ``"neg"``, ``"pos"``).
+        model: one model, or None for every model ``f`` allows (rows name their model).
+        replies: ``"all"`` | ``"different"`` (the reply text differs from the base reply of the
+            same run) | ``"unchanged"`` (identical); for prompts: at least one / none of its
+            variants' replies differ | ``"right_to_wrong"``: the dataset's correctness scorer
+            (``correctness.compare.chosen_scorers``) calls the base reply correct and the variant's
+            wrong (for prompts: at least one such variant); no rows in a store without verdicts.
+        search: case-insensitive substring of the prompt, a variant or a reply (``Store``
+            bounds it to ``store.worst.MAX_SEARCH`` characters; it is a bound SQL parameter).
+        limit: rows, 1 … ``store.worst.MAX_ROWS``.
+    Returns:
+        ``COLUMNS``: rank (1 = worst; tied scores share the rank), n_tied (rows of the whole selection
+        with that score, this one included), model, run_id, dataset, prompt_id, variant_id (the row's
+        variant: the worst one for a prompt row), label (F · u · s · p as on the Prompts page),
+        score (what the rank orders: s_X(i) for prompts, Δ̃ for variants), s (s_X(i); NaN for
+        variant rows), delta_norm (the variant's Δ̃), n_variants, n_different (prompt rows; NaN
+        for variants), differs (the shown variant's reply differs from the base reply), the
+        texts (prompt_text, variant_text, base_reply, variant_reply; None = no reply stored),
+        tokens, latency (seconds), finish reasons, errors and the requests (None = not recorded),
+        base_kind / variant_kind (``external.degenerate.reply_kind``: "" or salad / loop / echo).
+    Raises:
+        ValueError: unknown ``by``, ``replies``, ``order`` or axis; ``limit`` out of range.
+    """
+    if by not in BY:
+        raise ValueError(f"unknown ranking {by!r}; valid: {', '.join(BY)}")
+    if replies not in REPLIES:
+        raise ValueError(f"unknown reply filter {replies!r}; valid: {', '.join(REPLIES)}")
+    changed = _CHANGED[replies]
+    flips = None
+    if replies == "right_to_wrong":
+        flips = chosen_scorers(store.correctness_scorers())
+        if not flips:
+            return pd.DataFrame(columns=COLUMNS)
+    if by == "prompt":
+        rk = store.prompt_ranking(f, axis=axis, model=model, changed=changed, search=search, limit=limit, flips=flips)
+        rk = rk.assign(s=scoring.rms(rk["n"].to_numpy(), rk["sum_sq"].to_numpy()), variant_id=rk["worst_variant_id"],
+                       delta_norm=rk["worst_delta_norm"], n_variants=rk["n"], n_different=rk["n_different"])
+        rk["score"] = rk["s"]
+    else:
+        rk = store.variant_ranking(f, axis=axis, model=model, order=order, changed=changed, search=search, limit=limit,
+                                   flips=flips)
+        rk = rk.assign(s=np.nan, n_variants=1, n_different=np.nan, score=rk["delta_norm"])
+    if rk.empty:
+        return pd.DataFrame(columns=COLUMNS)
+    texts = store.reply_pairs(list(zip(rk["run_id"], rk["variant_id"])), f)
+    out = rk[["run_id", "variant_id", "score", "s", "delta_norm", "n_variants", "n_different", "tie_rank",
+              "n_tied"]].merge(texts, on=["run_id", "variant_id"], how="left", validate="one_to_one")
+    out["rank"] = out["tie_rank"].astype(int)
+    out["label"] = [numbered_label(variant_label(*t), k) for *t, k in
+                    zip(out["family"], out["subtype"], out["strength"], out["position"], out["dup"])]
+    out["differs"] = [not (isinstance(b, str) and isinstance(v, str) and b == v)
+                      for b, v in zip(out["base_reply"], out["variant_reply"])]
+    for c in ("base_reply", "variant_reply", "base_request", "variant_request", "base_error", "variant_error",
+              "base_finish", "variant_finish"):
+        out[c] = pd.Series([v if isinstance(v, str) else None for v in out[c]], index=out.index, dtype=object)
+    out["base_kind"] = [degenerate.reply_kind(r, p) if isinstance(r, str) else ""
+                        for r, p in zip(out["base_reply"], out["prompt_text"])]
+    out["variant_kind"] = [degenerate.reply_kind(r, p) if isinstance(r, str) else ""
+                           for r, p in zip(out["variant_reply"], out["variant_text"])]
+    return out[COLUMNS].reset_index(drop=True)
+
+
+def tie_note(rows: pd.DataFrame) -> str:
+    """A sentence on the ties among ``worst_cases`` rows ("" when none): which ranks are shared, by how many rows
+    of the whole selection, and that the order inside a tie is alphabetical, not by instability."""
+    tied = rows[rows["n_tied"] > 1].drop_duplicates("rank")
+    if tied.empty:
+        return ""
+    parts = [f"rank {int(r['rank'])}: {int(r['n_tied'])} rows at {r['score']:+.4g}" for _, r in tied.iterrows()]
+    return ("Ties (score equal to 12 significant digits) share a rank — " + "; ".join(parts)
+            + ". Inside a tie the rows are listed by model, dataset, prompt and variant, which says nothing about "
+              "which is worse; a tie larger than the rows shown continues beyond them.")
+
+
+def reply_text(text) -> str:
+    """A reply as shown: the stored text, or ``detail.NO_REPLY`` when none is stored."""
+    return text if isinstance(text, str) else NO_REPLY
+
+
+def request_text(text) -> str:
+    """A rendered request as shown: the stored text, or ``NOT_RECORDED``."""
+    return text if isinstance(text, str) else NOT_RECORDED
+
+
+def grouped_segments(segments: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Diff segments with each run of changes read as one deletion then one insertion.
+
+    Two replies that differ in most words diff word by word into alternating delete / insert
+    pieces around the shared spaces (``~~The~~ **I'm** ~~capital~~ **not** …``). Here an equal
+    segment that is only whitespace between two changes joins the change, and each run of
+    changes becomes all its deleted text, then all its inserted text. Joining equal + delete
+    texts still gives the base, equal + insert texts the variant.
+    """
+    out: list[tuple[str, str]] = []
+    dels: list[str] = []
+    ins: list[str] = []
+
+    def flush() -> None:
+        if dels:
+            out.append(("delete", "".join(dels)))
+        if ins:
+            out.append(("insert", "".join(ins)))
+        dels.clear()
+        ins.clear()
+
+    for k, (op, text) in enumerate(segments):
+        between = 0 < k < len(segments) - 1 and segments[k - 1][0] != "equal" and segments[k + 1][0] != "equal"
+        if op == "equal" and not (between and text.isspace()):
+            flush()
+            out.append((op, text))
+        elif op == "equal":
+            dels.append(text)
+            ins.append(text)
+        else:
+            (dels if op == "delete" else ins).append(text)
+    flush()
+    return out
+
+
+def reply_diff_html(base, variant) -> str:
+    """Word diff of the base reply (struck through) into the variant's reply (highlighted), as escaped HTML.
+
+    ``textdiff.diff_segments``, grouped by ``grouped_segments``, drawn by ``textdiff.diff_html``
+    (every piece of text escaped); a missing reply diffs as the empty string.
+    """
+    a, b = (base if isinstance(base, str) else ""), (variant if isinstance(variant, str) else "")
+    return diff_html(grouped_segments(diff_segments(a, b)))
+
+
+def prompts_link(row) -> dict[str, str]:
+    """URL parameters that open the Prompts page on this row's prompt and variant: dataset, prompt, variant (label)."""
+    return {"dataset": str(row["dataset"]), "prompt": str(row["prompt_id"]), "variant": str(row["label"])}
+
+
+def token_table(row) -> pd.DataFrame:
+    """The row's two replies side by side: reply (base / variant), tokens, finish, latency_s, error."""
+    return pd.DataFrame({
+        "reply": ["base prompt", "variant"],
+        "tokens": pd.array([row["base_tokens"], row["variant_tokens"]], dtype="Int64"),
+        "finish": [row["base_finish"], row["variant_finish"]],
+        "latency_s": [row["base_latency_s"], row["variant_latency_s"]],
+        "error": [e if isinstance(e, str) else "none" for e in (row["base_error"], row["variant_error"])],
+    })

@@ -1,0 +1,125 @@
+"""``--plan``'s numbers: reply counts, tokens, cost, memory, time; the paper presets' counts, fast."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+from precompute import plan_estimate as pe
+from precompute.__main__ import main as cli_main
+from precompute.config import load_config
+from precompute.plan import make_plan
+from tests.support.factories import tiny_toml
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def tiny_plan(tmp_path_factory):
+    d = tmp_path_factory.mktemp("plan")
+    conf = d / "c.toml"
+    conf.write_text(tiny_toml(n_prompts=3).format(store=d / "s.duckdb", data=ROOT / "data" / "datasets"))
+    cfg = load_config(conf, check_keys=False)
+    return cfg, make_plan(cfg, run_filter=False), conf
+
+
+def test_reply_counts_split_new_and_stored_and_count_judge_calls(tiny_plan):
+    _, plan, _ = tiny_plan
+    ids = [p.prompt_id for p in plan.prompts]
+    per = {pid: 1 + len(plan.to_generate(pid)) for pid in ids}
+    c = pe.reply_counts(plan, 1, ids, done={ids[0]}, judge=False)
+    assert (c.prompts_new, c.replies_new, c.replies_stored, c.judge_calls) == (5, sum(per.values()) - per[ids[0]],
+                                                                                per[ids[0]], 0)
+    twice = pe.reply_counts(plan, 2, ids, done=(), judge=True)
+    assert twice.replies_new == sum(per.values()) + len(ids)  # one more base per prompt
+    social = sum(v.spec.family == "social_register" for pid in ids for v in plan.to_generate(pid))
+    assert twice.judge_calls == 2 * social > 0
+
+
+def test_input_tokens_from_a_tokenizer_sample_and_from_characters():
+    texts = ["abcd" * k for k in range(1, 41)]  # 40 inputs, 4..160 characters
+
+    def encode(t):  # a template of 5 tokens, one token per 2 characters
+        return [0] * (5 + len(t) // 2)
+
+    exact = sum(len(encode(t)) for t in texts)
+    n, how = pe.input_tokens(texts, encode, sample=10)
+    assert n == exact and "tokenizer on 10 of 40 inputs" == how
+    n, how = pe.input_tokens(texts, None)
+    assert n == sum(len(t) for t in texts) // 4 and "4 characters per token" in how
+
+
+def test_cost_only_where_prices_are_set():
+    class M:
+        price_in_per_mtok, price_out_per_mtok = 2.0, 10.0
+
+    assert pe.plan_cost(1_000_000, 100_000, M()) == pytest.approx(3.0)
+    assert pe.plan_cost(1_000_000, 100_000, object()) is None
+
+
+def test_parameter_count_matches_the_model_built_on_the_meta_device():
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(hidden_size=576, num_hidden_layers=30, intermediate_size=1536, num_attention_heads=9,
+                      num_key_value_heads=3, vocab_size=49152, tie_word_embeddings=True)  # smollm2-135m's shape
+    with torch.device("meta"):
+        real = sum(p.numel() for p in LlamaForCausalLM(cfg).parameters())
+    assert abs(pe.parameter_count(cfg) - real) / real < 0.01
+    need = pe.memory_need(cfg, "bfloat16", 8, 100, 48)
+    assert need.weights == pe.parameter_count(cfg) * 2
+    assert need.kv_cache == 2 * 30 * 3 * 64 * 2 * 8 * 148
+
+
+def test_plan_warns_when_a_model_needs_more_memory_than_available(tiny_plan, monkeypatch, capsys):
+    from precompute import plan_report
+
+    monkeypatch.setattr(plan_report, "memory_available", lambda device: (1e9, "available RAM"))
+    _, _, conf = tiny_plan
+    assert cli_main(["--config", str(conf), "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"memory: ≈ \d+\.\d GiB \(weights .* of 0\.9 GiB available RAM — warning: may not fit", out)
+
+
+def test_plan_prints_counts_tokens_and_a_stated_rate(tiny_plan, capsys):
+    cfg, plan, conf = tiny_plan
+    n = sum(1 + len(plan.to_generate(p.prompt_id)) for p in plan.prompts)
+    assert cli_main(["--config", str(conf), "--plan", "--rate", "2"]) == 0
+    out = capsys.readouterr().out
+    assert f"replies: {n} to generate (6 prompts × (base × 1 + their variants)), 0 already stored" in out
+    assert re.search(r"tokens: ≈ [\d,]+ in \(tokenizer on \d+ of \d+ inputs\), at most [\d,]+ out \(reply cap 6\)", out)
+    assert f"time: ≈ {n // 2} s at the stated rate of 2 replies/s" in out
+    assert f"total: {n} replies to generate" in out
+
+
+def test_calibrate_and_rate_need_plan(tiny_plan, capsys):
+    _, _, conf = tiny_plan
+    assert cli_main(["--config", str(conf), "--calibrate"]) == 2
+    assert cli_main(["--config", str(conf), "--plan", "--rate", "0"]) == 2
+    assert "--rate must be > 0" in capsys.readouterr().err
+
+
+def test_calibration_times_one_batch_and_scales(tiny_plan):
+    from precompute.calibrate import calibrate
+
+    cfg, plan, _ = tiny_plan
+    m = cfg.models[0]
+    cal = calibrate(cfg, m, plan, [p.prompt_id for p in plan.prompts])
+    assert cal.replies >= 4 and cal.load_s > 0 and cal.seconds > 0  # batch_size 4: one prompt's 6 replies
+    assert cal.estimate_s(100) == pytest.approx(cal.load_s + 100 * cal.seconds / cal.replies)
+    assert cal.estimate_s(0) == 0.0
+
+
+@pytest.mark.parametrize("preset, replies", [("paper.toml", 117_504), ("paper_code.toml", 48_384)])
+def test_paper_presets_plan_their_replies_in_seconds(preset, replies, monkeypatch, capsys, tmp_path):
+    monkeypatch.chdir(ROOT)
+    t0 = time.perf_counter()
+    assert cli_main(["--config", str(ROOT / "precompute" / "configs" / preset), "--plan",
+                     "--store", str(tmp_path / "none.duckdb")]) == 0
+    took = time.perf_counter() - t0
+    out = capsys.readouterr().out
+    assert f"total: {replies:,} replies to generate" in out
+    assert took < 120, f"--plan took {took:.0f} s"  # < 30 s on a quiet machine; this one is shared
