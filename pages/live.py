@@ -8,6 +8,7 @@ import streamlit as st
 from dashboard import charts, controls, data, diffview, exports, frame, safe
 from sago_engine.datasets import DATASETS
 from sago_engine.filters import Filters
+from sago_engine.live import correctness as live_correct
 from sago_engine.live import job as live_job
 from sago_engine.live import probe as live
 from sago_engine.live import save as live_save
@@ -84,6 +85,11 @@ with st.expander("Pick a prompt from a dataset"):
                      format_func=lambda t: t[:120] or "(choose)")
 text = st.text_area("Prompt", key="live_prompt", placeholder="Type a prompt, e.g. What is the capital of Australia?",
                     height=90)
+reference = live_correct.typed_reference(st.text_input(
+    "Reference answer (optional)", key="live_reference", placeholder="e.g. Canberra",
+    help=f"Accepted answers separated by {live_correct.ANSWER_SEP}: each reply is then marked right or wrong "
+         "(the reply contains an accepted answer, after lower-casing and removing punctuation and articles). "
+         "Correctness is shown beside the Δ columns, never folded into them."))
 
 c1, c2, c3 = st.columns([5, 8, 3])  # the families box holds all three chips at 1280 px
 with c1:
@@ -175,7 +181,8 @@ def _base(res: "live.ProbeResult") -> None:
     if res.base is None:
         return
     with base_slot.container():
-        st.caption(f"Base response ({safe.md(res.model)}):")
+        verdict = live_correct.probe_correctness(res.rows.responses, reference)[0] if reference else None
+        st.caption(f"Base response ({safe.md(res.model)})" + (f" — {verdict.verdict}" if verdict else "") + ":")
         st.code(res.base.text, language=None, wrap_lines=True)
 
 
@@ -183,6 +190,9 @@ def _show(res: "live.ProbeResult") -> None:
     _base(res)
     ss["live_draws"] = ss.get("live_draws", 0) + 1  # a fresh key per redraw of the slot
     table = live.result_table(res)
+    if reference:  # the reply's verdict beside its Δ columns (pending variants: "…")
+        verdicts = live_correct.probe_correctness(res.rows.responses, reference)[1].set_index("variant_id")["verdict"]
+        table.insert(1, "correct", [verdicts.get(v.variant_id) for v in res.probe.variants])  # the table's order
     deltas = [AXIS_LABELS[a] for a in AXES]
     # a variant still running has no values yet: its cells read "…", never "None"
     shown = table.style.format(na_rep="…").format({c: "{:+.3f}" for c in deltas}, na_rep="…")
