@@ -235,9 +235,12 @@ def reply_diff_html(base, variant) -> str:
     """Word diff of the base reply (struck through) into the variant's reply (highlighted), as escaped HTML.
 
     ``textdiff.diff_segments``, grouped by ``grouped_segments``, drawn by ``textdiff.diff_html``
-    (every piece of text escaped); a missing reply diffs as the empty string.
+    (every piece of text escaped); a missing reply diffs as the empty string; two empty replies show
+    ``EMPTY_REPLY``.
     """
     a, b = (base if isinstance(base, str) else ""), (variant if isinstance(variant, str) else "")
+    if not (a.strip() or b.strip()):
+        return diff_html([("equal", EMPTY_REPLY)])
     return diff_html(grouped_segments(diff_segments(a, b)))
 
 
