@@ -160,7 +160,8 @@ def test_empty_reply_is_labelled(server, facts, width, height, scheme):
     with browser_page(width, height, color_scheme=scheme) as page:
         _open(page, server, f"/worst?axis=bleu&model={GEMMA}&rank=variant&change=all&rows=10"
                             f"&q={quote_plus(facts['empty_search'])}")
-        page.get_by_text("Reply to the variant").first.wait_for(timeout=60_000)
+        page.screenshot(path=str(screenshot_dir() / f"worst_empty_{width}_{scheme}.png"), full_page=True)
+        page.locator("[data-testid='stCode']").first.wait_for(timeout=60_000)
         codes = [c.strip() for c in page.locator("[data-testid='stCode']").all_inner_texts()]
         assert "(empty reply)" in codes, [c[:60] for c in codes]
         assert "" not in codes, [c[:60] for c in codes]
