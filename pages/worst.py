@@ -91,13 +91,13 @@ rows = rows.assign(open=[links.href(links.PROMPTS, worst.prompts_link(r)) for _,
                    change_cell=[CHANGE_CELL.get(c, "—") for c in rows["change"]])
 if by == "prompt":
     shown = rows.assign(different=[f"{int(d)} of {int(n)}" for d, n in zip(rows["n_different"], rows["n_variants"])])
-    shown = shown[["rank", "change_cell", "prompt_text", "score", "model", "dataset", "different", "label", "delta_norm",
-                   "reference", "tied", "open"]]
+    shown = shown[["rank", "change_cell", "prompt_text", "open", "model", "dataset", "score", "different", "label",
+                   "delta_norm", "reference", "tied"]]
     names = {"prompt_text": "prompt", "change_cell": "change", "score": f"s_X(i) on {label}", "different": "different replies",
              "label": "worst variant", "delta_norm": "its Δ̃"}
 else:
-    shown = rows[["rank", "change_cell", "prompt_text", "score", "model", "dataset", "differs", "label", "variant_text",
-                  "base_reply", "variant_reply", "reference", "tied", "open"]]
+    shown = rows[["rank", "change_cell", "prompt_text", "open", "model", "dataset", "score", "differs", "label",
+                  "variant_text", "base_reply", "variant_reply", "reference", "tied"]]
     names = {"prompt_text": "prompt", "change_cell": "change", "label": "variant", "variant_text": "variant text", "score": f"Δ̃ on {label}",
              "differs": "reply differs", "base_reply": "base reply", "variant_reply": "variant's reply"}
 config = {"open": st.column_config.LinkColumn("Prompts", display_text="open ↗", width="small",
