@@ -26,10 +26,9 @@ st.caption("Per axis and model: prompts ranked by s_X(i) = sqrt(mean over varian
            "worst variant, the largest |Δ̃|), or single variants ranked by Δ̃ (SAGO, arXiv 2610.01428). "
            "\"Different\": the variant's reply is not identical to the base reply; \"unchanged\": it is. "
            "Pick a row to read its replies below; \"open ↗\" opens that prompt on the Prompts page. "
-           "Shown by default: **breaks** only — the base reply is an answer and the variant's reply differs from it "
-           "or is no answer. A **repair** (the base reply is no answer: a repetition loop, an echo of the prompt or "
-           "token salad, and the variant's reply is one) moves the reply as far as a break, so it would otherwise "
-           "rank among the worst cases; pick \"repairs\" or \"all\" to see them.")
+           "By default only **breaks** (the variant changed an answer or made it no answer): a **repair** of a base "
+           "reply that is no answer (a loop, an echo, token salad) moves the reply as far, but is no worst case — "
+           "pick \"repairs\" or \"all\" under Show to see them.")
 controls.no_chart_note("this page ranks prompts and variants in a table; a row's replies and their diff follow it.")
 
 models = [m for m in data.query(Store.filter_options)["models"] if f.models is None or m in f.models]
@@ -82,7 +81,11 @@ rows = data.with_store(worst.worst_cases, f, axis=axis, by=by, model=None if mod
 label = AXIS_LABELS[axis]
 if rows.empty:
     st.info("No prompts match" + (f" the search “{md(search.strip()[:MAX_SEARCH])}”" if search else "")
-            + " with the current filters.")
+            + " with the current filters"
+            + (". Show is on breaks: breaks and repairs are told apart by the reply texts, so a store that keeps no "
+               "replies has none — pick \"all\" under Show." if change == "breaks" else ".")
+            + (" Show is on repairs: no base reply here is a loop, an echo or token salad that a variant repaired."
+               if change == "repairs" else ""))
     st.stop()
 
 rows = rows.assign(open=[links.href(links.PROMPTS, worst.prompts_link(r)) for _, r in rows.iterrows()],
