@@ -8,6 +8,10 @@ stable). The rules are measurable on the reply (and its prompt) alone, checked i
 * **loop** — at least ``LOOP_MIN_WORDS`` words and at least ``LOOP_SHARE`` of the reply's word
   ``LOOP_NGRAM``-grams repeat an earlier one ("The capital of France is Paris. What is the capital
   of France?" four times; "the city of the city of …"). Ordinary prose repeats under 10 %;
+  or the reply stutters inside words: runs of one unit of 1 to ``STUTTER_UNIT`` word characters repeated
+  at least ``STUTTER_REPEATS`` times ("Ellelelelele…", "!!!!" is no word) make up at least ``LOOP_SHARE``
+  of its non-space characters (at least ``STUTTER_MIN_CHARS`` of them) — a word loop the word rule
+  cannot see, since it is one word;
 * **echo** — the prompt's first line (at least ``ECHO_MIN_WORDS`` words, case and punctuation
   ignored) appears twice or more in the reply, or makes up at least ``ECHO_SHARE`` of its words:
   the model restates the request instead of answering it (an answer that quotes the request
@@ -35,6 +39,10 @@ LOOP_MIN_WORDS = 16
 LOOP_NGRAM = 4
 #: Share of n-grams that repeat an earlier one from which a reply is a loop.
 LOOP_SHARE = 0.5
+#: Longest repeated unit (characters) of a stutter, fewest repeats of it, fewest stuttered characters.
+STUTTER_UNIT = 4
+STUTTER_REPEATS = 6
+STUTTER_MIN_CHARS = 16
 #: Fewest words of a prompt's first line for an echo.
 ECHO_MIN_WORDS = 4
 #: Share of the reply's words the prompt's first line must make up for a single restatement to be an echo.
@@ -42,6 +50,7 @@ ECHO_SHARE = 0.8
 FLAG_PREFIX = "degenerate:"
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+_STUTTER = re.compile(rf"(\w{{1,{STUTTER_UNIT}}}?)\1{{{STUTTER_REPEATS - 1},}}", re.UNICODE)
 
 
 def _words(text: str | None) -> list[str]:
@@ -55,6 +64,16 @@ def repeat_share(text: str | None, n: int = LOOP_NGRAM) -> float:
     if len(grams) < 2:
         return 0.0
     return 1.0 - len(set(grams)) / len(grams)
+
+
+def stutter_share(text: str | None) -> float:
+    """Share of the non-space characters of ``text`` inside stutters (a unit of 1 to ``STUTTER_UNIT`` word
+    characters repeated ``STUTTER_REPEATS`` times or more); 0 when the stutters total under
+    ``STUTTER_MIN_CHARS`` characters or the text is empty."""
+    t = text if isinstance(text, str) else ""
+    solid = sum(not c.isspace() for c in t)
+    stuck = sum(m.end() - m.start() for m in _STUTTER.finditer(t))
+    return stuck / solid if solid and stuck >= STUTTER_MIN_CHARS else 0.0
 
 
 def is_echo(reply: str | None, prompt: str | None) -> bool:
@@ -79,6 +98,8 @@ def reply_kind(reply: str | None, prompt: str | None = None) -> str:
     if salad.is_salad(reply):
         return SALAD
     if len(_words(reply)) >= LOOP_MIN_WORDS and repeat_share(reply) >= LOOP_SHARE:
+        return LOOP
+    if stutter_share(reply) >= LOOP_SHARE:
         return LOOP
     if prompt is not None and is_echo(reply, prompt):
         return ECHO

@@ -255,5 +255,7 @@ def diff_html(segments: list[tuple[str, str]]) -> str:
             raise ValueError(f"unknown op {op!r}; expected one of {OPS}")
         style = f' style="{_STYLE[op]}"' if _STYLE[op] else ""
         parts.append(f"<{_TAG[op]}{style}>{html.escape(text, quote=True)}</{_TAG[op]}>")
-    return ('<div style="white-space:pre-wrap;font-family:ui-monospace,monospace;line-height:1.6;'
-            'padding:0.5rem 0.75rem;border:1px solid #ddd;border-radius:6px;">' + "".join(parts) + "</div>")
+    # overflow-wrap:anywhere breaks a word longer than the box (a reply of one 700-character token) inside it
+    return ('<div style="white-space:pre-wrap;overflow-wrap:anywhere;font-family:ui-monospace,monospace;'
+            'line-height:1.6;padding:0.5rem 0.75rem;border:1px solid #ddd;border-radius:6px;">' + "".join(parts)
+            + "</div>")

@@ -4,7 +4,12 @@ SAGO (arXiv 2610.01428) §Notation: s_X(i) = sqrt(mean_v Δ̃X(i, v)²) (``scori
 Worst cases view lists, per axis and model, the prompts with the largest s_X(i) (each with its
 worst variant: the largest |Δ̃|) or the variants with the largest |Δ̃| (or the most negative /
 most positive Δ̃), each with the base prompt, the variant, both replies, their word diff, the
-rendered request and tokens / latency. Queries: ``Store.prompt_ranking``,
+rendered request and tokens / latency. Each row says what its variant did to the base reply
+(``change_kind``): a *break* (the base reply is an answer and the variant's reply differs from it or
+is no answer), a *repair* (the base reply is no answer — a loop, an echo, token salad — and the
+variant's is one) or neither. A repair moves the reply as far as a break does, so a ranking by Δ̃
+alone puts repaired broken references among the worst cases; the page ranks breaks only by
+default. Queries: ``Store.prompt_ranking``,
 ``Store.variant_ranking``, ``Store.reply_pairs``; nothing here runs SQL or Streamlit.
 """
 
@@ -31,17 +36,61 @@ BY = ("prompt", "variant")
 #: variants whose reply is wrong where the base reply is right (correctness verdicts of the store).
 REPLIES = ("all", "different", "unchanged", "right_to_wrong")
 _CHANGED = {"all": None, "different": True, "unchanged": False, "right_to_wrong": None}
+#: The change filter: only breaks, only repairs, every row (``change_kind``).
+CHANGES = ("breaks", "repairs", "all")
+_CHANGE_LABEL = {"breaks": "break", "repairs": "repair", "all": None}
+BREAK, REPAIR = "break", "repair"
+#: Shown for a reply stored as the empty string (an empty box says nothing).
+EMPTY_REPLY = "(empty reply)"
 #: Shown where a store keeps no rendered request (``responses.request`` NULL or absent).
 NOT_RECORDED = "not recorded"
 
 COLUMNS = ["rank", "n_tied", "model", "run_id", "dataset", "prompt_id", "variant_id", "label", "score", "s", "delta_norm",
            "n_variants", "n_different", "differs", "prompt_text", "variant_text", "base_reply", "variant_reply",
            "base_tokens", "variant_tokens", "base_latency_s", "variant_latency_s", "base_finish", "variant_finish",
-           "base_error", "variant_error", "base_request", "variant_request", "base_kind", "variant_kind"]
+           "base_error", "variant_error", "base_request", "variant_request", "base_kind", "variant_kind", "change"]
+
+
+def change_kind(base_kind: str, variant_kind: str, differs: bool) -> str:
+    """What a variant did to the base reply: ``"break"``, ``"repair"`` or ``""`` (neither).
+
+    Args:
+        base_kind: ``degenerate.reply_kind`` of the base reply ("" = it may be an answer).
+        variant_kind: the same of the variant's reply.
+        differs: the variant's reply text is not identical to the base reply.
+    Returns:
+        "repair" when the base reply is no answer and the variant's is one; "break" when the base
+        reply is an answer and the variant's is none or differs from it; "" otherwise (both no
+        answer, or the same answer).
+    """
+    if base_kind:
+        return "" if variant_kind else REPAIR
+    return BREAK if (variant_kind or differs) else ""
+
+
+def pair_changes(replies: pd.DataFrame) -> pd.DataFrame:
+    """Every variant reply's ``change_kind`` against the base reply of its run and prompt.
+
+    Args:
+        replies: ``Store.reply_texts`` (run_id, prompt_id, variant_id (None for a base reply), response, prompt).
+    Returns:
+        run_id, variant_id, change ("break" | "repair" | "") — one row per variant reply with a base reply.
+    """
+    if replies.empty:
+        return pd.DataFrame({"run_id": [], "variant_id": [], "change": []}, dtype=object)
+    flagged = degenerate.reply_flags(replies)
+    is_base = flagged["variant_id"].isna()
+    base = flagged[is_base][["run_id", "prompt_id", "response", "kind"]]
+    pairs = flagged[~is_base].merge(base, on=["run_id", "prompt_id"], suffixes=("", "_base"), validate="many_to_one")
+    change = [change_kind(bk, vk, b != v) if isinstance(b, str) and isinstance(v, str) else ""
+              for bk, vk, b, v in zip(pairs["kind_base"], pairs["kind"], pairs["response_base"], pairs["response"])]
+    return pd.DataFrame({"run_id": pairs["run_id"].astype(str), "variant_id": pairs["variant_id"].astype(str),
+                         "change": change})
 
 
 def worst_cases(store: Store, f: Filters | None = None, *, axis: str, by: str = "prompt", model: str | None = None,
-                order: str = "abs", replies: str = "all", search: str | None = None, limit: int = 25) -> pd.DataFrame:
+                order: str = "abs", replies: str = "all", search: str | None = None, limit: int = 25,
+                change: str = "all") -> pd.DataFrame:
     """The ranked rows of the Worst cases view.
 
     Args:
@@ -60,6 +109,9 @@ def worst_cases(store: Store, f: Filters | None = None, *, axis: str, by: str = 
         search: case-insensitive substring of the prompt, a variant or a reply (``Store``
             bounds it to ``store.worst.MAX_SEARCH`` characters; it is a bound SQL parameter).
         limit: rows, 1 … ``store.worst.MAX_ROWS``.
+        change: ``"breaks"`` | ``"repairs"`` | ``"all"`` (``CHANGES``): only rows whose change
+            (``change_kind``; for a prompt: "break" when any of its variants breaks the base reply,
+            else "repair" when any repairs it) is a break / a repair, chosen before the row limit.
     Returns:
         ``COLUMNS``: rank (1 = worst; tied scores share the rank), n_tied (rows of the whole selection
         with that score, this one included), model, run_id, dataset, prompt_id, variant_id (the row's
@@ -69,10 +121,13 @@ def worst_cases(store: Store, f: Filters | None = None, *, axis: str, by: str = 
         for variants), differs (the shown variant's reply differs from the base reply), the
         texts (prompt_text, variant_text, base_reply, variant_reply; None = no reply stored),
         tokens, latency (seconds), finish reasons, errors and the requests (None = not recorded),
-        base_kind / variant_kind (``external.degenerate.reply_kind``: "" or salad / loop / echo).
+        base_kind / variant_kind (``external.degenerate.reply_kind``: "" or salad / loop / echo),
+        change ("break" | "repair" | "").
     Raises:
-        ValueError: unknown ``by``, ``replies``, ``order`` or axis; ``limit`` out of range.
+        ValueError: unknown ``by``, ``replies``, ``order``, ``change`` or axis; ``limit`` out of range.
     """
+    if change not in CHANGES:
+        raise ValueError(f"unknown change filter {change!r}; valid: {', '.join(CHANGES)}")
     if by not in BY:
         raise ValueError(f"unknown ranking {by!r}; valid: {', '.join(BY)}")
     if replies not in REPLIES:
@@ -83,20 +138,24 @@ def worst_cases(store: Store, f: Filters | None = None, *, axis: str, by: str = 
         flips = chosen_scorers(store.correctness_scorers())
         if not flips:
             return pd.DataFrame(columns=COLUMNS)
+    pc = pair_changes(store.reply_texts(f))
+    labels = (pc["run_id"].tolist(), pc["variant_id"].tolist(), pc["change"].tolist())
+    pick = {"changes": labels, "change": _CHANGE_LABEL[change]}
     if by == "prompt":
-        rk = store.prompt_ranking(f, axis=axis, model=model, changed=changed, search=search, limit=limit, flips=flips)
+        rk = store.prompt_ranking(f, axis=axis, model=model, changed=changed, search=search, limit=limit, flips=flips,
+                                  **pick)
         rk = rk.assign(s=scoring.rms(rk["n"].to_numpy(), rk["sum_sq"].to_numpy()), variant_id=rk["worst_variant_id"],
                        delta_norm=rk["worst_delta_norm"], n_variants=rk["n"], n_different=rk["n_different"])
         rk["score"] = rk["s"]
     else:
         rk = store.variant_ranking(f, axis=axis, model=model, order=order, changed=changed, search=search, limit=limit,
-                                   flips=flips)
+                                   flips=flips, **pick)
         rk = rk.assign(s=np.nan, n_variants=1, n_different=np.nan, score=rk["delta_norm"])
     if rk.empty:
         return pd.DataFrame(columns=COLUMNS)
     texts = store.reply_pairs(list(zip(rk["run_id"], rk["variant_id"])), f)
     out = rk[["run_id", "variant_id", "score", "s", "delta_norm", "n_variants", "n_different", "tie_rank",
-              "n_tied"]].merge(texts, on=["run_id", "variant_id"], how="left", validate="one_to_one")
+              "n_tied", "change"]].merge(texts, on=["run_id", "variant_id"], how="left", validate="one_to_one")
     out["rank"] = out["tie_rank"].astype(int)
     out["label"] = [numbered_label(variant_label(*t), k) for *t, k in
                     zip(out["family"], out["subtype"], out["strength"], out["position"], out["dup"])]
@@ -125,8 +184,11 @@ def tie_note(rows: pd.DataFrame) -> str:
 
 
 def reply_text(text) -> str:
-    """A reply as shown: the stored text, or ``detail.NO_REPLY`` when none is stored."""
-    return text if isinstance(text, str) else NO_REPLY
+    """A reply as shown: the stored text, ``EMPTY_REPLY`` for an empty (or whitespace-only) one, or
+    ``detail.NO_REPLY`` when none is stored."""
+    if not isinstance(text, str):
+        return NO_REPLY
+    return text if text.strip() else EMPTY_REPLY
 
 
 def request_text(text) -> str:
@@ -173,9 +235,12 @@ def reply_diff_html(base, variant) -> str:
     """Word diff of the base reply (struck through) into the variant's reply (highlighted), as escaped HTML.
 
     ``textdiff.diff_segments``, grouped by ``grouped_segments``, drawn by ``textdiff.diff_html``
-    (every piece of text escaped); a missing reply diffs as the empty string.
+    (every piece of text escaped); a missing reply diffs as the empty string; two empty replies show
+    ``EMPTY_REPLY``.
     """
     a, b = (base if isinstance(base, str) else ""), (variant if isinstance(variant, str) else "")
+    if not (a.strip() or b.strip()):
+        return diff_html([("equal", EMPTY_REPLY)])
     return diff_html(grouped_segments(diff_segments(a, b)))
 
 

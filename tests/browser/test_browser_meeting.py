@@ -52,13 +52,14 @@ def test_worst_cases_rank_search_and_open_on_the_prompts_page():
 
     store = _demo()
     with open_store(store) as st:
-        ranked = worst.worst_cases(st, None, axis="bleu", by="prompt", limit=25)
-        by_var = worst.worst_cases(st, None, axis="bleu", by="variant", limit=100)
+        # the page's default: breaks only (a variant that repairs a broken base reply is no worst case)
+        ranked = worst.worst_cases(st, None, axis="bleu", by="prompt", limit=25, change="breaks")
+        by_var = worst.worst_cases(st, None, axis="bleu", by="variant", limit=100, change="breaks")
         # a known reply: a variant's reply from the middle of the ranking, searched by a phrase of it
         row = next(r for _, r in by_var.iloc[20:].iterrows() if isinstance(r["variant_reply"], str)
                    and len(r["variant_reply"].split()) > 8)
         needle = " ".join(row["variant_reply"].split()[2:7])
-        hits = worst.worst_cases(st, None, axis="bleu", by="variant", search=needle, limit=10)
+        hits = worst.worst_cases(st, None, axis="bleu", by="variant", search=needle, limit=10, change="breaks")
     assert len(hits) >= 1
     shots = screenshot_dir()
     with dashboard(store, timeout=120) as url, browser_page(1440, 900) as page:
@@ -66,11 +67,12 @@ def test_worst_cases_rank_search_and_open_on_the_prompts_page():
         page.get_by_text("Worst cases: which prompts and variants move a model most?").first.wait_for(timeout=180_000)
         _ready(page)
         joined = "|" + "|".join(_cells(page)) + "|"
-        # rows ranked as the engine ranks them (rank, the row's link to the Prompts page, model, dataset, s_X(i))
+        # rows ranked as the engine ranks them (rank, change, prompt, the row's link to the Prompts page, model,
+        # dataset, s_X(i))
         pos = []
         for r in ranked.head(5).itertuples():
-            m = re.search(rf"\|{r.rank}\|\./prompts\?[^|]*prompt={re.escape(quote_plus(r.prompt_id))}&[^|]*\|"
-                          rf"{re.escape(r.model)}\|{re.escape(r.dataset)}\|([0-9.e-]+)\|", joined)
+            m = re.search(rf"\|{r.rank}\|break\|[^|]*\|\./prompts\?[^|]*prompt={re.escape(quote_plus(r.prompt_id))}&"
+                          rf"[^|]*\|{re.escape(r.model)}\|{re.escape(r.dataset)}\|([0-9.e-]+)\|", joined)
             assert m and float(m.group(1)) == pytest.approx(r.score, abs=1e-12), (r, joined[:800])
             pos.append(m.start())
         assert pos == sorted(pos)

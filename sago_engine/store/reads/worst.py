@@ -8,6 +8,10 @@ part of the SQL text, and is cut to ``MAX_SEARCH`` characters. Every ranking ret
 ``MAX_ROWS`` rows. Scores are not computed here: the prompt ranking returns n and ΣΔ̃² per
 prompt (``sago_engine.views.worst`` applies ``scoring.rms``) and orders by ΣΔ̃²/n, which orders
 exactly as sqrt(ΣΔ̃²/n).
+
+A pair's *change* ("break", "repair" or "") is not decided here: the caller classifies the replies
+(``sago_engine.views.worst.pair_changes``, Python's degenerate-reply detector) and passes the labels
+as bound arrays; the rankings only join, aggregate and filter them, before the row limit.
 """
 
 from __future__ import annotations
@@ -25,6 +29,9 @@ from sago_engine.store.reads.where import fetch_df, filter_where
 if TYPE_CHECKING:
     from sago_engine.filters import Filters
 
+#: Pair labels handed to a ranking: (run_ids, variant_ids, labels), three sequences of equal length.
+Changes = tuple[Sequence[str], Sequence[str], Sequence[str]]
+
 #: Most rows a ranking returns.
 MAX_ROWS = 500
 #: Longest search string used (characters; the rest is dropped).
@@ -32,6 +39,8 @@ MAX_SEARCH = 200
 #: Variant orders: by |Δ̃| (largest first), most negative Δ̃ first, most positive Δ̃ first.
 ORDERS = ("abs", "neg", "pos")
 _ORDER_SQL = {"abs": "abs(delta_norm) DESC", "neg": "delta_norm ASC", "pos": "delta_norm DESC"}
+#: Change labels a ranking can be restricted to (``views.worst.change_kind``).
+CHANGE_LABELS = ("break", "repair")
 #: Significant digits a ranking's score is compared at: scores equal to 12 digits are one tie (float
 #: noise of sums in another order is no difference).
 TIE_DIGITS = 12
@@ -68,6 +77,18 @@ def _limit(limit: int) -> int:
     return n
 
 
+def _change_sql(change: str | None, changes: Changes | None) -> tuple[str, list]:
+    """The WHERE term (and its parameter) keeping rows whose ``change`` is ``change``; ValueError on an unknown label
+    or a label asked for without ``changes``."""
+    if change is None:
+        return "TRUE", []
+    if change not in CHANGE_LABELS:
+        raise ValueError(f"unknown change {change!r}; valid: {', '.join(CHANGE_LABELS)}")
+    if changes is None:
+        raise ValueError("a change filter needs the pairs' change labels (changes=…)")
+    return "change = ?", [change]
+
+
 def _changed_sql(changed: bool | None, col: str) -> str:
     return "TRUE" if changed is None else (f"{col}" if changed else f"NOT {col}")
 
@@ -82,10 +103,11 @@ class WorstQueries:
                                      "AND column_name = 'request'").fetchall())
 
     def _pairs_cte(self, f: Filters | None, axis: str, model: str | None, search: str | None,
-                   scorers: Mapping[str, str] | None = None) -> tuple[str, list]:
+                   scorers: Mapping[str, str] | None = None, changes: Changes | None = None) -> tuple[str, list]:
         """``WITH pairs AS (…)``: one row per (run, kept variant) with an available Δ̃ on ``axis``, its reply's
-        ``differs`` flag, ``matched`` (the search hits its prompt, variant or either reply) and ``flip_rw``
-        (``scorers`` given: under the dataset's scorer the base reply is correct and the variant's wrong)."""
+        ``differs`` flag, ``matched`` (the search hits its prompt, variant or either reply), ``flip_rw``
+        (``scorers`` given: under the dataset's scorer the base reply is correct and the variant's wrong) and
+        ``change`` (the label ``changes`` gives the pair; "" for a pair it does not name)."""
         from sago_engine.store.reads.where import axis_names
 
         axis_names([axis])  # ValueError on an unknown axis name
@@ -104,10 +126,16 @@ class WorstQueries:
             jb, pb = verdict_join(scorers, "cb", "d.run_id", "b.response_id")
             jx, px = verdict_join(scorers, "cx", "d.run_id", "x.response_id")
             fjoin, fparams = f"{jb}\n{jx}", pb + px
+        cjoin, cparams = "", []
+        if changes is not None:
+            cjoin = ("LEFT JOIN (SELECT unnest(?::VARCHAR[]) AS run_id, unnest(?::VARCHAR[]) AS variant_id, "
+                     "unnest(?::VARCHAR[]) AS change) c ON c.run_id = d.run_id AND c.variant_id = d.variant_id")
+            cparams = [[str(x) for x in changes[0]], [str(x) for x in changes[1]], [str(x) for x in changes[2]]]
         sql = f"""
             WITH pairs AS (
                 SELECT r.model, d.run_id, d.dataset, d.prompt_id, d.variant_id, d.delta, d.delta_norm,
-                       (x.response IS DISTINCT FROM b.response) AS differs, {match} AS matched, {flip} AS flip_rw
+                       (x.response IS DISTINCT FROM b.response) AS differs, {match} AS matched, {flip} AS flip_rw,
+                       {"coalesce(c.change, '')" if changes is not None else "''"} AS change
                 FROM deltas d
                 JOIN variants v USING (variant_id)
                 JOIN runs r USING (run_id)
@@ -115,12 +143,14 @@ class WorstQueries:
                 LEFT JOIN responses x ON x.run_id = d.run_id AND x.variant_id = d.variant_id
                 LEFT JOIN responses b ON b.run_id = d.run_id AND b.prompt_id = d.prompt_id AND b.variant_id IS NULL
                 {fjoin}
+                {cjoin}
                 WHERE v.kept AND d.available AND d.delta_norm IS NOT NULL AND d.axis = ? AND {where} AND {mwhere})"""
-        return sql, [*mparams, *fparams, str(axis), *params, *mp]
+        return sql, [*mparams, *fparams, *cparams, str(axis), *params, *mp]
 
     def variant_ranking(self, f: Filters | None = None, *, axis: str, model: str | None = None,
                         order: str = "abs", changed: bool | None = None, search: str | None = None,
-                        limit: int = 50, flips: Mapping[str, str] | None = None) -> pd.DataFrame:
+                        limit: int = 50, flips: Mapping[str, str] | None = None, changes: Changes | None = None,
+                        change: str | None = None) -> pd.DataFrame:
         """Kept variants ranked by Δ̃ on one axis, over the runs and variants ``f`` (and ``model``) select.
 
         Args:
@@ -132,28 +162,33 @@ class WorstQueries:
             limit: 1 … ``MAX_ROWS``.
             flips: dataset → correctness scorer: only variants whose base reply that scorer calls
                 correct and whose own reply it calls wrong (None: no such restriction).
+            changes: (run_ids, variant_ids, labels): each pair's change label ("break" | "repair"),
+                computed by the caller; pairs it does not name are "".
+            change: only pairs with this label (one of ``CHANGE_LABELS``; None: every pair).
         Returns:
-            model, run_id, dataset, prompt_id, variant_id, delta (raw), delta_norm (Δ̃), differs,
+            model, run_id, dataset, prompt_id, variant_id, delta (raw), delta_norm (Δ̃), differs, change,
             sorted by the order, then model, dataset, prompt_id, variant_id.
         Raises:
-            ValueError: unknown order or axis, limit out of range.
+            ValueError: unknown order, axis or change label, limit out of range.
         """
         if order not in ORDERS:
             raise ValueError(f"unknown order {order!r}; valid: {', '.join(ORDERS)}")
-        cte, params = self._pairs_cte(f, axis, model, search, flips)
+        cwhere, cp = _change_sql(change, changes)
+        cte, params = self._pairs_cte(f, axis, model, search, flips, changes)
         key = _tie_key(_ORDER_SQL[order].rsplit(" ", 1)[0])
         sql = f"""{cte}
-            SELECT model, run_id, dataset, prompt_id, variant_id, delta, delta_norm, differs,
+            SELECT model, run_id, dataset, prompt_id, variant_id, delta, delta_norm, differs, change,
                    rank() OVER (ORDER BY {key} {_ORDER_SQL[order].rsplit(" ", 1)[1]})::BIGINT AS tie_rank,
                    count(*) OVER (PARTITION BY {key})::BIGINT AS n_tied
             FROM pairs
-            WHERE matched AND {_changed_sql(changed, "differs")} AND {"flip_rw" if flips else "TRUE"}
+            WHERE matched AND {_changed_sql(changed, "differs")} AND {"flip_rw" if flips else "TRUE"} AND {cwhere}
             ORDER BY {_ORDER_SQL[order]}, model, dataset, prompt_id, variant_id LIMIT ?"""
-        return fetch_df(self.con, sql, [*params, _limit(limit)])
+        return fetch_df(self.con, sql, [*params, *cp, _limit(limit)])
 
     def prompt_ranking(self, f: Filters | None = None, *, axis: str, model: str | None = None,
                        changed: bool | None = None, search: str | None = None, limit: int = 50,
-                       flips: Mapping[str, str] | None = None) -> pd.DataFrame:
+                       flips: Mapping[str, str] | None = None, changes: Changes | None = None,
+                       change: str | None = None) -> pd.DataFrame:
         """Prompts (per run) ranked by s_X(i) on one axis: the sums of Δ̃ over their kept variants.
 
         ``f`` and ``model`` select runs and variants exactly as ``Store.prompt_scores``; ``search``
@@ -161,21 +196,27 @@ class WorstQueries:
         still uses every selected variant); ``changed`` True keeps prompts with at least one reply
         that differs from the base reply, False those with none; ``flips`` (dataset → correctness scorer)
         keeps prompts with at least one variant that scorer calls wrong while it calls the base correct.
+        ``changes`` labels pairs as ``variant_ranking``; a prompt's change is "break" when any of its pairs is
+        one, else "repair" when any is one, else ""; ``change`` keeps only prompts with that label (ranks and
+        ties are then counted among those prompts).
 
         Returns:
             model, run_id, dataset, prompt_id, n (variants with a Δ̃), sum_sq (ΣΔ̃²), n_different
             (variants whose reply differs), worst_variant_id (largest |Δ̃|; ties: smallest id),
-            worst_delta_norm, tie_rank, n_tied (as ``variant_ranking``) — ordered by ΣΔ̃²/n
+            worst_delta_norm, change, tie_rank, n_tied (as ``variant_ranking``) — ordered by ΣΔ̃²/n
             descending, then model, dataset, prompt_id.
         Raises:
-            ValueError: unknown axis, limit out of range.
+            ValueError: unknown axis or change label, limit out of range.
         """
-        cte, params = self._pairs_cte(f, axis, model, search, flips)
+        cwhere, cp = _change_sql(change, changes)
+        cte, params = self._pairs_cte(f, axis, model, search, flips, changes)
         sql = f"""{cte}
             SELECT model, run_id, dataset, prompt_id, count(*)::BIGINT AS n, sum(delta_norm * delta_norm) AS sum_sq,
                    count(*) FILTER (WHERE differs)::BIGINT AS n_different,
                    first(variant_id ORDER BY abs(delta_norm) DESC, variant_id) AS worst_variant_id,
-                   first(delta_norm ORDER BY abs(delta_norm) DESC, variant_id) AS worst_delta_norm
+                   first(delta_norm ORDER BY abs(delta_norm) DESC, variant_id) AS worst_delta_norm,
+                   CASE WHEN bool_or(change = 'break') THEN 'break' WHEN bool_or(change = 'repair') THEN 'repair'
+                        ELSE '' END AS change
             FROM pairs GROUP BY model, run_id, dataset, prompt_id
             HAVING bool_or(matched) AND {_changed_sql(changed, "count(*) FILTER (WHERE differs) > 0")}
                    AND {"bool_or(flip_rw)" if flips else "TRUE"}
@@ -183,9 +224,9 @@ class WorstQueries:
         key = _tie_key("sum_sq / n")
         sql = f"""SELECT *, rank() OVER (ORDER BY {key} DESC)::BIGINT AS tie_rank,
                    count(*) OVER (PARTITION BY {key})::BIGINT AS n_tied
-            FROM ({sql}) ranked
+            FROM ({sql}) ranked WHERE {cwhere}
             ORDER BY sum_sq / n DESC, model, dataset, prompt_id LIMIT ?"""
-        return fetch_df(self.con, sql, [*params, _limit(limit)])
+        return fetch_df(self.con, sql, [*params, *cp, _limit(limit)])
 
     def reply_texts(self, f: Filters | None = None, *, base_only: bool = False) -> pd.DataFrame:
         """Every stored reply with the text it answers, for the degenerate-reply detector.

@@ -40,9 +40,20 @@ def test_repeat_share_by_hand():
     (ANSWER, PROMPT, ""),
     (QUOTING, PROMPT, ""),  # quotes the request once, then answers
     (None, PROMPT, ""),
+    ("Ell" + "el" * 40, PROMPT, "loop"),  # smollm2's base reply on the demo store: one word that stutters
+    ("The answer is: 1" + "0" * 42, PROMPT, "loop"),
+    ("Haha, hahaha! It is red, yellow and blue.", PROMPT, ""),  # a short stutter in an answer
+    ("The year 1000000 and the key ABABABAB.", PROMPT, ""),
 ])
 def test_reply_kind(reply, prompt, kind):
     assert dg.reply_kind(reply, prompt) == kind
+
+
+def test_stutter_share_by_hand():
+    # "Ellelelele": "le" × 4 from index 1 is 8 characters, under STUTTER_MIN_CHARS; × 8 it is 16 of 17
+    assert dg.stutter_share("Ellelelele") == 0.0
+    assert dg.stutter_share("E" + "le" * 8) == pytest.approx(16 / 17)
+    assert dg.stutter_share(None) == 0.0 and dg.stutter_share("") == 0.0
 
 
 def test_counts_per_model_and_role():
