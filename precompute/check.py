@@ -126,7 +126,8 @@ def _thresholds(flag: str):
 
 
 def check_main(argv: list[str]) -> int:
-    """The ``check`` subcommand; returns its exit status (``EXIT_PASS`` / ``EXIT_FAIL`` / ``EXIT_USAGE``)."""
+    """``check STORE --max-sgs …``: a release gate that fails when a model's SGS (or its change against a
+    baseline) passes a threshold; returns its exit status (``EXIT_PASS`` / ``EXIT_FAIL`` / ``EXIT_USAGE``)."""
     ap = argparse.ArgumentParser(
         prog="python -m precompute check",
         description="A release gate for CI: exit 1 when a model's SGS on an axis is above its --max-sgs threshold, "

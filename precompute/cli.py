@@ -28,16 +28,17 @@ OWN: dict[str, str] = {
 def forwarded() -> dict[str, str]:
     """The runner's subcommands: name → one line of help.
 
-    A subcommand is a name ``python -m precompute``'s ``main`` dispatches on (``argv[0] == "name"``)
+    A subcommand is a name ``python -m precompute``'s ``main`` (or the ``_main`` it wraps) dispatches on (``argv[0] == "name"``)
     or a function ``<name>_main(argv)`` of ``precompute.__main__`` (underscores as hyphens);
     ``ray_main`` (which takes a config) is not one. The help is the first sentence of the
     ``<name>_main`` docstring, found in ``precompute.__main__`` or in ``precompute.<name>``.
     """
     import precompute.__main__ as runner_cli
 
-    names = set(re.findall(r"""argv\[0\] == ["']([a-z][a-z0-9-]*)["']""", inspect.getsource(runner_cli.main)))
+    dispatch = "".join(inspect.getsource(f) for f in (runner_cli.main, getattr(runner_cli, "_main", None)) if f)
+    names = set(re.findall(r"""argv\[0\] == ["']([a-z][a-z0-9-]*)["']""", dispatch))
     for attr, fn in vars(runner_cli).items():
-        if attr.endswith("_main") and attr != "main" and callable(fn) and _argv_only(fn):
+        if attr.endswith("_main") and not attr.startswith("_") and callable(fn) and _argv_only(fn):
             names.add(attr[: -len("_main")].replace("_", "-"))
     return {name: summary(inspect.getdoc(_entry(name)) or "") for name in sorted(names)}
 
@@ -58,8 +59,11 @@ def _entry(name: str) -> Callable | None:
 
     if hasattr(runner_cli, attr):
         return getattr(runner_cli, attr)
+    dispatch = inspect.getsource(getattr(runner_cli, "_main", runner_cli.main))
+    m = re.search(rf"""argv\[0\] == ["']{re.escape(name)}["']:\s*from (precompute\.\w+) import (\w+)""", dispatch)
+    module, attr = (m.group(1), m.group(2)) if m else (f"precompute.{name.replace('-', '_')}", attr)
     try:
-        return getattr(importlib.import_module(f"precompute.{name.replace('-', '_')}"), attr, None)
+        return getattr(importlib.import_module(module), attr, None)
     except ImportError:
         return None
 

@@ -16,7 +16,8 @@ def _row(name: str, r: fc.Rates) -> str:
 
 
 def calibrate_main(argv: list[str]) -> int:
-    """Print, per score, the rates at the paper's threshold (F1, mapped) and at the calibrated one."""
+    """``calibrate-filter``: the semantic filter's precision and recall on labelled pairs; per score, the
+    rates at the paper's threshold (F1, mapped) and at the calibrated one."""
     ap = argparse.ArgumentParser(prog="python -m precompute calibrate-filter",
                                  description="Precision and recall of the semantic filter on labelled paraphrase / "
                                              "different-meaning pairs, and the calibrated thresholds "

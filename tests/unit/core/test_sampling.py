@@ -44,8 +44,8 @@ def _config(tmp_path: Path, extra: str = "", name: str = "c", **knobs):
 
 @pytest.mark.parametrize("extra, words", [
     ("temperature = -0.1\n", "temperature must be a finite number in [0, 100]"),
-    ("temperature = nan\n", "temperature must be a finite number"),
-    ("temperature = inf\n", "temperature must be a finite number"),
+    ("temperature = nan\n", "models[0].temperature = nan: every number in a config must be finite"),
+    ("temperature = inf\n", "models[0].temperature = inf: every number in a config must be finite"),
     ("temperature = \"hot\"\n", "temperature must be a finite number"),
     ("temperature = 0.7\ntop_p = 0.0\n", "top_p must be a finite number in (0, 1]"),
     ("temperature = 0.7\ntop_p = 1.5\n", "top_p must be a finite number in (0, 1]"),
@@ -59,7 +59,8 @@ def _config(tmp_path: Path, extra: str = "", name: str = "c", **knobs):
 def test_sampling_keys_are_checked_and_named(tmp_path, extra, words):
     with pytest.raises(ConfigError) as e:
         load_config(_config(tmp_path, extra))
-    assert words in str(e.value) and "tiny-random" in str(e.value)
+    # the model is named by its entry: its key, or its index where every number of a config is checked
+    assert words in str(e.value) and ("tiny-random" in str(e.value) or "models[0]." in str(e.value))
 
 
 def test_api_backend_refuses_sampling_keys_by_name(tmp_path):

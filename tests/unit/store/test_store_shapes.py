@@ -52,7 +52,7 @@ def test_sample_size_axis_spans_every_requested_n_on_a_small_store(shapes):
     """Six prompts: only N = 4 can be drawn; the x axis still spans 4…128, so its tick labels do not overlap."""
     import json
 
-    from sago_engine.scoring.stats import SAMPLE_SIZES
+    from sago_engine.scoring.sample_size import SAMPLE_SIZES
 
     at = open_page(shapes["one"], "sample_size")
     spec = json.loads(at.get("vega_lite_chart")[0].proto.spec)

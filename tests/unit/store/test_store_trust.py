@@ -198,7 +198,7 @@ def test_a_merge_refuses_a_shard_with_a_macro(tmp_path):
     ("CREATE SCHEMA s2; CREATE TABLE s2.runs AS SELECT * FROM runs; DROP TABLE runs", "no table `runs`"),
     ("CREATE TABLE t (x INTEGER); ALTER TABLE prompts RENAME TO p0; "
      "CREATE TABLE prompts (prompt_id VARCHAR, dataset VARCHAR, source_id VARCHAR, text VARCHAR CHECK (length(text) > 0), "
-     "reference JSON, category VARCHAR); INSERT INTO prompts SELECT * FROM p0; DROP TABLE p0",
+     "reference JSON, category VARCHAR, meta JSON); INSERT INTO prompts SELECT * FROM p0; DROP TABLE p0",
      "table `prompts` has a CHECK constraint"),
 ])
 def test_a_table_that_differs_from_the_schema_is_refused(tmp_path, sql, what):
