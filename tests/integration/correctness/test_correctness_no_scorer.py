@@ -16,22 +16,30 @@ from tests.support import correctness_store as cs
 ROOT = Path(__file__).resolve().parents[3]
 
 
+def _right_or_wrong(store) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.session_state["app_store_custom"] = str(store)
+    at.run()
+    at.switch_page("pages/correctness.py")
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
 @pytest.fixture
 def own_store(tmp_path):
     """The correctness test store with only its open-ended prompts, renamed to a user's dataset ``esc``."""
     path = cs.build(tmp_path / "c.duckdb")
     con = duckdb.connect(str(path))
     try:
-        for ds in ("nq_open", "truthfulqa"):
-            ids = [r[0] for r in con.execute("SELECT prompt_id FROM prompts WHERE dataset = ?", [ds]).fetchall()]
-            for t in ("responses", "base_repeats", "variants", "deltas", "prompts"):
-                cols = [r[0] for r in con.execute(f"DESCRIBE {t}").fetchall()] if t in {
-                    r[0] for r in con.execute("SHOW TABLES").fetchall()} else []
-                if "prompt_id" in cols:
-                    con.execute(f"DELETE FROM {t} WHERE prompt_id IN (SELECT unnest(?))", [ids])
-        for (t,) in con.execute("""SELECT table_name FROM information_schema.columns
-                                   WHERE column_name = 'dataset'""").fetchall():
-            if t in {r[0] for r in con.execute("SHOW TABLES").fetchall()}:
+        tables = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
+        ids = [r[0] for r in con.execute("SELECT prompt_id FROM prompts WHERE dataset <> 'alpaca'").fetchall()]
+        for t in ("responses", "base_repeats", "variants", "deltas", "prompts"):
+            if t in tables and "prompt_id" in {r[0] for r in con.execute(f"DESCRIBE {t}").fetchall()}:
+                con.execute(f"DELETE FROM {t} WHERE prompt_id IN (SELECT unnest(?))", [ids])
+        for (t,) in con.execute("SELECT table_name FROM information_schema.columns WHERE column_name = 'dataset'"
+                                ).fetchall():
+            if t in tables:
                 con.execute(f"UPDATE {t} SET dataset = 'esc' WHERE dataset = 'alpaca'")
     finally:
         con.close()
@@ -62,12 +70,7 @@ def test_cli_gives_no_hint_for_open_ended_builtin_datasets(tmp_path, capsys):
 
 def test_right_or_wrong_page_names_the_fix(own_store):
     assert main(["rescore", str(own_store), "--correctness"]) == 0
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.session_state["app_store_custom"] = str(own_store)
-    at.run()
-    at.switch_page("pages/correctness.py")
-    at.run()
-    assert not at.exception, at.exception
+    at = _right_or_wrong(own_store)
     text = " ".join(w.value.replace("\\", "") for w in at.warning)
     assert "dataset esc has no correctness scorer" in text
     assert "--scorer esc=contains" in text and '[data] correctness = { esc = "contains" }' in text
@@ -79,11 +82,6 @@ def test_right_or_wrong_page_prints_the_accuracy_caption_once(tmp_path):
     cs.write_dataset_files(tmp_path / "data")
     store = cs.build(tmp_path / "c.duckdb")
     assert main(["rescore", str(store), "--correctness", "--data-dir", str(tmp_path / "data")]) == 0
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.session_state["app_store_custom"] = str(store)
-    at.run()
-    at.switch_page("pages/correctness.py")
-    at.run()
-    assert not at.exception, at.exception
+    at = _right_or_wrong(store)
     assert len(at.get("dataframe")) >= 2  # the per-model table and the breakdown
     assert [c.value for c in at.caption].count(CAPTION) == 1
