@@ -11,15 +11,18 @@ from sago_engine.correctness import views
 from sago_engine.filters import Filters
 from sago_engine.store import Store
 
-_PERCENT = ("base_acc", "var_acc", "flip_rw", "flip_wr", "pdr", "consistency")
-_NAMES = {"base_acc": "accuracy, base", "var_acc": "accuracy, variants", "change": "paired change",
-          "flip_rw": "right→wrong", "flip_wr": "wrong→right", "mcnemar_p": "McNemar p", "pdr": "PromptBench PDR",
-          "consistency": "SCORE consistency", "n_prompts": "prompts", "n_pairs": "pairs"}
+_PERCENT = ("base_acc", "base_acc_pairs", "var_acc", "flip_rw", "flip_wr", "pdr", "consistency")
+_NAMES = {"n_prompts": "prompts", "base_acc": "base acc, per prompt", "n_pairs": "pairs",
+          "base_acc_pairs": "base acc, over pairs", "var_acc": "variant acc, over pairs",
+          "change": "change (variant − base, pairs)", "flip_rw": "right→wrong", "flip_wr": "wrong→right",
+          "mcnemar_p": "McNemar p", "pdr": "PromptBench PDR", "consistency": "SCORE consistency"}
 CAPTION = ("Accuracy is a share of replies that are right (0–100 %), not an SGS: a different scale from the six axes. "
-           "Right→wrong: of the (prompt, variant) pairs whose base reply is right, the share whose variant's reply "
-           "is wrong; McNemar's exact test on the two flip counts. PDR = 1 − variant accuracy / base accuracy "
-           "(PromptBench); consistency: agreeing pairs of a prompt's verdicts (lm-eval SCORE). Undecided and "
-           "unavailable replies are left out.")
+           "A pair is a variant's reply with its base reply, both decided. Base acc, per prompt: each prompt's base "
+           "reply counted once; base acc and variant acc over pairs: each base reply counted once per paired variant. "
+           "Change = variant acc − base acc, over pairs; PDR = 1 − variant acc / base acc, over pairs (PromptBench). "
+           "Right→wrong: of the pairs whose base reply is right, the share whose variant's reply is wrong; "
+           "McNemar's exact test on the two flip counts. Consistency: agreeing pairs of a prompt's verdicts "
+           "(lm-eval SCORE). Undecided and unavailable replies are left out.")
 
 
 def shown(acc: pd.DataFrame, keys: tuple[str, ...]) -> pd.DataFrame:
@@ -30,10 +33,12 @@ def shown(acc: pd.DataFrame, keys: tuple[str, ...]) -> pd.DataFrame:
     return out[[*keys, *_NAMES]].rename(columns=_NAMES)
 
 
-def table(acc: pd.DataFrame, keys: tuple[str, ...], key: str, filename: str) -> None:
-    """The accuracy table with its CSV (numbers in their own columns) and ``CAPTION``."""
+def table(acc: pd.DataFrame, keys: tuple[str, ...], key: str, filename: str, *, caption: bool = True) -> None:
+    """The accuracy table with its CSV (numbers in their own columns) and, unless ``caption`` is False (a page
+    that shows several accuracy tables captions the last one only), ``CAPTION``."""
     exports.table(acc, key, filename, show=shown(acc, keys))
-    st.caption(CAPTION)
+    if caption:
+        st.caption(CAPTION)
 
 
 def section(f: Filters, keys: tuple[str, ...], key: str, filename: str, title: str) -> None:

@@ -6,6 +6,7 @@ from dashboard import accuracy, charts, controls, data, exports, frame, links, u
 from dashboard.safe import md
 from sago_engine.correctness import views
 from sago_engine.correctness.compare import QUADRANTS
+from sago_engine.correctness.scorers import no_scorer_fix, unscored_datasets
 from sago_engine.store import Store
 from sago_engine.types import AXES, AXIS_LABELS
 
@@ -46,6 +47,10 @@ urlstate.publish()
 
 view = data.with_store(views.quadrant_view, f, axis=axis, by=by, threshold=None if split == "median" else float(split))
 pts, counts, thr = view["points"], view["counts"], view["threshold"]
+unscored = unscored_datasets(view["scorers"]) if pts.empty else []
+if unscored:
+    st.warning(md(" ".join(f"The {no_scorer_fix(d)}." for d in unscored)))
+    st.stop()
 data.empty_stop(pts, "prompts with a decided base reply and a decided variant reply")
 label = AXIS_LABELS[axis]
 
@@ -64,7 +69,8 @@ st.caption("Prompts of each model in each quadrant; n: its prompts with a decide
            "decided variant reply.")
 
 st.subheader("Accuracy under rephrasing")
-accuracy.table(view["accuracy"], ("model",), "correctness_accuracy", "sago_accuracy.csv")
+accuracy.table(view["accuracy"], ("model",), "correctness_accuracy", "sago_accuracy.csv",
+               caption=controls.presentation_on())
 if not controls.presentation_on():
     urlstate.restore("breakdown", "corr_breakdown", choices=tuple(BREAKDOWNS), default="dataset")
     split_by = st.selectbox("Break the accuracy down by", tuple(BREAKDOWNS), key="corr_breakdown")

@@ -140,6 +140,7 @@ def report_main(argv: list[str]) -> int:
 def correctness_main(args) -> int:
     """``rescore STORE --correctness``: score the stored replies for correctness; one JSON line per run."""
     from sago_engine.correctness.rescore import rescore_correctness
+    from sago_engine.correctness.scorers import no_scorer_fix, unscored_datasets
     from sago_engine.store import StoreError
 
     overrides = {}
@@ -165,6 +166,8 @@ def correctness_main(args) -> int:
         return 2
     for r in results:
         print(json.dumps(r.as_dict()))
+    for dataset in unscored_datasets({d: s for r in results for d, s in r.scorers.items()}):
+        print(f"hint: {no_scorer_fix(dataset)}", file=sys.stderr)  # guarded_terminal makes the name inert
     return 0
 
 

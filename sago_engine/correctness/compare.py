@@ -108,14 +108,18 @@ def accuracy_table(frame: pd.DataFrame, by: tuple[str, ...] = ("model", "dataset
         by: grouping columns: ``model``, ``dataset`` and any of ``CELL_COLUMNS``.
     Returns:
         One row per group: ``by`` columns, n_prompts (base prompts with a decided verdict that
-        have a pair), base_acc (their accuracy), var_acc (accuracy of the paired variant replies),
-        n_pairs, change (var_acc − base accuracy over the same pairs, in accuracy points ∈ [−1, 1]),
+        have a pair), base_acc (their accuracy, each prompt counted once), n_pairs, base_acc_pairs
+        (base accuracy over the pairs: each base verdict counted once per paired variant), var_acc
+        (accuracy of the paired variant replies), change (var_acc − base_acc_pairs, in accuracy
+        points ∈ [−1, 1]),
         right_to_wrong / wrong_to_right (pair counts), flip_rw (right→wrong / pairs with a right
         base), flip_wr (wrong→right / pairs with a wrong base), mcnemar_p (exact, two-sided),
-        pdr (PromptBench: 1 − var_acc / paired base accuracy; NaN when that is 0),
+        pdr (PromptBench: 1 − var_acc / base_acc_pairs; NaN when that is 0),
         consistency (SCORE's rate over each prompt's decided base and paired variant verdicts),
         n_undecided (kept variant replies of the group left out as undecided). NaN where a rate has
         no denominator.
+    change and pdr use one population, the pairs, so each follows from base_acc_pairs and var_acc;
+    base_acc differs from base_acc_pairs when prompts have different numbers of pairs.
     Caveat: McNemar treats the (prompt, variant) pairs as independent; the variants of one
     prompt share its base reply, so the p-value is optimistic when a prompt has many variants.
     """
@@ -137,14 +141,15 @@ def accuracy_table(frame: pd.DataFrame, by: tuple[str, ...] = ("model", "dataset
         n, k = per["n"].to_numpy() + 1, per["k"].to_numpy() + per["b"].to_numpy().astype(int)
         cr = float((k * (k - 1) + (n - k) * (n - k - 1)).sum() / (n * (n - 1)).sum())
         rows.append({**dict(zip(by, key)), "n_prompts": len(prompts), "base_acc": float(prompts["base_ok"].mean()),
-                     "var_acc": var_acc, "n_pairs": len(g), "change": var_acc - base_pairs,
+                     "n_pairs": len(g), "base_acc_pairs": base_pairs, "var_acc": var_acc,
+                     "change": var_acc - base_pairs,
                      "right_to_wrong": rw, "wrong_to_right": wr,
                      "flip_rw": rw / n_right if n_right else float("nan"),
                      "flip_wr": wr / n_wrong if n_wrong else float("nan"),
                      "mcnemar_p": mcnemar_p(rw, wr),
                      "pdr": 1 - var_acc / base_pairs if base_pairs > 0 else float("nan"),
                      "consistency": cr, "n_undecided": int(und_n.get(key if len(by) > 1 else key[0], 0))})
-    cols = [*by, "n_prompts", "base_acc", "var_acc", "n_pairs", "change", "right_to_wrong", "wrong_to_right",
+    cols = [*by, "n_prompts", "base_acc", "n_pairs", "base_acc_pairs", "var_acc", "change", "right_to_wrong", "wrong_to_right",
             "flip_rw", "flip_wr", "mcnemar_p", "pdr", "consistency", "n_undecided"]
     return pd.DataFrame(rows, columns=cols)
 

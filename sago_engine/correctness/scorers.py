@@ -277,3 +277,26 @@ def scorer_for(dataset: str, declared: dict[str, str] | None = None) -> str:
     if declared and dataset in declared:
         return declared[dataset]
     return DEFAULT_SCORERS.get(dataset, "none")
+
+
+def unscored_datasets(scorers_by_dataset: dict[str, Any]) -> list[str]:
+    """Datasets (sorted) whose only scorer is ``none`` although they are not open-ended by default
+    (``DEFAULT_SCORERS``): a user's dataset that declares no scorer, whose every verdict is unavailable.
+
+    Args:
+        scorers_by_dataset: dataset → a scorer name or a list of them (``CorrectnessResult.scorers``,
+            ``compare.chosen_scorers``).
+    """
+    out = []
+    for dataset, names in scorers_by_dataset.items():
+        names = [names] if isinstance(names, str) else list(names)
+        if names == ["none"] and DEFAULT_SCORERS.get(str(dataset)) != "none":
+            out.append(str(dataset))
+    return sorted(out)
+
+
+def no_scorer_fix(dataset: str) -> str:
+    """One line naming ``dataset`` (raw: the caller escapes it for its medium) and the two ways to give it a scorer."""
+    return (f"dataset {dataset} has no correctness scorer (scorer none), so every verdict is unavailable: "
+            f"rescore with --scorer {dataset}=contains, or declare [data] correctness = {{ {dataset} = \"contains\" }} "
+            "in the run's config")

@@ -53,8 +53,13 @@ def expected(path, axis: str = "bleu") -> tuple[pd.DataFrame, pd.DataFrame]:
                                                                                     fill_value=0)
     acc = pd.DataFrame({
         "base": prompts.groupby("model")["b"].apply(lambda x: (x == "correct").mean()),
+        "base_pairs": pairs.groupby("model")["b"].apply(lambda x: (x == "correct").mean()),
         "variants": pairs.groupby("model")["verdict"].apply(lambda x: (x == "correct").mean())})
     return counts, acc
+
+
+#: ``expected``'s accuracy columns in the order the accuracy table shows them.
+_ACC = ("base", "base_pairs", "variants")
 
 
 def _cells(page, header: str) -> list[str]:
@@ -85,10 +90,10 @@ def test_quadrant_counts_and_accuracy_match_the_raw_rows_on_every_screen(store):
                 got = {cells[i]: [int(x) for x in cells[i + 1:i + ncol]] for i in range(0, len(cells), ncol)}
                 assert got == {m: [*map(int, counts.loc[m]), int(counts.loc[m].sum())] for m in counts.index}, (
                     width, scheme, cells)
-                cells = _cells(page, "accuracy, base")
-                for m in acc.index:
+                cells = _cells(page, "base acc, per prompt")
+                for m in acc.index:  # model, prompts, base per prompt, pairs, base over pairs, variants over pairs
                     i = cells.index(m)
-                    assert cells[i + 1] == f"{acc.loc[m, 'base']:.1%}" and cells[i + 2] == f"{acc.loc[m, 'variants']:.1%}"
+                    assert [cells[i + 2], *cells[i + 4:i + 6]] == [f"{acc.loc[m, c]:.1%}" for c in _ACC]
                 # the whole page fits the viewport's width; the chart reads (its dots drawn, inside the screen)
                 assert page.evaluate("document.documentElement.scrollWidth") <= width
                 chart = page.locator("[data-testid='stPlotlyChart']").first
@@ -160,11 +165,10 @@ def test_accuracy_on_profiles_and_the_flip_ranking_on_worst_cases(store):
                 _ready(page)
                 page.get_by_text("Accuracy under rephrasing (share of replies right — not an SGS)").first.wait_for(
                     timeout=60_000)
-                cells = [c.strip() for c in _grid_with_header(page, "accuracy, base").locator(
-                    "[role='gridcell']").all_inner_texts()]
+                cells = _cells(page, "base acc, per prompt")
                 for m in acc.index:
                     i = cells.index(m)
-                    assert cells[i + 1:i + 3] == [f"{acc.loc[m, 'base']:.1%}", f"{acc.loc[m, 'variants']:.1%}"]
+                    assert [cells[i + 2], *cells[i + 4:i + 6]] == [f"{acc.loc[m, c]:.1%}" for c in _ACC]
                 assert page.evaluate("document.documentElement.scrollWidth") <= width
 
                 page.goto(f"{url}/worst?rank=variant&replies=right_to_wrong&axis=bleu&rows=100"

@@ -188,3 +188,24 @@ def test_delta_matrix_carries_both_verdicts(tmp_path):
         assert r.variant_verdict == exp.loc[(r.run_id, r.variant_id), "verdict"]
         assert r.base_verdict == base.loc[(r.run_id, r.prompt_id)]
         assert r.scorer == ("contains" if r.dataset == "nq_open" else "truthfulqa")
+
+
+def test_base_accuracy_per_prompt_and_over_pairs_by_hand():
+    """Prompt p1: base right, one variant right; p2: base wrong, three variants (one right). Per prompt the base
+    accuracy is 1/2; over the 4 pairs it is 1/4 (p2's wrong base counted three times); variant accuracy 2/4.
+    change and PDR use the pairs: +1/4 and 1 − (2/4)/(1/4) = −1; neither follows from the per-prompt 1/2."""
+    rows = [("p1", None, "correct"), ("p1", "v0", "correct"),
+            ("p2", None, "wrong"), ("p2", "v0", "correct"), ("p2", "v1", "wrong"), ("p2", "v2", "wrong")]
+    fr = pd.DataFrame([{"run_id": "r", "model": "m", "dataset": "d", "prompt_id": p, "variant_id": v,
+                        "family": None if v is None else "f", "subtype": None, "strength": None, "position": None,
+                        "kept": None if v is None else True, "verdict": verdict} for p, v, verdict in rows])
+    a = _row(C.accuracy_table(fr, by=("model",)), model="m")
+    assert (a.n_prompts, a.n_pairs) == (2, 4)
+    assert a.base_acc == pytest.approx(1 / 2) and a.base_acc_pairs == pytest.approx(1 / 4)
+    assert a.var_acc == pytest.approx(2 / 4)
+    assert a.change == pytest.approx(a.var_acc - a.base_acc_pairs) == pytest.approx(1 / 4)
+    assert a.pdr == pytest.approx(1 - a.var_acc / a.base_acc_pairs) == pytest.approx(-1.0)
+    from dashboard.accuracy import CAPTION, shown
+    cols = list(shown(C.accuracy_table(fr, by=("model",)), ("model",)).columns)
+    assert cols[1:6] == ["prompts", "base acc, per prompt", "pairs", "base acc, over pairs", "variant acc, over pairs"]
+    assert "variant acc − base acc, over pairs" in CAPTION and "1 − variant acc / base acc, over pairs" in CAPTION

@@ -1,0 +1,87 @@
+"""A user's dataset that declares no correctness scorer: the rescore CLI and the Right or wrong page name it and
+the fix, instead of leaving every verdict unavailable without a word."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from precompute.__main__ import main
+from tests.support import correctness_store as cs
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _right_or_wrong(store) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.session_state["app_store_custom"] = str(store)
+    at.run()
+    at.switch_page("pages/correctness.py")
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.fixture
+def own_store(tmp_path):
+    """The correctness test store with only its open-ended prompts, renamed to a user's dataset ``esc``."""
+    path = cs.build(tmp_path / "c.duckdb")
+    con = duckdb.connect(str(path))
+    try:
+        tables = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
+        ids = [r[0] for r in con.execute("SELECT prompt_id FROM prompts WHERE dataset <> 'alpaca'").fetchall()]
+        for t in ("responses", "base_repeats", "variants", "deltas", "prompts"):
+            if t in tables and "prompt_id" in {r[0] for r in con.execute(f"DESCRIBE {t}").fetchall()}:
+                con.execute(f"DELETE FROM {t} WHERE prompt_id IN (SELECT unnest(?))", [ids])
+        for (t,) in con.execute("SELECT table_name FROM information_schema.columns WHERE column_name = 'dataset'"
+                                ).fetchall():
+            if t in tables:
+                con.execute(f"UPDATE {t} SET dataset = 'esc' WHERE dataset = 'alpaca'")
+    finally:
+        con.close()
+    return path
+
+
+def test_cli_names_the_dataset_without_a_scorer_and_the_fix(own_store, capsys):
+    assert main(["rescore", str(own_store), "--correctness"]) == 0
+    out = capsys.readouterr()
+    lines = [json.loads(x) for x in out.out.splitlines()]
+    assert lines and all(x["correctness"]["scorers"] == {"esc": ["none"]} for x in lines)
+    assert set(lines[0]["correctness"]["verdicts"]) == {"unavailable"}
+    hints = [x for x in out.err.splitlines() if x.startswith("hint:")]
+    assert len(hints) == 1  # once per dataset, not once per run
+    assert "dataset esc has no correctness scorer" in hints[0]
+    assert "--scorer esc=contains" in hints[0] and '[data] correctness = { esc = "contains" }' in hints[0]
+    # with the fix the hint is gone
+    assert main(["rescore", str(own_store), "--correctness", "--scorer", "esc=contains"]) == 0
+    assert "hint:" not in capsys.readouterr().err
+
+
+def test_cli_gives_no_hint_for_open_ended_builtin_datasets(tmp_path, capsys):
+    cs.write_dataset_files(tmp_path / "data")
+    store = cs.build(tmp_path / "c.duckdb")
+    assert main(["rescore", str(store), "--correctness", "--data-dir", str(tmp_path / "data")]) == 0
+    assert "hint:" not in capsys.readouterr().err  # alpaca is open-ended by design
+
+
+def test_right_or_wrong_page_names_the_fix(own_store):
+    assert main(["rescore", str(own_store), "--correctness"]) == 0
+    at = _right_or_wrong(own_store)
+    text = " ".join(w.value.replace("\\", "") for w in at.warning)
+    assert "dataset esc has no correctness scorer" in text
+    assert "--scorer esc=contains" in text and '[data] correctness = { esc = "contains" }' in text
+
+
+def test_right_or_wrong_page_prints_the_accuracy_caption_once(tmp_path):
+    from dashboard.accuracy import CAPTION
+
+    cs.write_dataset_files(tmp_path / "data")
+    store = cs.build(tmp_path / "c.duckdb")
+    assert main(["rescore", str(store), "--correctness", "--data-dir", str(tmp_path / "data")]) == 0
+    at = _right_or_wrong(store)
+    assert len(at.get("dataframe")) >= 2  # the per-model table and the breakdown
+    assert [c.value for c in at.caption].count(CAPTION) == 1
