@@ -305,6 +305,7 @@ def altair_chart(ch, key: str, caption: str, data: pd.DataFrame | None = None, o
     ``on_select`` ("rerun" or a callback) reports the chart's selection parameters; returns the
     chart's event (``st.altair_chart``'s return value).
     """
+    ch = safe.inert_altair(ch)
     shown = charts.present_altair(ch) if controls.presentation_on() else ch
     event = st.altair_chart(shown, key=key, width="stretch", **({} if on_select is None else {"on_select": on_select}))
     st.caption(caption)

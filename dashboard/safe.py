@@ -116,6 +116,22 @@ def inert_figure(fig):
     return go.Figure({"data": _inert(d.get("data", [])), "layout": _inert(d.get("layout", {}))})
 
 
+def inert_altair(chart):
+    """A copy of an Altair chart whose every data frame (the top level's, each layer's, concat part's
+    and facet spec's) went through ``visible_frame``: Vega-Lite draws labels' characters raw."""
+    out = chart.copy(deep=False)
+    if isinstance(getattr(out, "data", None), pd.DataFrame):
+        out.data = visible_frame(out.data)
+    for part in ("layer", "hconcat", "vconcat", "concat"):
+        subs = getattr(out, part, None)
+        if isinstance(subs, list):
+            setattr(out, part, [inert_altair(c) for c in subs])
+    spec = getattr(out, "spec", None)
+    if spec is not None and hasattr(spec, "copy") and not isinstance(spec, (str, dict)):
+        out.spec = inert_altair(spec)
+    return out
+
+
 def csv_cell(value: Any) -> Any:
     """A text cell that a spreadsheet would run as a formula (starts with ``= + - @``, tab or CR)
     prefixed with ``'``; a plain number written as text ("-0.5"), and any non-string, unchanged."""
