@@ -226,7 +226,7 @@ def provenance(key: str) -> None:
         runs = query(Store.run_records)
         if frame.access().shared:  # the building machine's folders (model files, caches) stay off a shared page
             runs = runs.map(lambda v: paths_to_names(v) if isinstance(v, str) else v)
-        st.dataframe(runs, key=f"{key}_provenance", hide_index=True, width="stretch")
+        st.dataframe(safe.visible_frame(runs), key=f"{key}_provenance", hide_index=True, width="stretch")
 
 
 #: An absolute POSIX path inside a text (not the tail of a name such as ``org/model`` or a URL's ``//host``).

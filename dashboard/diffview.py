@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from dashboard.safe import visible
 from sago_engine.views.textdiff import TextDiff, bounded_diff, diff_html
 
 
@@ -29,9 +30,9 @@ def show_edit(base: str, variant: str) -> None:
         st.caption(f"Too long to highlight ({d.words:,} words): the base prompt and the variant side by side.")
         left, right = st.columns(2)
         with left:
-            st.code(base, language=None, wrap_lines=True)
+            st.code(visible(base), language=None, wrap_lines=True)
         with right:
-            st.code(variant, language=None, wrap_lines=True)
+            st.code(visible(variant), language=None, wrap_lines=True)
         return
     st.html(diff_html(list(d.segments)))
     if d.level == "line":

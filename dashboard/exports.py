@@ -305,6 +305,7 @@ def altair_chart(ch, key: str, caption: str, data: pd.DataFrame | None = None, o
     ``on_select`` ("rerun" or a callback) reports the chart's selection parameters; returns the
     chart's event (``st.altair_chart``'s return value).
     """
+    ch = safe.inert_altair(ch)
     shown = charts.present_altair(ch) if controls.presentation_on() else ch
     event = st.altair_chart(shown, key=key, width="stretch", **({} if on_select is None else {"on_select": on_select}))
     st.caption(caption)
@@ -349,7 +350,7 @@ def table(df: pd.DataFrame, key: str, filename: str, missing: dict[str, str] | N
         for col, why in missing.items():
             if col in shown.columns and shown[col].isna().any():
                 shown[col] = [why if pd.isna(v) else (f"{v:.4g}" if isinstance(v, float) else v) for v in shown[col]]
-    event = st.dataframe(shown, key=key, hide_index=True, width="stretch", **kwargs)
+    event = st.dataframe(safe.visible_frame(shown), key=key, hide_index=True, width="stretch", **kwargs)
     if not controls.presentation_on():
         st.download_button("CSV", data=safe.csv_bytes(df), file_name=_file_name(filename),
                            mime="text/csv", key=f"{key}_csv", on_click="ignore", icon=":material/download:")

@@ -13,8 +13,9 @@ interprets text gets exactly one helper here:
 - ``csv_bytes`` for every CSV download: spreadsheet-safe text cells (OWASP "CSV injection",
   CWE-1236), numbers left numeric, UTF-8 with a byte-order mark so Excel reads ``Δ``, ``±``, ``†``.
 
-Text shown with ``st.text``, ``st.code``, ``st.dataframe`` or in Vega-Lite charts is not
-interpreted and needs none of these.
+Text shown with ``st.text``, ``st.code``, ``st.dataframe``, ``st.html`` or in Vega-Lite charts is not
+interpreted as markup but shows control and bidi characters raw (an RLO reverses what follows): it
+goes through ``visible`` (``visible_frame`` for a table), the rule terminals and logs get too.
 """
 
 from __future__ import annotations
@@ -49,6 +50,17 @@ def visible(text: Any) -> str:
     string cannot hide or visually reorder the text around it. The rule is ``sago_engine.textsafe``'s,
     the one terminals and logs get."""
     return neutral(text, keep=PAGE_KEEPS)
+
+
+def visible_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` whose text cells (and text column names) are ``visible``: for ``st.dataframe``,
+    which shows a cell's characters raw. Numbers, None and other values are left as they are."""
+    out = df.copy()
+    out.columns = [visible(c) if isinstance(c, str) else c for c in out.columns]
+    for i, dt in enumerate(out.dtypes):
+        if pd.api.types.is_object_dtype(dt) or pd.api.types.is_string_dtype(dt):
+            out.iloc[:, i] = out.iloc[:, i].map(lambda v: visible(v) if isinstance(v, str) else v)
+    return out
 
 
 def md(text: Any) -> str:
@@ -102,6 +114,22 @@ def inert_figure(fig):
 
     d = fig.to_dict()
     return go.Figure({"data": _inert(d.get("data", [])), "layout": _inert(d.get("layout", {}))})
+
+
+def inert_altair(chart):
+    """A copy of an Altair chart whose every data frame (the top level's, each layer's, concat part's
+    and facet spec's) went through ``visible_frame``: Vega-Lite draws labels' characters raw."""
+    out = chart.copy(deep=False)
+    if isinstance(getattr(out, "data", None), pd.DataFrame):
+        out.data = visible_frame(out.data)
+    for part in ("layer", "hconcat", "vconcat", "concat"):
+        subs = getattr(out, part, None)
+        if isinstance(subs, list):
+            setattr(out, part, [inert_altair(c) for c in subs])
+    spec = getattr(out, "spec", None)
+    if spec is not None and hasattr(spec, "copy") and not isinstance(spec, (str, dict)):
+        out.spec = inert_altair(spec)
+    return out
 
 
 def csv_cell(value: Any) -> Any:

@@ -183,7 +183,7 @@ def _base(res: "live.ProbeResult") -> None:
     with base_slot.container():
         verdict = live_correct.probe_correctness(res.rows.responses, reference)[0] if reference else None
         st.caption(f"Base response ({safe.md(res.model)})" + (f" — {verdict.verdict}" if verdict else "") + ":")
-        st.code(res.base.text, language=None, wrap_lines=True)
+        st.code(safe.visible(res.base.text), language=None, wrap_lines=True)
 
 
 def _show(res: "live.ProbeResult") -> None:
@@ -195,7 +195,7 @@ def _show(res: "live.ProbeResult") -> None:
         table.insert(1, "correct", [verdicts.get(v.variant_id) for v in res.probe.variants])  # the table's order
     deltas = [AXIS_LABELS[a] for a in AXES]
     # a variant still running has no values yet: its cells read "…", never "None"
-    shown = table.style.format(na_rep="…").format({c: "{:+.3f}" for c in deltas}, na_rep="…")
+    shown = safe.visible_frame(table).style.format(na_rep="…").format({c: "{:+.3f}" for c in deltas}, na_rep="…")
     table_slot.dataframe(shown, key=f"live_results_{ss['live_draws']}", hide_index=True, width="stretch")
 
 
@@ -230,7 +230,7 @@ elif ss.get("live_result") and ss["live_result"][0] == key:
     _show(res)
 if res is None:
     with plan_slot.container():
-        st.dataframe(live.variant_table(probe), key="live_variants", hide_index=True, width="stretch")
+        st.dataframe(safe.visible_frame(live.variant_table(probe)), key="live_variants", hide_index=True, width="stretch")
         st.caption("Press Run probe (above the prompt) to answer the base prompt and these variants.")
     st.stop()
 

@@ -133,12 +133,12 @@ pick = st.selectbox("Example", list(range(len(sample))), index=first_open, key="
                                           f"({sample['response_of'].iloc[j]} reply)"
                                           + (" · labelled" if keys[j] in done else ""))
 row = sample.iloc[int(pick)]
-st.text(f"Variant prompt ({row['subtype']}, strength {row['strength']:g}):")
-st.code(str(row["variant_prompt"]), language=None, wrap_lines=True)
-st.text(f"Judged reply ({row['response_of']}):")
-st.code(str(row["response"]), language=None, wrap_lines=True)
-st.text(f"Judge's raw answer: {row['raw']!s}   ·   judge verdict: {'YES' if row['verdict'] == 1 else 'NO'}   ·   "
-        f"heuristic verdict: {'YES' if row['heuristic_verdict'] == 1 else 'NO'}")
+st.text(safe.visible(f"Variant prompt ({row['subtype']}, strength {row['strength']:g}):"))
+st.code(safe.visible(row["variant_prompt"]), language=None, wrap_lines=True)
+st.text(safe.visible(f"Judged reply ({row['response_of']}):"))
+st.code(safe.visible(row["response"]), language=None, wrap_lines=True)
+st.text(safe.visible(f"Judge's raw answer: {row['raw']!s}   ·   judge verdict: {'YES' if row['verdict'] == 1 else 'NO'}"
+                     f"   ·   heuristic verdict: {'YES' if row['heuristic_verdict'] == 1 else 'NO'}"))
 if label_broken:
     pass
 elif not acc.writes:

@@ -46,11 +46,11 @@ if detail["prompt"].empty:
     st.stop()
 base_text = str(detail["prompt"]["text"].iloc[0])
 st.subheader("Base prompt x_i")
-st.code(base_text, language=None, wrap_lines=True)
+st.code(safe.visible(base_text), language=None, wrap_lines=True)
 refs = answers(detail["prompt"]["reference"].iloc[0])
 if refs:
     st.caption("Reference (the dataset's accepted answers; Right or wrong scores the replies against them)")
-    st.code("\n".join(refs), language=None, wrap_lines=True)
+    st.code(safe.visible("\n".join(refs)), language=None, wrap_lines=True)
 
 variants = labelled_variants(detail["variants"])
 st.subheader(f"Variants x_i^(v) ({len(variants)})")
@@ -80,17 +80,17 @@ else:
     base_row = side[side["variant"] == BASE_LABEL].iloc[0]
     var_row = side[side["variant"] == label].iloc[0]
     for m in models:
-        st.text(f"Model: {m}")
+        st.text(safe.visible(f"Model: {m}"))
         cb, cv = st.columns(2)
         base_kind = degenerate.reply_kind(base_row[m], base_text) if isinstance(base_row[m], str) else ""
         var_kind = degenerate.reply_kind(var_row[m], str(row["text"])) if isinstance(var_row[m], str) else ""
         with cb:
             st.caption("Response to the base prompt" + (f" — no answer ({base_kind}): a broken reference for Δ̃"
                                                         if base_kind else ""))
-            st.code(str(base_row[m]), language=None, wrap_lines=True)
+            st.code(safe.visible(base_row[m]), language=None, wrap_lines=True)
         with cv:
             st.caption("Response to this variant" + (f" — no answer ({var_kind})" if var_kind else ""))
-            st.code(str(var_row[m]), language=None, wrap_lines=True)
+            st.code(safe.visible(var_row[m]), language=None, wrap_lines=True)
 
 # ---------------------------------------------------------------- heatmap of Δ̃ per variant × axis
 st.subheader("Δ̃ per variant (F · u · s · p) × axis")

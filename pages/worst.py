@@ -3,7 +3,7 @@
 import streamlit as st
 
 from dashboard import choices, controls, data, exports, frame, links, prose, urlstate
-from dashboard.safe import md
+from dashboard.safe import md, visible, visible_frame
 from sago_engine.store import Store
 from sago_engine.store.reads.worst import MAX_SEARCH, ORDERS
 from sago_engine.types import AXES, AXIS_LABELS
@@ -142,25 +142,25 @@ links.page_link(links.PROMPTS, worst.prompts_link(r), "Open this prompt and vari
 cb, cv = st.columns(2)
 with cb:
     st.caption("Base prompt")
-    st.code(str(r["prompt_text"]), language=None, wrap_lines=True)
+    st.code(visible(r["prompt_text"]), language=None, wrap_lines=True)
     st.caption("Reply to the base prompt" + (f" — no answer: {r['base_kind']}" if r["base_kind"] else ""))
-    st.code(worst.reply_text(r["base_reply"]), language=None, wrap_lines=True)
+    st.code(visible(worst.reply_text(r["base_reply"])), language=None, wrap_lines=True)
 with cv:
     st.caption("Variant")
-    st.code(str(r["variant_text"]), language=None, wrap_lines=True)
+    st.code(visible(r["variant_text"]), language=None, wrap_lines=True)
     st.caption("Reply to the variant" + (" (identical to the base reply)" if not r["differs"] else "")
                + (f" — no answer: {r['variant_kind']}" if r["variant_kind"] else ""))
-    st.code(worst.reply_text(r["variant_reply"]), language=None, wrap_lines=True)
+    st.code(visible(worst.reply_text(r["variant_reply"])), language=None, wrap_lines=True)
 st.caption("Word diff of the replies: struck-through red words are only in the base reply, green ones only in the "
            "variant's reply.")
 st.html(worst.reply_diff_html(r["base_reply"], r["variant_reply"]))
 st.caption("Tokens, finish reason and latency of the two replies (hf_local: a batch's wall time divided by its size).")
-st.dataframe(worst.token_table(r), key="worst_tokens", hide_index=True)
+st.dataframe(visible_frame(worst.token_table(r)), key="worst_tokens", hide_index=True)
 with st.expander("Rendered requests (the chat template applied)",
                  expanded=isinstance(r["base_request"], str) or isinstance(r["variant_request"], str)):
     for name, req in (("base prompt", r["base_request"]), ("variant", r["variant_request"])):
         st.caption(f"Request for the {name}")
-        st.code(worst.request_text(req), language=None, wrap_lines=True)
+        st.code(visible(worst.request_text(req)), language=None, wrap_lines=True)
     if not (isinstance(r["base_request"], str) and isinstance(r["variant_request"], str)):
         st.caption("Not recorded: this store keeps no rendered request for these replies (responses.request is "
                    "empty). The run record names the chat template and its settings (Provenance).")

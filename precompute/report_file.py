@@ -2,7 +2,8 @@
 
 The HTML is one self-contained file: the tables of ``sago_engine.views.report_data.report_numbers`` and two
 charts as inline SVG (Altair → vl-convert, rendered here, offline), no script at all, every store
-string escaped (``html.escape``) and cut at ``MAX_TEXT`` characters, and a Content-Security-Policy
+string made inert (control and bidi characters as U+FFFD, ``sago_engine.textsafe``), escaped
+(``html.escape``) and cut at ``MAX_TEXT`` characters, and a Content-Security-Policy
 that forbids any fetch, so a store's text can neither run nor call out. The JSON holds the same
 numbers (docs/REPORT.md).
 """
@@ -13,9 +14,10 @@ import argparse
 import html
 import json
 import sys
-import unicodedata
 from pathlib import Path
 from typing import Any
+
+from sago_engine.textsafe import PAGE_KEEPS, neutral
 
 #: Characters of a store text (prompt, variant, reply) shown in the HTML; the rest is counted.
 MAX_TEXT = 2000
@@ -33,10 +35,11 @@ pre{white-space:pre-wrap;word-break:break-word;margin:0;max-width:30rem;unicode-
 
 
 def esc(value: Any) -> str:
-    """A store value as HTML text: escaped (quotes too), None as "—", long text cut at ``MAX_TEXT``."""
+    """A store value as HTML text: control and bidi characters as U+FFFD (``textsafe.neutral``, the
+    page rule), escaped (quotes too), None as "—", long text cut at ``MAX_TEXT``."""
     if value is None:
         return "—"
-    text = str(value)
+    text = neutral(value, PAGE_KEEPS)
     if len(text) > MAX_TEXT:
         text = f"{text[:MAX_TEXT]} … ({len(text) - MAX_TEXT:,} more characters)"
     return html.escape(text, quote=True)
@@ -78,9 +81,10 @@ MAX_LABEL = 60
 
 
 def chart_label(text: Any) -> str:
-    """A store string as a chart label: control and surrogate characters as U+FFFD (vl-convert aborts
-    the process on some control characters), cut at ``MAX_LABEL`` characters."""
-    clean = "".join("\ufffd" if unicodedata.category(c) in ("Cc", "Cs") else c for c in str(text))
+    """A store string as a chart label: control, bidi and surrogate characters (tab and newline too)
+    as U+FFFD (``textsafe.neutral``; vl-convert aborts the process on some control characters), cut
+    at ``MAX_LABEL`` characters."""
+    clean = neutral(text, keep="")
     return clean if len(clean) <= MAX_LABEL else clean[: MAX_LABEL - 1] + "…"
 
 

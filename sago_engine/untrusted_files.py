@@ -93,20 +93,27 @@ def decode_utf8(data: bytes, name: str) -> str:
         raise UntrustedFileError(f"{name}:{line}: not valid UTF-8 ({e.reason}; the file must be UTF-8 text)") from None
 
 
-def _whole_row_inside(cell: str, n_cols: int, first_cells: set[str]) -> bool:
-    """Whether a line inside a multi-line cell is a record of this file: ``n_cols`` or more cells,
-    the first of which is a first cell the file's records have (a reply that merely lists things
-    with commas does not start with one)."""
+def swallows_rows(cell: str, n_cols: int, first_cells: set[str], delimiter: str = ",") -> bool:
+    """Whether a line inside a multi-line cell is a record of this file (an unbalanced quote that
+    swallowed the rows after it): ``n_cols`` or more cells split on ``delimiter``, the first of which
+    is a first cell the file's records have (a reply that merely lists things with commas does not
+    start with one)."""
     for part in cell.split("\n")[1:]:
-        if part.count(",") + 1 < n_cols:
+        if part.count(delimiter) + 1 < n_cols:
             continue
         try:
-            cells = next(csv.reader([part]), [])
+            cells = next(csv.reader([part], delimiter=delimiter), [])
         except csv.Error:
             continue
         if len(cells) >= n_cols and cells[0] in first_cells:
             return True
     return False
+
+
+def csv_error(e: csv.Error) -> str:
+    """The reason a strict ``csv.reader`` gives, in words: "end of data" inside a cell is a quote
+    never closed."""
+    return "a quote is never closed (the file ends inside a cell)" if "end of data" in str(e) else str(e)
 
 
 def csv_records(text: str, name: str) -> tuple[list[str], Iterator[tuple[int, list[str]]]]:
@@ -141,8 +148,7 @@ def csv_records(text: str, name: str) -> tuple[list[str], Iterator[tuple[int, li
             except StopIteration:
                 return
             except csv.Error as e:
-                why = "a quote is never closed (the file ends inside a cell)" if "end of data" in str(e) else str(e)
-                raise UntrustedFileError(f"{name}:{start}: {why}") from None
+                raise UntrustedFileError(f"{name}:{start}: {csv_error(e)}") from None
             end = reader.line_num
             if not row:  # a blank line
                 continue
@@ -150,7 +156,7 @@ def csv_records(text: str, name: str) -> tuple[list[str], Iterator[tuple[int, li
                 raise UntrustedFileError(f"{name}:{start}: {len(row)} cells, the header has {n}")
             firsts.add(row[0])
             for col, cell in zip(header, row):
-                if "\n" in cell and _whole_row_inside(cell, n, firsts):
+                if "\n" in cell and swallows_rows(cell, n, firsts):
                     raise UntrustedFileError(
                         f"{name}:{start}: cell {col!r} runs over lines {start}-{end} and holds a whole row: "
                         "an unbalanced quote (\") swallows the rows after it")

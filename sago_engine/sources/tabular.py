@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from sago_engine.datasets import decoded_lines, jsonl_records
+from sago_engine.untrusted_files import csv_error, swallows_rows
 
 #: File suffix → format name.
 SUFFIXES: dict[str, str] = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv", ".parquet": "parquet"}
@@ -18,17 +19,27 @@ def csv_records(path: Path) -> tuple[list[tuple[int, dict]], list[tuple[str, str
     Returns:
         ((line number where the row starts, {column: text}) pairs, problems, the header's columns).
         Problems: lines that are not UTF-8 (then no row is read: a CSV row may span lines), a row
-        with more cells than the header, a missing or repeated header name.
+        with more cells than the header, a missing or repeated header name, and the quoting rule of
+        ``sago_engine.untrusted_files`` (strict RFC 4180 quotes): a quote never closed or malformed,
+        or a multi-line cell holding a whole row (an unbalanced quote swallowed the rows after it;
+        then no row is read, as a quote error leaves the rest of the file unreliable).
     """
     lines, problems = decoded_lines(path)
     if problems:
         return [], problems, []
     text = "\n".join(line for _, line in lines)
-    reader = csv.reader(text.splitlines(keepends=True), delimiter="\t" if path.suffix.lower() == ".tsv" else ",")
+    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    reader = csv.reader(text.splitlines(keepends=True), delimiter=delimiter, strict=True)
     rows: list[tuple[int, dict]] = []
     header: list[str] = []
     start = 1
-    for cells in reader:
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as e:
+            return [], problems + [(str(start), csv_error(e))], header
         if not header:
             header = [c.strip() for c in cells]
             dup = sorted({c for c in header if header.count(c) > 1})
@@ -42,6 +53,12 @@ def csv_records(path: Path) -> tuple[list[tuple[int, dict]], list[tuple[str, str
             else:
                 rows.append((start, {h: c for h, c in zip(header, cells)}))
         start = reader.line_num + 1
+    firsts = {str(next(iter(r.values()), "")) for _, r in rows}
+    for line, row in rows:
+        for col, cell in row.items():
+            if "\n" in cell and swallows_rows(cell, len(header), firsts, delimiter):
+                return [], problems + [(str(line), f"cell {col!r} holds a whole row: an unbalanced quote (\") "
+                                                   "swallows the rows after it")], header
     return rows, problems, header
 
 

@@ -22,6 +22,8 @@ import re
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
+from sago_engine.textsafe import PAGE_KEEPS, neutral
+
 #: Tokens: runs of whitespace, runs of word characters, or one other character each.
 _TOKEN = re.compile(r"\s+|\w+|[^\w\s]", re.UNICODE)
 
@@ -246,15 +248,16 @@ _TAG = {"equal": "span", "delete": "del", "insert": "ins"}
 def diff_html(segments: list[tuple[str, str]]) -> str:
     """An HTML fragment for ``segments``: deletions struck through in red, insertions in green.
 
-    Every text is passed through ``html.escape`` (quotes too), and the markup around it is
-    constant, so the fragment contains no markup that came from the data.
+    Every text is passed through ``textsafe.neutral`` (control and bidi characters as U+FFFD, the
+    page rule) and ``html.escape`` (quotes too), and the markup around it is constant, so the
+    fragment contains no markup, control or bidi character that came from the data.
     """
     parts = []
     for op, text in segments:
         if op not in _TAG:
             raise ValueError(f"unknown op {op!r}; expected one of {OPS}")
         style = f' style="{_STYLE[op]}"' if _STYLE[op] else ""
-        parts.append(f"<{_TAG[op]}{style}>{html.escape(text, quote=True)}</{_TAG[op]}>")
+        parts.append(f"<{_TAG[op]}{style}>{html.escape(neutral(text, PAGE_KEEPS), quote=True)}</{_TAG[op]}>")
     # overflow-wrap:anywhere breaks a word longer than the box (a reply of one 700-character token) inside it
     return ('<div style="white-space:pre-wrap;overflow-wrap:anywhere;font-family:ui-monospace,monospace;'
             'line-height:1.6;padding:0.5rem 0.75rem;border:1px solid #ddd;border-radius:6px;">' + "".join(parts)

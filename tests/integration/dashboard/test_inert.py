@@ -204,3 +204,19 @@ def test_s10_prompts_page_responses_csv_is_spreadsheet_safe(s10_store, monkeypat
     assert "'- Lima is the capital." in cells and "'=HYPERLINK(\"http://example.invalid\",\"Lima\")" in cells
     assert not any(c.startswith(("-", "=")) for c in cells)
     assert all(v[:3] == b"\xef\xbb\xbf" for v in got.values())  # every CSV of the page
+
+
+def test_altair_chart_data_shows_control_and_bidi_characters_as_replacements():
+    """Vega-Lite draws a label's characters raw (an RLO reverses it): every chart ``exports.altair_chart``
+    shows goes through ``safe.inert_altair``, whose data frames hold ``visible`` text, layers and facets too."""
+    import altair as alt
+
+    df = pd.DataFrame({"model": ["m \u202eevil\u200f \x1b[31m"], "x": [1.0]})
+    ch = alt.layer(alt.Chart(df).mark_point().encode(x="x:Q", y="model:N"),
+                   alt.Chart(df).mark_rule().encode(x="x:Q")).facet(column="model:N")
+    spec = json.dumps(safe.inert_altair(ch).to_dict(), ensure_ascii=False)
+    assert "m \ufffdevil\ufffd \ufffd[31m" in spec
+    assert not [c for c in ("\u202e", "\u200f", "\x1b") if c in spec]
+    assert df["model"][0].startswith("m \u202e")  # the caller's frame is not modified
+    src = (ROOT / "dashboard" / "exports.py").read_text(encoding="utf-8")
+    assert "safe.inert_altair(ch)" in src

@@ -80,6 +80,18 @@ def _strings(obj):
             yield from _strings(v)
 
 
+#: Characters of the payload that act on a page when shown raw: ESC, BEL, RLO (reverses what follows), PDF.
+_RAW = ("\x1b", "\x07", "\u202e", "\u202c")
+
+
+def _shown_text(at) -> str:
+    """The text of every code, text, HTML, Markdown and caption element and every table cell of a page."""
+    out = [str(e.value) for kind in ("code", "text", "markdown", "caption") for e in at.get(kind)]
+    out += [e.proto.body for e in at.get("html")]
+    out += [e.value.to_csv() for e in at.get("arrow_data_frame")]
+    return "".join(out)
+
+
 def _proto_bytes(at) -> bytes:
     return b"".join(n.proto.SerializeToString() for n in walk(at._tree) if getattr(n, "proto", None) is not None)
 
@@ -131,6 +143,8 @@ def test_every_page_keeps_the_payload_store_inert(share, downloads, page, store)
     assert problems == []
     if page != "pages/paper_reference.py":  # the paper's page shows published numbers, not the store's
         assert MARKER.encode() in _proto_bytes(at)  # the store's strings did reach the page, as text
+    raw = [c for c in _RAW if c in _shown_text(at)]  # shown as U+FFFD, never raw
+    assert raw == [], raw
 
 
 @pytest.mark.parametrize("page", PAGES)

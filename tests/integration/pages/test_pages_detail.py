@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from dashboard.safe import visible
 from sago_engine.filters import Filters
 from sago_engine.scoring.ablations import semantic_histogram, tone_asymmetry
 from sago_engine.store import open_store
@@ -131,9 +132,12 @@ def test_filters_change_what_is_shown(tiny_store):
 
 
 # ---------------------------------------------------------------- hostile text
-HOSTILE_PROMPT = "<script>alert(1)</script> What is <b>2+2</b>?"
-HOSTILE_VARIANT = "<img src=x onerror=alert(1)> What is <b>2+2</b>? **bold** [link](javascript:alert(1))"
-HOSTILE_RESPONSE = "<script>document.title='pwned'</script>4"
+#: Terminal controls (ESC, BEL) and bidi marks (RLO reverses what follows, RLM): shown as U+FFFD, never raw.
+CONTROLS = " Hello \x1b[2J\x07 there \u202e evil \u200f"
+RAW_CONTROLS = ("\x1b", "\x07", "\u202e", "\u200f")
+HOSTILE_PROMPT = "<script>alert(1)</script> What is <b>2+2</b>?" + CONTROLS
+HOSTILE_VARIANT = "<img src=x onerror=alert(1)> What is <b>2+2</b>? **bold** [link](javascript:alert(1))" + CONTROLS
+HOSTILE_RESPONSE = "<script>document.title='pwned'</script>4" + CONTROLS
 HOSTILE_MODEL = "m<img src=x onerror=\"document.title='pwned'\">"
 
 
@@ -166,14 +170,25 @@ def test_hostile_text_renders_as_literal_text(tmp_path):
     # the text a browser displays: without the insertions it is the base prompt, without the deletions the variant
     def shown(drop: str) -> str:
         return html.unescape(re.sub(r"<[^>]+>", "", re.sub(rf"<{drop}\b[^>]*>.*?</{drop}>", "", body, flags=re.S)))
-    assert shown("ins") == HOSTILE_PROMPT and shown("del") == HOSTILE_VARIANT
+    assert shown("ins") == visible(HOSTILE_PROMPT) and shown("del") == visible(HOSTILE_VARIANT)
     codes = _codes(at)  # st.code renders text, never HTML or markdown
-    assert HOSTILE_PROMPT in codes and HOSTILE_RESPONSE in codes
+    assert visible(HOSTILE_PROMPT) in codes and visible(HOSTILE_RESPONSE) in codes
+    assert not [c for c in RAW_CONTROLS if c in body + "".join(codes) + _page_text(at)]
     md = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
     assert "alert(1)" not in md and "pwned" not in md
     # the variants page renders too, with the hostile model name only inside chart data / tables
     at = _page(tmp_path / "evil.duckdb", "variants")
     assert "alert(1)" not in " ".join(m.value for m in at.markdown)
+    at = _page(tmp_path / "evil.duckdb", "worst")  # the base prompt, variant and reply boxes
+    shown_text = "".join(_codes(at)) + "".join(h.proto.body for h in at.get("html")) + _page_text(at)
+    assert visible(HOSTILE_PROMPT) in _codes(at) and not [c for c in RAW_CONTROLS if c in shown_text]
+
+
+def _page_text(at) -> str:
+    """Every text element's value and every table cell of an AppTest page."""
+    out = [str(getattr(e, "value", "")) for kind in ("text", "markdown", "caption") for e in at.get(kind)]
+    out += [e.value.to_csv() for e in at.get("arrow_data_frame")]
+    return "".join(out)
 
 
 @pytest.mark.browser

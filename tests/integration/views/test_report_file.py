@@ -113,6 +113,7 @@ def test_report_is_inert_on_the_hostile_corpus(tmp_path):
             assert not (tmp_path / f"{name}.json").exists()
         text = out.read_text(encoding="utf-8")
         assert "<script" not in text.lower() and SECRET not in text
+        assert [c for c in RAW_CONTROLS if c in text] == []  # the payload's ESC, BEL, RLO, RLM: U+FFFD
         huge = tmp_path / "huge.html"  # 1 MB strings: each shown cut, the file stays small
         assert runner_main(["report", str(corpus.stores["huge"]), "--html", str(huge), "--resamples", "50"]) == 0
         assert huge.stat().st_size < 400_000 and "more characters)" in huge.read_text(encoding="utf-8")
@@ -145,3 +146,25 @@ def test_json_is_the_same_bytes_when_written_again(written, tmp_path):
         assert runner_main(["report", str(store), "--json", str(out), "--resamples", "200"]) == 0
     assert a.read_bytes() == b.read_bytes()
     assert runner_main(["report", str(tmp_path / "missing.duckdb"), "--json", str(a)]) == 2
+
+
+#: Terminal controls and bidi marks (an RLO reverses what follows it): the report shows U+FFFD in their place.
+CONTROLS = "Hello \x1b[2J\x07 there \u202e evil \u200f"
+RAW_CONTROLS = ("\x1b", "\x07", "\u202e", "\u200f")
+
+
+def test_report_html_shows_control_and_bidi_characters_as_replacements(tmp_path):
+    store = make_store(tmp_path / "s.duckdb", models=("model-a", "model-b"), datasets=("truthfulqa",),
+                       n_prompts=4, n_variants=2, seed=5)
+    con = duckdb.connect(str(store))
+    con.execute("UPDATE prompts SET text = ? || text", [CONTROLS])
+    con.execute("UPDATE variants SET text = ? || text", [CONTROLS])
+    con.execute("UPDATE responses SET response = ? || response", [CONTROLS])
+    con.execute("UPDATE runs SET model = model || ?", [" \u202eevil\u200f\x1b[31m"])
+    con.close()
+    out = tmp_path / "r.html"
+    assert runner_main(["report", str(store), "--html", str(out), "--resamples", "50"]) == 0
+    text = out.read_text(encoding="utf-8")
+    assert "Hello \ufffd[2J\ufffd there \ufffd evil \ufffd" in text  # the worst cases' texts, shown
+    assert [c for c in RAW_CONTROLS if c in text] == []  # tables, charts' SVG labels and texts alike
+    assert esc("a\u202eb\u2066c\x9bd\te\nf") == "a\ufffdb\ufffdc\ufffdd\te\nf"

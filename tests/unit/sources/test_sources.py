@@ -229,3 +229,18 @@ key = "tiny-random"
     assert list(p["text"]) == ["What is 2+2?", "Name a colour."]
     assert [json.loads(r) for r in p["reference"]] == [["4", "four"], ["red"]]
     assert rec[0]["name"] == "mine" and rec[0]["format"] == "csv" and rec[0]["fields"]["reference_sep"] == "|"
+
+
+# ---------------------------------------------------------------- an unbalanced quote never swallows rows
+def test_csv_unbalanced_quote_to_the_end_is_refused_naming_its_line(tmp_path):
+    path = _write_csv(tmp_path / "q.csv", 'id,question\n1,"What is an unbalanced quote?\n2,Fine question?\n')
+    with pytest.raises(DatasetError) as ei:
+        _src(tmp_path, path="q.csv")
+    assert f"{path}:2: a quote is never closed" in str(ei.value)
+
+
+def test_csv_quote_closed_by_a_later_quote_is_refused_naming_its_line(tmp_path):
+    path = _write_csv(tmp_path / "q.csv", 'id,question\n1,"What is it?\n2,A "quoted" word\n3,x\n')
+    with pytest.raises(DatasetError) as ei:
+        _src(tmp_path, path="q.csv")
+    assert f"{path}:2: " in str(ei.value) and "expected after" in str(ei.value)
