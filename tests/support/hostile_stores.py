@@ -151,6 +151,11 @@ def _full_store(path: Path, models=("model-a", "model-b")) -> Path:
                              "response": "A repeat.", "n_tokens": 2, "seq_logprob": -1.0, "mean_entropy": 1.0,
                              "finish_reason": "stop", "latency_s": 0.1, "error": "none"})
         st.insert_df("base_repeats", pd.DataFrame(rows))
+        st.insert_df("samples", pd.DataFrame([{"response_id": f"{r['response_id']}/s1", "run_id": r["run_id"],
+                                               "prompt_id": r["prompt_id"], "variant_id": None, "sample": 1, "seed": 7,
+                                               "response": "A sample.", "n_tokens": 2, "seq_logprob": -1.0,
+                                               "mean_entropy": 1.0, "finish_reason": "stop", "latency_s": 0.1,
+                                               "error": "none"} for r in rows]))
         nf = [{"run_id": r["run_id"], "dataset": ds[r["prompt_id"]], "prompt_id": r["prompt_id"], "repeat": 1,
                "axis": a, "delta": 0.01, "delta_norm": 0.01, "available": True, "reason": "repeat"}
               for r in rows for a in ("bleu", "mr")]
