@@ -113,7 +113,7 @@ def test_model_vs_model_matrix_profiles_sentence_csv_and_clicks():
         scores = st.prompt_scores()
     table = pairwise.paired_table(scores)
     cells = pairwise.matrix_cells(table, "bleu")
-    lead = pairwise.leader_sentences(scores)
+    lead = pairwise.leader_sentences(scores, n_resamples=1000)  # Profiles' default B (its URL key B)
     bleu_sentence = lead.loc[lead["axis"] == "bleu", "sentence"].iloc[0]
     shots = screenshot_dir()
     with dashboard(store, timeout=120) as url, browser_page(1440, 900) as page:

@@ -146,7 +146,7 @@ def test_model_vs_model_and_worst_cases_name_the_choice_that_reorders(server, sc
     want = "Δ-Cos ranking depends on Δ-Cos: token position and layers — under user_last (instead of default)"
     with browser_page(w, h, scheme) as page:
         for path, title, key in (("/pairwise?axis=cos&present=1", "Model against model: is", "pairwise_assumptions"),
-                                 ("/worst?axis=cos&present=1", "Worst cases: which", "worst_assumptions")):
+                                 ("/worst?axis=cos&change=all&present=1", "Worst cases: which", "worst_assumptions")):
             _open(page, server + path, title)
             note = page.locator(f".st-key-{key}")
             note.wait_for(timeout=60_000)
