@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from sago_engine.external import paper
+from sago_engine.scoring.scores import sgs_by
 from sago_engine.types import AUTHORS_OPTION, AXES, DEFAULT_NORMALIZERS, axis_label
 
 TRUTHFULQA = "truthfulqa"
@@ -166,8 +167,9 @@ def own_runs(st) -> pd.DataFrame:
                                      axes=tuple(CODE_AXES.values()), clip=False)
     code = code[code["run_id"].isin(runs["run_id"])].merge(runs[["run_id", "paper"]], on="run_id")
     back = {x: a for a, x in CODE_AXES.items()}
-    a = plain.groupby(["paper", "axis"])["s"].mean().rename("sago_run")
-    b = code.assign(axis=code["axis"].map(back)).groupby(["paper", "axis"])["s"].mean().rename("sago_code")
+    a = sgs_by(plain, ["paper", "axis"], name="sago_run").set_index(["paper", "axis"])["sago_run"]
+    b = sgs_by(code.assign(axis=code["axis"].map(back)), ["paper", "axis"], name="sago_code").set_index(
+        ["paper", "axis"])["sago_code"]
     out = pd.concat([a, b], axis=1).reset_index().rename(columns={"paper": "model"})
     return out.reindex(columns=cols)
 

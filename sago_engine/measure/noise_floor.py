@@ -26,7 +26,7 @@ from sago_engine.axes import delta_fn
 from sago_engine.axis_spec import AXIS_SPECS
 from sago_engine.measure.pipeline import _unavailable_reason
 from sago_engine.measure.reply_flags import reply_flags
-from sago_engine.scoring.scores import marker, normalize, scores_from_stats, sufficient_stats, ttest_greater
+from sago_engine.scoring.scores import marker, normalize, scores_from_stats, sgs_of, sufficient_stats, ttest_greater
 from sago_engine.seeds import stable_hash
 from sago_engine.types import AXES, GenerationResult
 
@@ -135,8 +135,8 @@ def floor_table(scores: pd.DataFrame, floor: pd.DataFrame, by: Sequence[str] = (
         t = p = float("nan")
         if len(paired):
             t, p = ttest_greater(paired["s"].to_numpy(float) - paired["f"].to_numpy(float), 0.0)
-        out.append({**dict(zip(by, key)), "sgs": float(g["s"].mean()),
-                    "floor": float(paired["f"].mean()) if len(paired) else float("nan"),
+        out.append({**dict(zip(by, key)), "sgs": sgs_of(g["s"]),
+                    "floor": sgs_of(paired["f"]),
                     "n_prompts": int(len(g)), "n_paired": int(len(paired)), "t": t, "p": p, "marker": marker(p),
                     "above_floor": bool(np.isfinite(p) and p < alpha)})
     return pd.DataFrame(out, columns=cols)

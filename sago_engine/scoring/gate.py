@@ -27,6 +27,7 @@ from sago_engine.axis_spec import AXIS_SPECS
 from sago_engine.registry import suggest
 from sago_engine.scoring import stats
 from sago_engine.scoring.pairwise import signed_rank_test
+from sago_engine.scoring.scores import sgs_of
 from sago_engine.seeds import derive_seed
 from sago_engine.types import ALL_OPTION_AXES, axis_sort_key
 
@@ -109,7 +110,7 @@ def level_checks(scores: pd.DataFrame, labels: Mapping[str, str], max_sgs: Mappi
             if not len(s):
                 rows.append(_row(label, rid, axis, "sgs", float("nan"), thr, 0, result=NOT_MEASURED))
                 continue
-            v = float(np.mean(s))
+            v = sgs_of(s)
             rows.append(_row(label, rid, axis, "sgs", v, thr, len(s), result=FAIL if v > thr else PASS))
     return _frame(rows)
 

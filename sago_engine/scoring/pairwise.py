@@ -19,7 +19,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from sago_engine.scoring import signflip, stats
-from sago_engine.scoring.scores import marker
+from sago_engine.scoring.scores import marker, sgs_by, sgs_of
 from sago_engine.seeds import derive_seed
 from sago_engine.types import axis_label, axis_sort_key
 
@@ -155,8 +155,8 @@ def paired_table(scores: pd.DataFrame, per_dataset: bool = False, correction: st
                                                                               np.random.default_rng(pseed))
                 t = paired_test(d, test, np.random.default_rng([pseed, 1]))
                 rows.append({"axis": axis, "axis_label": axis_label(axis), "dataset": dataset, "model_a": a,
-                             "model_b": b, "n_prompts": len(d), "sgs_a": float(both[a].mean()) if len(d) else np.nan,
-                             "sgs_b": float(both[b].mean()) if len(d) else np.nan, "diff": m, "ci_low": lo,
+                             "model_b": b, "n_prompts": len(d), "sgs_a": sgs_of(both[a]),
+                             "sgs_b": sgs_of(both[b]), "diff": m, "ci_low": lo,
                              "ci_high": hi, "ci_status": ci_status, "ci_call": ci_call, "n_zero": t["n_zero"],
                              "r_plus": t["r_plus"], "r_minus": t["r_minus"], "p": t["p"], "method": t["method"], "mc_se": t["mc_se"],
                              "test": name})
@@ -271,7 +271,7 @@ def leader_sentences(scores: pd.DataFrame, per_dataset: bool = False, correction
     cols = ["axis", "axis_label", "dataset", "leader", "runner_up", "verdict", "p_adj", "sentence"]
     table = paired_table(scores, per_dataset, correction, n_resamples, seed=seed, alpha=alpha, test=test)
     keys = ["axis", "dataset"] if per_dataset else ["axis"]
-    sgs = scores.groupby([*keys, "model"], observed=True)["s"].mean().reset_index()
+    sgs = sgs_by(scores, [*keys, "model"], name="s")
     rows = []
     for key, g in sgs.groupby(keys, sort=True, observed=True):
         key = key if isinstance(key, tuple) else (key,)

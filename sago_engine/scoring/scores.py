@@ -1,12 +1,17 @@
 """Scoring: normalise Δ by R_X, per-prompt RMS s_X(i), SGS, one-sided t-tests (SAGO §Notation, §Significance).
 
+s_X(i) and SGS are each computed in one function (``prompt_score``, ``sgs_of``) by a named aggregation
+of the registry ``AGGREGATIONS`` (``PROMPT_AGGREGATION``, ``SGS_AGGREGATION``; docs/EXTENDING.md
+"Change the aggregation").
+
 Pure functions over pandas DataFrames; nothing here touches the store or a model. The store
 keeps raw signed Δ, so every number can be recomputed under other R_X or ε.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -59,6 +64,108 @@ def rms(n: np.ndarray | float, sum_sq: np.ndarray | float) -> np.ndarray:
         return np.sqrt(np.where(n > 0, sq / np.where(n > 0, n, 1.0), np.nan))
 
 
+# ====================================================================== named aggregations
+@dataclass(frozen=True)
+class Aggregation:
+    """A named reduction of scores, registered in ``AGGREGATIONS`` (as lm-eval registers its metric
+    aggregations: ``lm_eval.api.registry.register_aggregation``, name → function).
+
+    Attributes:
+        name: the registry key (``"mean"``, ``"rms"``, ``"mean_abs"``, …).
+        of_values: 1-D float64 array (NaN already dropped, length ≥ 1) → float.
+        of_stats: ``(n, sum_norm, sum_sq, sum_abs)`` arrays (the store's sufficient statistics,
+            ``sufficient_stats``) → float64 array, NaN where n is 0; None when the statistic cannot
+            be computed from sums (e.g. a median): such an aggregation can reduce prompts (SGS)
+            but not a prompt's variants, which the store keeps as sums only.
+        doc: one line saying what it computes (shown by ``describe_aggregations``).
+    """
+
+    name: str
+    of_values: Callable[[np.ndarray], float]
+    of_stats: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None
+    doc: str
+
+
+#: name → ``Aggregation``; fill it with ``register_aggregation`` only.
+AGGREGATIONS: dict[str, Aggregation] = {}
+
+
+def register_aggregation(name: str, of_values: Callable[[np.ndarray], float],
+                         of_stats: Callable[..., np.ndarray] | None = None, doc: str = "") -> Aggregation:
+    """Add an ``Aggregation`` under ``name`` and return it. Raises ValueError when ``name`` is taken
+    (an aggregation is never replaced behind a caller's back)."""
+    if name in AGGREGATIONS:
+        raise ValueError(f"aggregation {name!r} is already registered")
+    AGGREGATIONS[name] = agg = Aggregation(name, of_values, of_stats, doc)
+    return agg
+
+
+def get_aggregation(name: str) -> Aggregation:
+    """The registered ``Aggregation`` called ``name``; ValueError naming the valid ones (and close names)."""
+    try:
+        return AGGREGATIONS[name]
+    except KeyError:
+        raise ValueError(f"unknown aggregation {name!r}{suggest(str(name), AGGREGATIONS)}; "
+                         f"valid: {', '.join(AGGREGATIONS)}") from None
+
+
+def describe_aggregations() -> dict[str, str]:
+    """name → one-line description of every registered aggregation."""
+    return {k: a.doc for k, a in AGGREGATIONS.items()}
+
+
+def _per_n(total: np.ndarray, n: np.ndarray) -> np.ndarray:
+    n = np.asarray(n, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(n > 0, np.asarray(total, dtype=np.float64) / np.where(n > 0, n, 1.0), np.nan)
+
+
+register_aggregation("mean", lambda x: float(np.mean(x)), lambda n, s, sq, a: _per_n(s, n),
+                     "arithmetic mean (SAGO §Notation: SGS_X is the mean of s_X(i) over prompts)")
+register_aggregation("rms", lambda x: float(np.sqrt(np.mean(x * x))), lambda n, s, sq, a: rms(n, sq),
+                     "root mean square (SAGO §Notation: s_X(i) over a prompt's variants)")
+register_aggregation("mean_abs", lambda x: float(np.mean(np.abs(x))), lambda n, s, sq, a: _per_n(a, n),
+                     "mean absolute value")
+
+#: How s_X(i) reduces Δ̃ over prompt i's variants (SAGO §Notation: RMS); must have ``of_stats``.
+PROMPT_AGGREGATION = "rms"
+#: How SGS_X reduces s_X(i) over prompts (SAGO §Notation: the mean). The t-test (``ttest_greater``)
+#: and the bootstrap CI (``stats.bootstrap_mean_ci``) are of the mean whatever this says.
+SGS_AGGREGATION = "mean"
+
+
+def prompt_score(n: np.ndarray, sum_norm: np.ndarray, sum_sq: np.ndarray, sum_abs: np.ndarray) -> np.ndarray:
+    """s_X(i) per group from its sufficient statistics, by ``PROMPT_AGGREGATION`` (SAGO §Notation: RMS).
+
+    Args: arrays of shape (k,): n (Δ̃ values per group), Σ Δ̃, Σ Δ̃², Σ |Δ̃|.
+    Returns: float64 array (k,), in [0, 1] for Δ̃ in [−1, 1] (RMS); NaN where n is 0.
+    """
+    return get_aggregation(PROMPT_AGGREGATION).of_stats(n, sum_norm, sum_sq, sum_abs)
+
+
+def sgs_of(s: np.ndarray | Sequence[float], aggregation: str | None = None) -> float:
+    """SGS of one group: ``SGS_AGGREGATION`` (SAGO §Notation: the mean) of per-prompt scores s_X(i).
+
+    The one place SGS is computed from scores (tables, tests, gates, the noise floor and the
+    audit all call it). Args: s, shape (n,), NaN dropped; ``aggregation`` another registered name.
+    Returns: float; NaN for a group with no value left.
+    """
+    x = np.asarray(s, dtype=np.float64)
+    x = x[~np.isnan(x)]
+    if not len(x):
+        return float("nan")
+    return float(get_aggregation(aggregation or SGS_AGGREGATION).of_values(x))
+
+
+def sgs_by(scores: pd.DataFrame, by: Sequence[str], value: str = "s", name: str = "sgs") -> pd.DataFrame:
+    """``sgs_of`` of column ``value`` per group of ``by`` (sorted, observed groups only).
+
+    Returns ``by`` + ``name`` (SGS) + ``n_prompts`` (non-NaN values), one row per group.
+    """
+    g = scores.groupby(list(by), sort=True, observed=True)[value]
+    return g.agg([(name, sgs_of), ("n_prompts", "count")]).reset_index()
+
+
 def sufficient_stats(df: pd.DataFrame, value: str = "delta_norm",
                      group: tuple[str, ...] = ("run_id", "dataset", "prompt_id", "axis")) -> pd.DataFrame:
     """Per group: n, sum_norm (Σx), sum_sq (Σx²), sum_abs (Σ|x|) of column ``value``; NaN rows dropped.
@@ -79,7 +186,7 @@ def scores_from_stats(stats: pd.DataFrame, keep: tuple[str, ...] | None = None) 
     sums = ("n", "n_rows", "sum_norm", "sum_sq", "sum_abs")
     cols = list(keep) if keep is not None else [c for c in stats.columns if c not in sums]
     out = stats[cols].copy()
-    out["s"] = rms(stats["n"].to_numpy(), stats["sum_sq"].to_numpy())
+    out["s"] = prompt_score(*(stats[c].to_numpy() for c in ("n", "sum_norm", "sum_sq", "sum_abs")))
     out["n_variants"] = stats["n"].to_numpy().astype(np.int32)
     return out
 
@@ -97,14 +204,14 @@ def prompt_scores(deltas: pd.DataFrame, group: tuple[str, ...] = ("run_id", "dat
 
 
 def sgs(scores: pd.DataFrame, by: tuple[str, ...] = ("run_id", "axis")) -> pd.DataFrame:
-    """SGS_X = mean of s_X(i) over the prompts in each group (SAGO §Notation).
+    """SGS_X = ``sgs_of`` (the mean) of s_X(i) over the prompts in each group (SAGO §Notation).
 
     With ``by=("run_id", "axis")`` every prompt of every dataset weighs the same (the paper's
     total); add ``"dataset"`` for SGS_X(d). Returns ``by`` + ``sgs``, ``std`` (sample, ddof=1),
     ``n_prompts``.
     """
     g = scores.groupby(list(by), sort=True, observed=True)["s"]
-    out = g.agg(sgs="mean", std=lambda x: float(np.std(x, ddof=1)) if len(x) > 1 else float("nan"), n_prompts="size")
+    out = g.agg(sgs=sgs_of, std=lambda x: float(np.std(x, ddof=1)) if len(x) > 1 else float("nan"), n_prompts="size")
     return out.reset_index()
 
 
@@ -157,7 +264,7 @@ def significance(scores: pd.DataFrame, eps: float = MAIN_EPSILON, by: tuple[str,
         t, p = ttest_greater(s, eps)
         rows.append({
             **dict(zip(by, key)),
-            "sgs": float(np.mean(s)),
+            "sgs": sgs_of(s),
             "std": float(np.std(s, ddof=1)) if len(s) > 1 else float("nan"),
             "n_prompts": int(len(s)),
             "t": t,

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from sago_engine.scoring.scores import marker, normalize, scores_from_stats, sufficient_stats
+from sago_engine.scoring.scores import marker, normalize, scores_from_stats, sgs_of, sufficient_stats
 
 #: Below this many prompts a group's interval and test are flagged as unreliable.
 SMALL_N = 5
@@ -155,9 +155,9 @@ def bootstrap_sgs(scores: pd.DataFrame, by: Sequence[str] = ("model", "axis"), n
     rows = []
     for key, grp in scores.groupby(by, sort=True, observed=True):  # a list of keys: every key is a tuple
         s = grp["s"].to_numpy(dtype=float)
-        m, lo, hi, status = bootstrap_mean_ci(s, n_resamples, level, group_rng(seed, key), method)
+        _, lo, hi, status = bootstrap_mean_ci(s, n_resamples, level, group_rng(seed, key), method)
         n = int(np.sum(~np.isnan(s)))
-        rows.append({**dict(zip(by, key)), "sgs": m, "lo": lo, "hi": hi, "n_prompts": n,
+        rows.append({**dict(zip(by, key)), "sgs": sgs_of(s), "lo": lo, "hi": hi, "n_prompts": n,
                      "n_resamples": int(n_resamples), "level": level, "status": status, "small_n": n < SMALL_N})
     return pd.DataFrame(rows, columns=[*by, "sgs", "lo", "hi", "n_prompts", "n_resamples", "level", "status",
                                        "small_n"])

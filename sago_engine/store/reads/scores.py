@@ -1,7 +1,7 @@
 """Score queries of the summary pages: SQL filters and sums sufficient statistics, ``scoring`` scores.
 
 SAGO (arXiv 2610.01428) §Notation, §Ablations, appendix D. Every per-prompt score goes through
-``sago_engine.scoring.scores.rms`` (via ``scoring.scores_from_stats``); SQL here returns only n, ΣΔ̃,
+``sago_engine.scoring.scores.prompt_score`` (via ``scoring.scores_from_stats``); SQL here returns only n, ΣΔ̃,
 ΣΔ̃², Σ|Δ̃| per group. The statistics tables (``suffstats``) answer every filter exactly:
 ``prompt_stats`` when no variant field (F, u, s, p) is filtered, ``delta_stats`` when one is,
 ``cell_stats`` for the ablations. Raw deltas are read only where a summary cannot come from sums:
@@ -72,7 +72,7 @@ class ScoreQueries:
 
         ``axes``: None = the six plain axes; name option axes (``("cos@user_mean", …)``) to read them.
 
-        SAGO (arXiv 2610.01428) §Notation: ``scoring.rms`` of ``prompt_stats(f)`` (the store never
+        SAGO (arXiv 2610.01428) §Notation: ``scoring.prompt_score`` of ``prompt_stats(f)`` (the store never
         sends raw deltas for this). Columns: run_id, model, dataset, prompt_id, axis, s (in [0, 1]),
         n_variants. An axis a model cannot measure has no rows (shown as n/a, never 0).
         """
@@ -261,10 +261,10 @@ class ScoreQueries:
 
     def prompt_scores_rescaled(self, f: Filters | None = None, *, normalizers: tuple = (),
                                axes: tuple[str, ...] | None = None, clip: bool = True) -> pd.DataFrame:
-        """``prompt_scores`` recomputed from raw Δ under other R_X: s = ``scoring.rms`` of clip(Δ/R, −1, 1).
+        """``prompt_scores`` recomputed from raw Δ under other R_X: s = ``scoring.prompt_score`` of clip(Δ/R, −1, 1).
 
         ``normalizers``: ((axis, R), …) pairs (a tuple, so it can key a cache); axes not listed
-        are left out. Same columns as ``prompt_scores``. SQL sums n and Σ clip(Δ/R)² per prompt.
+        are left out. Same columns as ``prompt_scores``. SQL sums n, Σx, Σx², Σ|x| of x = clip(Δ/R) per prompt.
         ``axes``: None = the six plain axes, else these names (an option axis needs its own pair).
         ``clip``: False = Δ/R not clipped (the SAGO authors' code), so s may exceed 1.
         """
@@ -274,7 +274,7 @@ class ScoreQueries:
         sql = f"""
             WITH rx AS (SELECT unnest(?::VARCHAR[]) AS axis, unnest(?::DOUBLE[]) AS rr)
             SELECT d.run_id, r.model, d.dataset, d.prompt_id, d.axis, count(*)::BIGINT AS n,
-                   sum(pow({term}, 2)) AS sum_sq
+                   sum({term}) AS sum_norm, sum(pow({term}, 2)) AS sum_sq, sum(abs({term})) AS sum_abs
             FROM deltas d JOIN rx USING (axis) JOIN variants v USING (variant_id) JOIN runs r USING (run_id)
             WHERE {suffstats.USABLE_DELTA} AND v.kept AND {where}
             GROUP BY d.run_id, r.model, d.dataset, d.prompt_id, d.axis
