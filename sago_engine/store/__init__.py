@@ -33,6 +33,7 @@ from sago_engine.store.schema import (  # noqa: F401
     READABLE_VERSIONS,
     SCHEMA_VERSION,
     TABLES,
+    VERSIONS,
     StoreError,
 )
 from sago_engine.store.suffstats import STATS_TABLES  # noqa: F401

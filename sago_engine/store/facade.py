@@ -62,7 +62,7 @@ def open_store(path: str | Path, read_only: bool = True, create: bool = False) -
     """Open (or with ``create=True`` create) a sago store.
 
     A writable open of a schema-1/2 store (or a schema-3 store without the statistics tables)
-    migrates it to this version in one transaction (``schema._MIGRATIONS``); a writable open of a
+    migrates it to this version in one transaction (the steps of ``schema.VERSIONS``); a writable open of a
     store written before the prompt-ordered layout (no ``meta.layout_version``) then rewrites the
     file in prompt order once (``layout.rewrite_file``: same rows, an atomic rename; at the paper's
     scale about 20 s of CPU). A read-only open reads a store as it is, except that runs sharing a

@@ -8,6 +8,7 @@ recomputed without re-running models. Keys are deterministic hashes, and writes 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -15,7 +16,6 @@ import duckdb
 from sago_engine.store import layout, suffstats, trust
 from sago_engine.store.errors import StoreError
 
-SCHEMA_VERSION = 5
 APP_ID = "sago-store"
 
 _DDL = """
@@ -148,6 +148,9 @@ CREATE TABLE IF NOT EXISTS api_responses (
 """
 
 TABLES = ("runs", "prompts", "variants", "responses", "deltas", "units")
+#: The key columns of each table of ``TABLES`` (its primary key).
+KEYS = {"runs": ("run_id",), "prompts": ("prompt_id",), "variants": ("variant_id",), "responses": ("response_id",),
+        "deltas": ("run_id", "variant_id", "axis"), "units": ("run_id", "prompt_id")}
 #: Tables added in schema version 2 (LLM judge and rewriter: ``mirroring_verdicts``,
 #: ``templates``; API backends: ``run_usage`` — one row per API run, cumulative over resumes:
 #: requests incl. retries, cache hits, retries, prompts that ended in an error, tokens of fresh
@@ -155,10 +158,6 @@ TABLES = ("runs", "prompts", "variants", "responses", "deltas", "units")
 #: strings the API returned; ``api_responses`` — per response: the model string the API returned,
 #: token counts, cache hit, attempts, raw stop reason). A version-1 store lacks them: read-only
 #: reads return empty frames, and a writable open migrates it to version 2 (creates them).
-EXTRA_TABLES = ("mirroring_verdicts", "templates", "run_usage", "api_responses")
-#: The key columns of each table of ``TABLES`` (its primary key).
-KEYS = {"runs": ("run_id",), "prompts": ("prompt_id",), "variants": ("variant_id",), "responses": ("response_id",),
-        "deltas": ("run_id", "variant_id", "axis"), "units": ("run_id", "prompt_id")}
 _EXTRA_DDL = _DDL[_DDL.index("CREATE TABLE IF NOT EXISTS mirroring_verdicts"):]
 
 # ====================================================================== schema v3 additions
@@ -171,16 +170,8 @@ _EXTRA_DDL = _DDL[_DDL.index("CREATE TABLE IF NOT EXISTS mirroring_verdicts"):]
 #: written with the deltas and rebuilt here from existing deltas; the SQL views of schema 1/2
 #: (``prompt_scores``, ``sgs_dataset``, ``sgs_total``) are dropped: the score formula lives in
 #: ``sago_engine.scoring.scores`` only (``Store.view`` computes them from the statistics).
-#: Additive, idempotent steps that bring a version-1 or -2 store (or a version-3 store without
-#: the statistics tables) to this version, run in one transaction on a writable open. Each later
-#: addition of this version appends here. A step is SQL text or a function of the connection.
-_MIGRATIONS: tuple[str | Callable[[duckdb.DuckDBPyConnection], None], ...] = (
-    _EXTRA_DDL,
-    "ALTER TABLE responses ADD COLUMN IF NOT EXISTS token_ids INTEGER[]",
-    "DROP VIEW IF EXISTS sgs_total; DROP VIEW IF EXISTS sgs_dataset; DROP VIEW IF EXISTS prompt_scores",
-    suffstats.STATS_DDL,
-    suffstats.materialise,
-)
+_TOKEN_IDS_DDL = "ALTER TABLE responses ADD COLUMN IF NOT EXISTS token_ids INTEGER[]"
+_DROP_VIEWS = "DROP VIEW IF EXISTS sgs_total; DROP VIEW IF EXISTS sgs_dataset; DROP VIEW IF EXISTS prompt_scores"
 
 # Schema version 3 (API fidelity): ``run_usage`` / ``api_responses`` gain the billed
 # token classes the providers report apart — reasoning (thinking) tokens, inside completion_tokens;
@@ -221,10 +212,6 @@ CREATE TABLE IF NOT EXISTS noise_floor (
     PRIMARY KEY (run_id, prompt_id, repeat, axis)
 );
 """
-_MIGRATIONS = _MIGRATIONS[:3] + (_FIDELITY_DDL,) + _MIGRATIONS[3:]
-EXTRA_TABLES += ("base_repeats", "noise_floor")
-#: Extra ``run_usage`` counters (summed over chunks and shards like the others).
-USAGE_EXTRA_COUNTERS = ("reasoning_tokens", "cached_tokens", "cache_write_tokens")
 # ================================================================== end schema v3 additions
 
 # ====================================================================== schema v4
@@ -264,9 +251,6 @@ ALTER TABLE responses ADD COLUMN IF NOT EXISTS request VARCHAR;
 ALTER TABLE responses ADD COLUMN IF NOT EXISTS raw_response VARCHAR;
 ALTER TABLE run_usage ADD COLUMN IF NOT EXISTS invalid_logprobs BIGINT DEFAULT 0;
 """ + _IMPORTED_ROWS_DDL
-_MIGRATIONS = _MIGRATIONS + (_V4_DDL,)
-USAGE_EXTRA_COUNTERS += ("invalid_logprobs",)
-EXTRA_TABLES += ("imported_rows",)
 # ================================================================== end schema v4
 
 # ====================================================================== schema v5
@@ -331,14 +315,51 @@ ALTER TABLE base_repeats ADD COLUMN IF NOT EXISTS flags VARCHAR[];
 ALTER TABLE prompts ADD COLUMN IF NOT EXISTS meta JSON;
 ALTER TABLE mirroring_verdicts ADD COLUMN IF NOT EXISTS flags VARCHAR[];
 """ + _CORRECTNESS_DDL + _SAMPLES_DDL
-_MIGRATIONS = _MIGRATIONS + (_V5_DDL,)
-EXTRA_TABLES += ("correctness", "samples")
 # ================================================================== end schema v5
 
+# ====================================================================== the versions, declared once
+#: A migration step: SQL text, or a function of the (writable) connection.
+Step = str | Callable[[duckdb.DuckDBPyConnection], None]
+
+
+@dataclass(frozen=True)
+class SchemaVersion:
+    """One store schema version: what it added, the additive idempotent steps that bring an older
+    store to it, and the tables it added (beyond the core ``TABLES``)."""
+
+    version: int
+    what: str
+    steps: tuple[Step, ...]
+    tables: tuple[str, ...] = ()
+
+
+#: Every schema version after 1, oldest first: the one list ``migrate_if_needed`` walks, from which
+#: ``SCHEMA_VERSION``, ``EXTRA_TABLES`` and ``READABLE_VERSIONS`` follow. A new version is one more
+#: record at the end (its DDL in its own block above); a version never changes once released.
+VERSIONS: tuple[SchemaVersion, ...] = (
+    SchemaVersion(2, "LLM judge and rewriter, API usage", (_EXTRA_DDL,),
+                  ("mirroring_verdicts", "templates", "run_usage", "api_responses")),
+    SchemaVersion(3, "token ids, API fidelity (billed token classes, base repeats, noise floor), the statistics "
+                  "tables instead of the score views",
+                  (_TOKEN_IDS_DDL, _DROP_VIEWS, _FIDELITY_DDL, suffstats.STATS_DDL, suffstats.materialise),
+                  ("base_repeats", "noise_floor")),
+    SchemaVersion(4, "imported runs: runs.origin, skip reasons, requests and raw replies, imported rows",
+                  (_V4_DDL,), ("imported_rows",)),
+    SchemaVersion(5, "reply flags, correctness verdicts, prompt meta, sampled replies", (_V5_DDL,),
+                  ("correctness", "samples")),
+)
+SCHEMA_VERSION = VERSIONS[-1].version
+#: Tables added after version 1, in the order their versions added them.
+EXTRA_TABLES: tuple[str, ...] = tuple(t for v in VERSIONS for t in v.tables)
+#: Schema versions this sago opens (older ones are migrated on a writable open).
+READABLE_VERSIONS: tuple[int, ...] = (1, *(v.version for v in VERSIONS))
+#: Every migration step in order (``VERSIONS`` flattened).
+_MIGRATIONS: tuple[Step, ...] = tuple(step for v in VERSIONS for step in v.steps)
+#: Extra ``run_usage`` counters (summed over chunks and shards like the others): v3's billed token
+#: classes and v4's ``invalid_logprobs``.
+USAGE_EXTRA_COUNTERS = ("reasoning_tokens", "cached_tokens", "cache_write_tokens", "invalid_logprobs")
 #: Every table of a fresh store (the statistics tables last).
 CREATE_SQL = _DDL + _FIDELITY_DDL + _V4_DDL + _V5_DDL + suffstats.STATS_DDL
-#: Schema versions this sago opens (older ones are migrated on a writable open).
-READABLE_VERSIONS = (1, 2, 3, 4, SCHEMA_VERSION)
 
 
 #: What reading a store can raise for a missing, locked, foreign or damaged file (pages catch these).
@@ -421,7 +442,7 @@ def create(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def migrate_if_needed(con: duckdb.DuckDBPyConnection) -> bool:
-    """On a writable connection: run ``_MIGRATIONS`` (one transaction) when the store is older than
+    """On a writable connection: run every step of ``VERSIONS`` in order (one transaction) when the store is older than
     ``SCHEMA_VERSION`` or lacks a statistics table or one of ``EXTRA_TABLES`` (every step is idempotent).
     Returns True if it migrated."""
     version = int(dict(con.execute("SELECT key, value FROM meta").fetchall())["schema_version"])
@@ -429,8 +450,9 @@ def migrate_if_needed(con: duckdb.DuckDBPyConnection) -> bool:
         return False
     con.execute("BEGIN TRANSACTION")
     try:
-        for step in _MIGRATIONS:
-            step(con) if callable(step) else con.execute(step)
+        for v in VERSIONS:  # every step of every version: each is idempotent, and a current-version store
+            for step in v.steps:  # may still lack a table an older sago dropped or never wrote
+                step(con) if callable(step) else con.execute(step)
         con.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)])
     except BaseException:
         con.execute("ROLLBACK")
