@@ -8,10 +8,11 @@ from typing import Any
 from precompute.config import RunConfig
 from precompute.model_config import ModelConfig
 from precompute.plan import Plan, rewriter_settings
+from sago_engine import runrecord
 from sago_engine.measure.judge import JUDGE_TEMPLATE_ID
 from sago_engine.measure.storerows import axis_options_record, run_record, utc_now
 from sago_engine.runrecord import library_versions, local_decoding_record
-from sago_engine.seeds import SAMPLE_SEED_RULE, stable_hash
+from sago_engine.seeds import SAMPLE_SEED_RULE
 
 #: ModelConfig fields of API backends that can change an answer (so they are part of the run id);
 #: concurrency, timeouts, retries and prices cannot, so changing them resumes the same run.
@@ -30,7 +31,8 @@ def judge_key(cfg: RunConfig) -> dict | None:
 
 
 def run_id_for(cfg: RunConfig, m: ModelConfig, plan: Plan) -> str:
-    """Deterministic run key: model, backend, dtype, decoding, seed, R_X and the plan signature.
+    """Deterministic run key (``runrecord.run_id``): model, backend, dtype, decoding, seed, R_X, the
+    semantic filter's settings and the plan signature.
 
     The decoding part holds the model's effective reply cap (``cfg.max_new_tokens_for(m)``); a
     ``label`` joins the hash when set (two labelled runs of one model never share an id). The
@@ -41,24 +43,24 @@ def run_id_for(cfg: RunConfig, m: ModelConfig, plan: Plan) -> str:
     (``ModelEntry.sampling``) only when the run is sampled, so the run ids of plain greedy hf_local
     runs (and of existing stores) are unchanged.
     """
-    parts = [m.key, m.backend, m.dtype, {"greedy": True, "max_new_tokens": cfg.max_new_tokens_for(m)},
-             cfg.seed, cfg.normalizers, cfg.filter, plan.signature]
+    extras: list[dict] = []  # each only when set
     api = {k: getattr(m, k) for k in RUN_ID_API_FIELDS if getattr(m, k) is not None
            and not (k == "base_url" and m.backend == "hybrid")}  # hybrid: any server of the same weights
     if api:
-        parts.append(api)
+        extras.append(api)
     if getattr(m, "chat_template_kwargs", None) is not None:  # explicit template variables change the prompt
-        parts.append({"chat_template_kwargs": dict(sorted(m.chat_template_kwargs.items()))})
+        extras.append({"chat_template_kwargs": dict(sorted(m.chat_template_kwargs.items()))})
     if getattr(m, "template_date", None) is not None:  # the day a clock-reading template sees
-        parts.append({"template_date": m.template_date})
+        extras.append({"template_date": m.template_date})
     jk = judge_key(cfg)
     if jk is not None:
-        parts.append({"judge": jk})
+        extras.append({"judge": jk})
     if m.label is not None:
-        parts.append({"label": m.label})
+        extras.append({"label": m.label})
     if m.sampling is not None:  # greedy runs keep their ids
-        parts.append({"sampling": m.sampling})
-    return stable_hash(*parts, length=16)
+        extras.append({"sampling": m.sampling})
+    return runrecord.run_id((m.key, m.backend, m.dtype), cfg.max_new_tokens_for(m), cfg.seed, cfg.normalizers,
+                            (cfg.filter, plan.signature), extras)
 
 
 def run_model_record(cfg: RunConfig, m: ModelConfig) -> dict | None:

@@ -1,8 +1,12 @@
-"""Run records shared by the offline runner and the live page: library versions and the run fingerprint."""
+"""Run records shared by the offline runner and the live page: the run id, library versions and the run fingerprint."""
 
 from __future__ import annotations
 
 import importlib.metadata as md
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sago_engine.seeds import stable_hash
 
 #: ``runs.decoding`` keys that record how a local backend computes (``HFLocalBackend.info()``)
 #: without entering the run id: a resume under other values is listed (``Store.upsert_run``).
@@ -10,6 +14,29 @@ ENGINE_DECODING_KEYS = ("linear_kernel", "threads", "drop_finished_fraction", "k
                         "packed_weights")
 
 VERSION_PACKAGES = ("sago", "torch", "transformers", "gguf", "accelerate", "sacrebleu", "bert-score", "duckdb", "numpy", "scipy")
+
+
+def run_id(identity: Sequence[Any], max_new_tokens: int, seed: int, normalizers: Mapping[str, float],
+           scope: Sequence[Any], extras: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The one run-id formula of sago: 16 hex characters of ``seeds.stable_hash`` (sha256) over, in order,
+    ``identity``, the decoding record ``{"greedy": True, "max_new_tokens": max_new_tokens}``, ``seed``,
+    ``normalizers`` (R_X per axis), ``scope`` and ``extras``.
+
+    Args:
+        identity: what model ran: the runner's ``(zoo key, backend, dtype)``; a Live probe's
+            ``("live", model name)``.
+        max_new_tokens: the run's effective reply cap (tokens, ≥ 1).
+        seed: the run seed.
+        normalizers: axis → R_X.
+        scope: what was measured: the runner's ``(semantic filter settings, plan signature)``; a
+            probe's ``(prompt id, measured variant ids)``.
+        extras: settings that change an answer, each a dict, appended only when set (so runs
+            without them keep their ids): API settings, template variables, judge, label, sampling.
+    Returns:
+        The run id (lower-case hex, 16 characters); equal settings give equal ids on every machine.
+    """
+    return stable_hash(*identity, {"greedy": True, "max_new_tokens": max_new_tokens}, seed, normalizers, *scope,
+                       *extras, length=16)
 
 
 def library_versions() -> dict[str, str]:

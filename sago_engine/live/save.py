@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from sago_engine import runrecord
 from sago_engine.datasets import Prompt
 from sago_engine.live.probe import LIVE_DATASET, LiveError, ProbeResult
 from sago_engine.measure.storerows import prompt_rows, run_record, unit_rows, utc_now
 from sago_engine.models.cache import sago_cache_dir
 from sago_engine.runrecord import local_decoding_record
-from sago_engine.seeds import stable_hash
 from sago_engine.store import open_store
 from sago_engine.store.catalog import DEMO_STORE
 
@@ -33,9 +33,10 @@ def default_user_store() -> Path:
 
 
 def probe_run_id(res: ProbeResult) -> str:
-    """Deterministic run key of a saved probe: model, decoding, seed, R_X and the measured variant ids."""
-    return stable_hash("live", res.model, {"greedy": True, "max_new_tokens": res.max_new_tokens}, res.probe.seed,
-                       res.normalizers, res.probe.prompt_id, res.measured, length=16)
+    """Deterministic run key of a saved probe (``runrecord.run_id``): model, decoding, seed, R_X and the
+    measured variant ids."""
+    return runrecord.run_id(("live", res.model), res.max_new_tokens, res.probe.seed, res.normalizers,
+                            (res.probe.prompt_id, res.measured))
 
 
 def probe_frames(res: ProbeResult, backend_info: dict | None = None) -> tuple[dict, dict[str, pd.DataFrame]]:
