@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from precompute.config_errors import ConfigError, int_setting, non_finite, unknown
-from precompute.data_config import check_data
+from precompute.data_config import check_data, config_path
 from precompute.model_config import CHECK_DEVICES_HERE, ModelConfig, check_model
 from sago_engine.backends.api.keys import missing_key_vars
 from sago_engine.backends.base import BACKENDS, settings_for
@@ -231,7 +231,10 @@ def correctness_scorers(table: Any, datasets: tuple[str, ...]) -> dict[str, str]
 
 def load_config(path: str | Path, base_dir: str | Path | None = None, check_keys: bool = True,
                 check_devices: bool = True) -> RunConfig:
-    """Read and validate a TOML config. Relative paths resolve against ``base_dir`` (default: cwd).
+    """Read and validate a TOML config. Relative paths in it (``run.store``, ``data.dir``,
+    ``[[data.sources]]`` ``path`` / ``hf`` folders / ``inspect`` files) resolve against ``base_dir``,
+    by default the folder of the config file itself — so a config works from any working folder
+    (docs/CONFIG.md, "Paths").
 
     Nothing is loaded or contacted: API backends are checked by name and settings only.
 
@@ -287,7 +290,7 @@ def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool
         for k in sec:
             if k not in allowed:
                 raise unknown("key", k, sorted(allowed))
-    base = Path(base_dir) if base_dir else Path.cwd()
+    base = Path(base_dir) if base_dir else path.resolve().parent
     data_dir, datasets, sources = check_data(data, base)
     correctness_scorers(data.get("correctness", {}), (*datasets, *(s["name"] for s in sources)))
     fams = tuple(var.get("families", list_families()))
@@ -367,7 +370,7 @@ def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool
     if not store:
         raise ConfigError("run.store is required (path of the DuckDB file to write)")
     cfg = RunConfig(
-        store=str(base / store),
+        store=str(config_path(base, store)),
         seed=int(run.get("seed", 0)),
         max_new_tokens=int(run.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)),
         data_dir=data_dir,

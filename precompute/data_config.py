@@ -4,6 +4,7 @@ here but the existence of files and folders; ``sago_engine.sources`` reads them 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,12 @@ SOURCE_KEYS: tuple[str, ...] = ("name", "path", "hf", "inspect", "format", "prom
                                 "id", "category", "rows", "split", "revision", "subset", "data_files")
 #: The keys that say where a source's records are (exactly one per source).
 WHERE_KEYS: tuple[str, ...] = ("path", "hf", "inspect")
+
+
+def config_path(base: Path, value: str) -> Path:
+    """A path written in a config: an absolute one as it is, a relative one joined to ``base`` (the
+    config file's folder unless the caller names another) with ``..`` folded (``os.path.normpath``)."""
+    return Path(os.path.normpath(base / value))
 
 
 def _text(src: dict, key: str, label: str) -> None:
@@ -62,7 +69,7 @@ def check_source(src: Any, i: int, base: Path) -> dict[str, Any]:
                           f"from 0), got {rows!r}")
     out = {**src, "base": str(base)}  # relative paths resolve against it when the source is read
     if "path" in src:
-        p = base / src["path"]
+        p = config_path(base, src["path"])
         if not p.exists():
             raise ConfigError(f"{label}.path: {p} does not exist")
         out.setdefault("name", p.stem)
@@ -94,7 +101,7 @@ def check_data(data: dict, base: Path) -> tuple[str, tuple[str, ...], tuple[dict
     datasets = data.get("datasets", [] if sources else list(DATASETS))
     if not (isinstance(datasets, list) and all(isinstance(d, str) for d in datasets)):
         raise ConfigError(f"data.datasets must be a list of names, got {datasets!r}")
-    data_dir = base / data["dir"] if "dir" in data else bundled_dir()
+    data_dir = config_path(base, data["dir"]) if "dir" in data else bundled_dir()
     if datasets or "dir" in data:
         if not data_dir.is_dir():
             raise ConfigError(f"data.dir: {data_dir} does not exist" if not data_dir.exists()
