@@ -36,7 +36,7 @@ def main() -> int:
     ap.add_argument("--n-prompts", type=int, default=2, help="prompts per dataset (4 datasets)")
     ap.add_argument("--max-new", type=int, default=48)
     a = ap.parse_args()
-    demo = load_config(ROOT / "precompute/configs/demo.toml", base_dir=ROOT)
+    demo = load_config(ROOT / "precompute/configs/demo.toml")
     mcfg = next((m for m in demo.models if m.key == a.model), None)
     if mcfg is None:
         ap.error(f"--model {a.model!r}: not in precompute/configs/demo.toml")

@@ -484,7 +484,7 @@ def main() -> int:
 
     if a.no_prefix_cache:
         HFLocalBackend.MIN_SHARED_PREFIX = 10**9
-    demo = load_config(ROOT / "precompute/configs/demo.toml", base_dir=ROOT)
+    demo = load_config(ROOT / "precompute/configs/demo.toml")
     mcfg = next((m for m in demo.models if m.key == a.model), None)
     if mcfg is None:
         ap.error(f"--model {a.model!r}: not in precompute/configs/demo.toml ({', '.join(m.key for m in demo.models)})")

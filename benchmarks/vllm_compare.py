@@ -81,7 +81,7 @@ def main() -> int:
     texts = prompts()
     from precompute.config import load_config
 
-    demo = load_config(ROOT / "precompute/configs/demo.toml", base_dir=ROOT)
+    demo = load_config(ROOT / "precompute/configs/demo.toml")
     bs = a.batch_size if a.batch_size is not None else next(m.batch_size for m in demo.models if m.key == MODEL)
     if bs < 1:
         ap.error(f"--batch-size must be >= 1, got {bs}")

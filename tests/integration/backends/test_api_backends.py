@@ -467,7 +467,7 @@ def test_paper_toml_validates_with_keys_and_fails_before_work_without(monkeypatc
         monkeypatch.delenv(v, raising=False)
     paper = ROOT / "precompute" / "configs" / "paper.toml"
     with pytest.raises(ConfigError) as ei:
-        load_config(paper, base_dir=ROOT)
+        load_config(paper)
     msg = str(ei.value)
     for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY (or GOOGLE_API_KEY)"):
         assert var in msg
@@ -483,7 +483,7 @@ def test_paper_toml_validates_with_keys_and_fails_before_work_without(monkeypatc
     assert "OPENAI_API_KEY" in err and "ANTHROPIC_API_KEY" not in err
     for v in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GOOGLE_API_KEY"):
         monkeypatch.setenv(v, "fake-value")
-    cfg = load_config(paper, base_dir=ROOT)
+    cfg = load_config(paper)
     assert len(cfg.models) == 11 and cfg.n_prompts == 16 and len(cfg.datasets) == 6 and cfg.per_family is None
     assert set(cfg.families) == {"social_register", "surface_noise", "structural"}
     backends = [m.backend for m in cfg.models]
