@@ -84,18 +84,16 @@ def _commit(store: Store, rows: Rows, run_id: str, m: ModelConfig, backend, heal
                     m.name, len(rows.retry), first)
     bad_lp = health.add(r for _, r in rows.replies)
     usage = backend.take_usage()  # None: a backend that counts no usage (local models)
-    with store.transaction():
-        store.insert_df("responses", rows.responses)
-        store.insert_df("deltas", rows.deltas)
-        store.insert_df("mirroring_verdicts", rows.verdicts)
-        store.insert_df("base_repeats", rows.repeats)
-        store.insert_df("noise_floor", rows.floor)
-        store.insert_df("samples", rows.samples)
-        store.insert_df("units", unit_rows(run_id, rows.measured, utc_now()))
-        if usage is not None:
-            store.insert_df("api_responses", api_rows(run_id, rows.replies))
-            store.add_run_usage(run_id, {**usage, "invalid_logprobs": bad_lp}, m.price_in_per_mtok,
-                                m.price_out_per_mtok, m.price_cached_in_per_mtok)
+    frames = {"responses": rows.responses, "deltas": rows.deltas, "mirroring_verdicts": rows.verdicts,
+              "base_repeats": rows.repeats, "noise_floor": rows.floor, "samples": rows.samples,
+              "units": unit_rows(run_id, rows.measured, utc_now())}
+    spent = None
+    if usage is not None:
+        frames["api_responses"] = api_rows(run_id, rows.replies)
+        spent = {"run_id": run_id, "usage": {**usage, "invalid_logprobs": bad_lp},
+                 "price_in_per_mtok": m.price_in_per_mtok, "price_out_per_mtok": m.price_out_per_mtok,
+                 "price_cached_in_per_mtok": m.price_cached_in_per_mtok}
+    store.write_chunk(frames, usage=spent)
 
 
 def _noop_counts(plan: Plan, pending, items: dict[str, Pending]) -> dict:

@@ -84,5 +84,5 @@ def save_probe(res: ProbeResult, path: str | Path | None = None, backend_info: d
     p.parent.mkdir(parents=True, exist_ok=True)
     record, frames = probe_frames(res, backend_info)
     with open_store(p, read_only=False, create=True) as store:
-        store.write_probe(record, frames)
+        store.write_chunk(frames, run=record)
     return p, record["run_id"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,11 @@ from sago_engine.pricing import cost_usd
 from sago_engine.runrecord import ENGINE_DECODING_KEYS
 from sago_engine.store import layout, suffstats
 from sago_engine.store.schema import EXTRA_TABLES, TABLES, USAGE_EXTRA_COUNTERS, StoreError
+
+#: The tables one measured chunk writes, in the order ``Writes.write_chunk`` writes them (prompts and
+#: variants before the responses and deltas that name them; ``units`` marks the prompts done).
+CHUNK_TABLES = ("prompts", "variants", "responses", "deltas", "mirroring_verdicts", "base_repeats", "noise_floor",
+                "samples", "units", "api_responses")
 
 
 def _json(v: Any) -> str:
@@ -149,22 +154,32 @@ class Writes:
         Returns rows copied per table. Raises FileExistsError if ``dest`` exists."""
         return layout.write_clustered_copy(self.con, dest)
 
-    def write_probe(self, run: dict[str, Any], frames: dict[str, pd.DataFrame]) -> None:
-        """Record one live probe (the Live page's "save to store") as a run, in one transaction.
+    def write_chunk(self, frames: Mapping[str, pd.DataFrame], run: dict[str, Any] | None = None,
+                    usage: dict[str, Any] | None = None) -> None:
+        """Write one chunk of measured rows in one transaction — the one writer of the offline runner
+        (a chunk of prompts) and of the Live page's "save to store" (one probe as a run).
 
         Args:
-            run: the run record (``runs`` columns; JSON fields as Python objects).
-            frames: ``prompts``, ``variants``, ``responses``, ``deltas``, ``units`` frames with the
-                columns of those tables (``variants.meta`` as a JSON string). Rows are keyed, so
-                saving the same probe twice adds nothing.
+            frames: table name → rows with that table's columns (a subset); written in
+                ``CHUNK_TABLES`` order (a variant before its deltas), empty or absent ones skipped;
+                a name outside ``CHUNK_TABLES`` is a ValueError. Rows are keyed (``INSERT OR
+                IGNORE``), so writing the same chunk twice adds nothing.
+            run: a run record to upsert first (``upsert_run``), or None.
+            usage: keyword arguments of ``add_run_usage`` (an API chunk's usage), or None.
         Raises:
             StoreError: the store is read-only.
         """
         if self.read_only:
-            raise StoreError(f"{self.path} is open read-only; live probes go to a writable user store")
+            raise StoreError(f"{self.path} is open read-only; rows go to a writable store")
+        unknown = sorted(set(frames) - set(CHUNK_TABLES))
+        if unknown:
+            raise ValueError(f"write_chunk: not a table of a chunk: {', '.join(unknown)}; valid: {', '.join(CHUNK_TABLES)}")
         with self.transaction():
-            self.upsert_run(run)
-            for table in ("prompts", "variants", "responses", "deltas", "units"):
+            if run is not None:
+                self.upsert_run(run)
+            for table in CHUNK_TABLES:
                 if table in frames and not frames[table].empty:
                     self.insert_df(table, frames[table])
+            if usage is not None:
+                self.add_run_usage(**usage)
 
