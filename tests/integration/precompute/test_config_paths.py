@@ -1,12 +1,12 @@
 """Paths in a config resolve against the config file's folder, not the working folder
-(docs/CONFIG.md, "Paths"): a study folder can be moved or run from anywhere."""
+(docs/CONFIG.md, "Paths"): a study folder can be moved or run from anywhere. ``--plan`` of the paper
+presets from another folder: tests/integration/precompute/test_plan_estimate.py."""
 
 import shutil
 from pathlib import Path
 
 import pytest
 
-from precompute.__main__ import main as cli_main
 from precompute.config import load_config
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -50,12 +50,6 @@ def test_relative_paths_resolve_against_the_config_folder(study):
     assert Path(cfg.store) == study / "out" / "study.duckdb"
     assert Path(cfg.data_dir) == study / "prompts"
     assert [s["name"] for s in cfg.sources] == ["mine"]
-
-
-def test_plan_runs_from_another_folder(study, capsys):
-    assert cli_main(["--config", str(study / "study.toml"), "--plan"]) == 0
-    out = capsys.readouterr().out
-    assert "prompts: 4  variants: 4" in out and "tiny-random: run " in out
 
 
 @pytest.mark.parametrize("preset", PRESETS, ids=[p.name for p in PRESETS])
