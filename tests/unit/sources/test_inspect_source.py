@@ -205,3 +205,12 @@ def test_a_scorer_that_cannot_run_is_named_with_its_reason():
     assert rows.loc[0, "verdict"] == "unavailable" and rows.loc[0, "reason"] == plans[0].reason
     f1 = isc.score_rows(_replies(("the answer 4", "4", None), ("nothing here", "4", None)), plans[3])
     assert list(f1["verdict"]) == ["correct", "wrong"]
+
+
+def test_the_pages_read_the_task_scorer_that_ran():
+    """Among a dataset's Inspect scorers the pages read one sago ran, never one stored "not run" that sorts first."""
+    from sago_engine.correctness.compare import pick_scorer
+
+    assert pick_scorer("arith", {"inspect:always_right", "inspect:match", "inspect:model_graded_qa"}) == "inspect:match"
+    assert pick_scorer("arith", {"inspect:f1#2", "inspect:choice"}) == "inspect:f1#2"
+    assert pick_scorer("arith", {"inspect:match", "contains"}) == "contains"  # sago's own, when stored beside it
