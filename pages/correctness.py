@@ -47,6 +47,9 @@ urlstate.publish()
 
 view = data.with_store(views.quadrant_view, f, axis=axis, by=by, threshold=None if split == "median" else float(split))
 pts, counts, thr = view["points"], view["counts"], view["threshold"]
+if len(view["not_run"]):
+    st.warning(md("Scorers not run (their replies have no verdict): " + "; ".join(
+        f"{r.dataset} {r.scorer} — {r.reason.removeprefix('not run: ')}" for r in view["not_run"].itertuples()) + "."))
 unscored = unscored_datasets(view["scorers"]) if pts.empty else []
 if unscored:
     st.warning(md(" ".join(f"The {no_scorer_fix(d)}." for d in unscored)))

@@ -65,6 +65,23 @@ def sgs_line(scores: pd.DataFrame) -> str:
     return f"  SGS  {cells}  ({int(t['n_prompts'].max())} prompts)"
 
 
+def correctness_lines(corr: dict | None) -> list[str]:
+    """For a run's summary ``correctness`` (an Inspect task's own scorers, ``CorrectnessResult.as_dict``):
+    one line of the verdicts per dataset's scorers run, one line per scorer not run with its reason."""
+    if not corr:
+        return []
+    by = corr.get("by_scorer") or {}
+    out = []
+    for dataset, names in sorted((corr.get("scorers") or {}).items()):
+        gone = (corr.get("not_run") or {}).get(dataset, {})
+        out += [f"  correctness of {shown(dataset, 40)}: the task's scorer {shown(n, 60)}: "
+                + (", ".join(f"{k} {v}" for k, v in sorted(by.get(n, {}).items())) or "no replies")
+                for n in names if n not in gone]
+        out += [f"  correctness of {shown(dataset, 40)}: the task's scorer {shown(n, 60)} {shown(why, 300)}"
+                for n, why in sorted(gone.items())]
+    return out
+
+
 def _status_line(s: dict) -> str:
     name, status = shown(s.get("model", "?"), 60), shown(s.get("status", ""), 200)
     if not s.get("pending"):
@@ -97,6 +114,7 @@ def closing_lines(store: str | Path, summaries: list[dict], caps: dict[str, int]
     for s in summaries:
         rid = s.get("run_id")
         lines.append(_status_line(s))
+        lines.extend(correctness_lines(s.get("correctness")))
         if scores is None:
             continue
         lines.append(sgs_line(scores[scores["run_id"] == rid]))

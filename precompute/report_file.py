@@ -57,7 +57,9 @@ def format_p(p: float) -> str:
     return fmt(p)
 
 
-def _table(rows: list[dict], cols: list[tuple[str, str]], pre: tuple[str, ...] = ()) -> str:
+def _table(rows: list[dict], cols: list[tuple[str, str]], pre: tuple[str, ...] = (), p_key: str = "p_adj") -> str:
+    """An HTML table of ``rows`` (columns ``cols``: key, label): numbers to 3 decimals, ``pre`` keys as
+    preformatted text, the p-value in column ``p_adj`` read from ``p_key``."""
     head = "".join(f"<th>{esc(label)}</th>" for _, label in cols)
     body = []
     for r in rows:
@@ -67,6 +69,7 @@ def _table(rows: list[dict], cols: list[tuple[str, str]], pre: tuple[str, ...] =
             if key in pre:
                 cells.append(f"<td><pre>{esc(v)}</pre></td>")
             elif key == "p_adj":
+                v = r.get(p_key)
                 cells.append(f'<td class="num">{"n/a" if v is None else esc(format_p(v))}</td>')
             elif isinstance(v, float) or (v is None and key not in pre):
                 cells.append(f'<td class="num">{num(v)}</td>')
@@ -136,6 +139,48 @@ def pair_chart(rows: list[dict]) -> str:
     return _svg(layer.properties(width=140).facet(column=_panels(df)))
 
 
+def _ci_cell(r: dict) -> str:
+    """``0.123 [0.101, 0.145] *`` (SGS, its CI, the test's marker) as escaped HTML; ``n/a`` without a number."""
+    if r.get("sgs") is None:
+        return "n/a"
+    ci = "" if r.get("lo") is None or r.get("hi") is None else f" [{num(r['lo'])}, {num(r['hi'])}]"
+    return f"{num(r['sgs'])}{ci}" + (f" {esc(r['marker'])}" if r.get("marker") else "")
+
+
+def dataset_table(rows: list[dict]) -> str:
+    """SGS per model × dataset (rows) × axis (columns, the rows' order), each cell ``_ci_cell``; '' without rows."""
+    if not rows:
+        return ""
+    axes = list(dict.fromkeys(r["axis_label"] for r in rows))
+    cells: dict[tuple, dict[str, str]] = {}
+    for r in rows:
+        cells.setdefault((r["model"], r["dataset"]), {})[r["axis_label"]] = _ci_cell(r)
+    head = "".join(f"<th>{esc(c)}</th>" for c in ("model", "dataset", *axes))
+    body = "".join(f"<tr><td>{esc(m)}</td><td>{esc(d)}</td>"
+                   + "".join(f'<td class="num">{c.get(a, "—")}</td>' for a in axes) + "</tr>"
+                   for (m, d), c in cells.items())
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+#: What the report says where the store has no base repeats.
+NO_FLOOR = ("No noise floor measured: the store has no base repeats (a model's base_repeats ≥ 2 asks each base "
+            "prompt again, and the Δ between those replies is the floor).")
+
+
+def floor_section(rows: list[dict]) -> list[str]:
+    """The noise-floor table (model × axis: SGS, floor, prompts with both, p of s − floor > 0) or ``NO_FLOOR``."""
+    if not rows:
+        return [f"<p>{esc(NO_FLOOR)}</p>"]
+    shown = [{**r, "floor": r["floor"] if r["floor"] is not None else "not measured",
+              "above_floor": "n/a" if r["p"] is None else "yes" if r["above_floor"] else "no"} for r in rows]
+    return [_table(shown, [("model", "model"), ("axis_label", "axis"), ("sgs", "SGS"), ("floor", "noise floor"),
+                           ("n_paired", "prompts with repeats"), ("p_adj", "p (s − floor > 0)"), ("marker", "marker"),
+                           ("above_floor", "above the floor")], p_key="p"),
+            "<p class=\"note\">Noise floor: the same axes between repeats of the base prompt (RMS over repeats per "
+            "prompt, mean over prompts); p: one-sided paired t-test of s_X(i) − floor_X(i) &gt; 0 over the prompts "
+            "with repeats. \"not measured\": that model has no repeats.</p>"]
+
+
 def render_html(numbers: dict[str, Any], title: str) -> str:
     """The report as one HTML document (no script, no external resource; see the module doc)."""
     s = numbers["settings"]
@@ -152,6 +197,10 @@ def render_html(numbers: dict[str, Any], title: str) -> str:
              _table(numbers["sgs"], [("model", "model"), ("axis_label", "axis"), ("sgs", "SGS"), ("lo", "CI low"),
                                      ("hi", "CI high"), ("n_prompts", "prompts"), ("p_adj", "p"),
                                      ("marker", "marker"), ("verdict", "vs ε")]),
+             "<h2>SGS per dataset</h2>", dataset_table(numbers.get("sgs_by_dataset") or []),
+             "<p class=\"note\">Each cell: SGS over the dataset's prompts [95 % CI] and the marker of the same test "
+             "against ε within the dataset.</p>",
+             "<h2>Noise floor</h2>", *floor_section(numbers.get("noise_floor") or []),
              "<h2>Model vs model</h2>"]
     if numbers["pairwise"]:
         parts += [pair_chart(numbers["pairwise"]),

@@ -26,6 +26,7 @@ from precompute.summary import Health, final_status
 from precompute.terminal import shown
 from precompute.watch import ReplyBar
 from sago_engine.backends import get_backend
+from sago_engine.correctness.rescore import inspect_correctness
 from sago_engine.measure.judge import Judge
 from sago_engine.measure.pipeline import option_axes_for
 from sago_engine.measure.step import Pending, Rows, Scoring, api_rows, force_base_replies, generate, prepare, score
@@ -116,7 +117,9 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
     replies, invalid_logprobs, over_context: replies refused because the prompt plus the reply cap
     exceeds the model's context (``backends.context``), status, seconds; noop_text /
     noop_model_input: the pending prompts' text no-ops and this model's model-input no-ops, each
-    ``"family · subtype"`` → count). A finished unit is never redone.
+    ``"family · subtype"`` → count; correctness: on a run of an Inspect task, the verdicts of the
+    task's own scorers and those not run with the reason, ``CorrectnessResult.as_dict``). A
+    finished unit is never redone.
     """
     run_id, cap = run_id_for(cfg, m, plan), cfg.max_new_tokens_for(m)
     done = store.done_units(run_id)
@@ -162,6 +165,9 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
             judge.close()
     summary.update(health.counts(), status=final_status(m.name, health, summary["retry_pending"], shard, cap))
     store.upsert_run({"run_id": run_id, "finished_at": utc_now(), "status": summary["status"]})
+    verdicts = inspect_correctness(store, run_id)  # an Inspect task's own scorer, where it runs offline
+    if verdicts is not None:
+        summary["correctness"] = verdicts.as_dict()["correctness"]
     summary["seconds"] = time.perf_counter() - t0
     return summary
 

@@ -18,6 +18,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from sago_engine.correctness.inspect_scorers import OFFLINE as INSPECT_OFFLINE
+from sago_engine.correctness.inspect_scorers import PREFIX as INSPECT_PREFIX
 from sago_engine.correctness.scorers import CORRECT, SCORERS, WRONG, scorer_for
 from sago_engine.seeds import derive_seed
 
@@ -40,10 +42,19 @@ def one_scorer(frame: pd.DataFrame, choice: dict[str, str] | None = None) -> pd.
 
 def pick_scorer(dataset: str, have: set[str], choice: dict[str, str] | None = None) -> str:
     """The scorer read for ``dataset`` among the stored ones ``have`` (non-empty): ``choice``'s, else the
-    default (``scorers.scorer_for``), else the first offline scorer by name, else the first by name."""
+    default (``scorers.scorer_for``), else the first offline scorer by name (sago's, or an Inspect task's
+    that sago runs), else the first by name."""
     ordered = sorted(have)
     want = (choice or {}).get(dataset) or scorer_for(dataset)
-    return want if want in have else next((s for s in ordered if s in SCORERS), ordered[0])
+    if want in have:
+        return want
+    return next((s for s in ordered if s in SCORERS or runs_offline(s)), ordered[0])
+
+
+def runs_offline(scorer: str) -> bool:
+    """Whether ``scorer`` is an Inspect task's scorer sago runs (``inspect:match``, ``inspect:f1#2``)."""
+    name = scorer.removeprefix(INSPECT_PREFIX)
+    return scorer.startswith(INSPECT_PREFIX) and name.split("#", 1)[0] in INSPECT_OFFLINE
 
 
 def chosen_scorers(stored: pd.DataFrame, choice: dict[str, str] | None = None) -> dict[str, str]:

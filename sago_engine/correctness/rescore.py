@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from sago_engine.correctness import inspect_scorers as isc
 from sago_engine.correctness import scorers as sc
 from sago_engine.correctness.judge import JUDGE_SCORER_VERSION, JudgeCase, judge_correctness
 from sago_engine.datasets import DatasetError, load_dataset
@@ -35,11 +36,31 @@ class CorrectnessResult:
     """verdict → rows written (over every scorer)."""
     rows_written: int = 0
     prompt_meta_filled: int = 0
+    not_run: dict[str, dict[str, str]] = field(default_factory=dict)
+    """dataset → {scorer → why it was not run}: an Inspect task's scorer that needs a model, the network
+    or the task's own code (its replies stored ``unavailable`` with that reason)."""
+
+    by_scorer: dict[str, dict[str, int]] = field(default_factory=dict)
+    """scorer → verdict → rows written."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "model": self.model, "correctness": {
-            "scorers": self.scorers, "verdicts": self.verdicts, "rows_written": self.rows_written,
-            "prompt_meta_filled": self.prompt_meta_filled}}
+            "scorers": self.scorers, "verdicts": self.verdicts, "by_scorer": self.by_scorer,
+            "rows_written": self.rows_written, "prompt_meta_filled": self.prompt_meta_filled, "not_run": self.not_run}}
+
+    def count(self, rows: pd.DataFrame) -> None:
+        """Set ``verdicts`` and ``by_scorer`` from the rows written."""
+        self.verdicts = {k: int(v) for k, v in rows["verdict"].value_counts().sort_index().items()}
+        self.by_scorer = {str(name): {k: int(v) for k, v in g["verdict"].value_counts().sort_index().items()}
+                          for name, g in rows.groupby("scorer", sort=True)}
+
+    def add_inspect(self, dataset: str, replies: pd.DataFrame, scorers: list[isc.InspectScorer]) -> list[pd.DataFrame]:
+        """Score ``replies`` of ``dataset`` under its Inspect task's scorers; record them (and those not run)."""
+        self.scorers[dataset] = [s.name for s in scorers]
+        gone = {s.name: s.reason for s in scorers if s.reason}
+        if gone:
+            self.not_run[dataset] = gone
+        return [isc.score_rows(replies, s) for s in scorers]
 
 
 def declared_scorers(config: dict | None) -> dict[str, str]:
@@ -112,7 +133,9 @@ def rescore_correctness(path: str | Path, *, run_id: str | None = None, override
     """Score every stored reply of a store's runs for correctness and store the verdicts.
 
     Each dataset's scorer: ``overrides`` (dataset → scorer, the CLI's ``--scorer``), else the run's
-    ``[data] correctness`` declaration, else ``scorers.DEFAULT_SCORERS``, else ``none``. With
+    ``[data] correctness`` declaration, else the scorers of the Inspect task it came from
+    (``inspect_scorers``; those that cannot run offline stored "not run" with the reason), else
+    ``scorers.DEFAULT_SCORERS``, else ``none``. With
     ``all_short``, the datasets whose scorer is a short-answer one get all of
     ``SHORT_ANSWER_SCORERS`` stored. A second rescore writes the same rows (``INSERT OR REPLACE``).
 
@@ -141,8 +164,12 @@ def rescore_correctness(path: str | Path, *, run_id: str | None = None, override
                 declared = {**declared_scorers(rec.get("config")), **(overrides or {})}
                 replies = st.replies_to_score([rid])
                 res = CorrectnessResult(rid, rec["model"], prompt_meta_filled=filled)
+                tasks = isc.task_scorers((rec.get("config") or {}).get("data_sources"))
                 frames = []
                 for dataset, g in replies.groupby("dataset", sort=True):
+                    if str(dataset) not in declared and tasks.get(str(dataset)):
+                        frames += res.add_inspect(str(dataset), g, tasks[str(dataset)])
+                        continue
                     name = sc.scorer_for(str(dataset), declared)
                     if name not in sc.SCORER_NAMES:
                         raise ValueError(f"run {rid}: unknown correctness scorer {name!r} for dataset {dataset}; "
@@ -159,9 +186,37 @@ def rescore_correctness(path: str | Path, *, run_id: str | None = None, override
                     res.rows_written = st.write_correctness(rows)
                     st._note_rescore([rid], dt.datetime.now(dt.UTC).replace(tzinfo=None).isoformat(timespec="seconds"),
                                      {"correctness": res.scorers, "rows": res.rows_written})
-                res.verdicts = {k: int(v) for k, v in rows["verdict"].value_counts().sort_index().items()}
+                res.count(rows)
                 results.append(res)
         finally:
             if judge is not None:
                 judge.close()
     return results
+
+
+def inspect_correctness(store, run_id: str) -> CorrectnessResult | None:
+    """Verdicts of a run's Inspect-task datasets under their tasks' own scorers, written to ``store``
+    (the runner calls it when a run ends). None when the run read no Inspect task, or the run's
+    config declares every such dataset's scorer (``[data] correctness``: ``rescore --correctness``
+    applies it).
+
+    Returns:
+        The ``CorrectnessResult`` (``scorers``, ``not_run``, ``verdicts``, ``rows_written``).
+    """
+    rec = store.run_record(run_id)
+    declared = declared_scorers(rec.get("config"))
+    tasks = {d: s for d, s in isc.task_scorers((rec.get("config") or {}).get("data_sources")).items()
+             if d not in declared and s}
+    if not tasks:
+        return None
+    res = CorrectnessResult(run_id, rec["model"])
+    replies = store.replies_to_score([run_id])
+    frames = [f for d, g in replies.groupby("dataset", sort=True) if str(d) in tasks
+              for f in res.add_inspect(str(d), g, tasks[str(d)])]
+    if not frames:
+        return res
+    rows = pd.concat(frames, ignore_index=True)
+    with store.transaction():
+        res.rows_written = store.write_correctness(rows)
+    res.count(rows)
+    return res

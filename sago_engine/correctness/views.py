@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from sago_engine.correctness import compare
+from sago_engine.correctness.inspect_scorers import NOT_RUN
 from sago_engine.filters import Filters
 
 #: Bootstrap resamples of the AUROC intervals the page shows.
@@ -41,10 +42,12 @@ def quadrant_view(store, f: Filters | None, *, axis: str, by: str = "base",
     """Everything the quadrant view shows for one axis.
 
     Returns:
-        ``{"points", "counts", "threshold", "accuracy", "scorers"}``: points and counts of
+        ``{"points", "counts", "threshold", "accuracy", "scorers", "not_run"}``: points and counts of
         ``compare.quadrants`` (points also carry the prompt's ``text`` and ``y``, its height on the
         chart: ``plot_y``), the threshold used, the
-        per-model ``compare.accuracy_table``, and the scorer read per dataset (dataset → scorer).
+        per-model ``compare.accuracy_table``, the scorer read per dataset (dataset → scorer), and the
+        Inspect task scorers sago could not run (``Store.scorers_not_run`` rows whose reason starts
+        ``inspect_scorers.NOT_RUN``: dataset, scorer, reason, n).
         Empty frames when the store has no verdicts.
     """
     fr = filtered_frame(store, f)
@@ -54,8 +57,11 @@ def quadrant_view(store, f: Filters | None, *, axis: str, by: str = "base",
     texts = store.prompts()[["prompt_id", "text"]]
     pts = pts.merge(texts, on="prompt_id", how="left")
     pts["y"] = plot_y(pts, by)
+    gone = store.scorers_not_run()
+    if f is not None and f.datasets is not None:
+        gone = gone[gone["dataset"].isin(f.datasets)]
     return {"points": pts, "counts": counts, "threshold": thr, "accuracy": compare.accuracy_table(fr, ("model",)),
-            "scorers": scorers}
+            "scorers": scorers, "not_run": gone[gone["reason"].fillna("").str.startswith(NOT_RUN)]}
 
 
 #: Half the vertical spread of the right / wrong rows on the chart when placed by the base verdict.

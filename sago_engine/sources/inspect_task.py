@@ -2,7 +2,8 @@
 
 sago takes the task's dataset — each sample's ``input`` as the prompt (with its ``choices``, when it
 has any, as lettered lines after it), ``target`` as the reference, ``id`` as the id, ``metadata`` as
-further fields (e.g. ``category = "subject"``) — and records the names of the task's scorers. It
+further fields (e.g. ``category = "subject"``) — and records the task's scorers (registry name and
+arguments), which ``correctness.inspect_scorers`` runs on the stored replies where they are offline. It
 leaves the solvers, tools and sandboxes: sago asks each model for one reply to one rewritten prompt,
 and an agent loop or a tool would put more than the phrasing between the prompt and the reply.
 Loading a task runs its Python file, as ``inspect eval`` does: use task files you trust.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import string
 import sys
 from pathlib import Path
@@ -73,7 +75,8 @@ def inspect_records(ref: str, base: Path) -> tuple[list[tuple[int, dict]], dict]
     Returns:
         ((sample number from 1, record) pairs, the record of what was read: ``inspect``,
         ``task`` (its name), ``file``, ``samples``, ``scorers`` (registry names, e.g.
-        ``["match"]``), ``leaves`` (what sago does not use)).
+        ``["inspect_ai/match"]``), ``scorer_specs`` (``{"name", "params"}`` each: the arguments as
+        JSON, a function kept by its name), ``leaves`` (what sago does not use)).
     Raises:
         DatasetError: no such file or task, not a Task, ``inspect_ai`` not installed (the extra).
     """
@@ -81,6 +84,7 @@ def inspect_records(ref: str, base: Path) -> tuple[list[tuple[int, dict]], dict]
         import inspect_ai  # noqa: F401
     except ImportError:
         raise DatasetError(f"inspect = {ref!r} needs the package inspect-ai: pip install 'sago[inspect]'") from None
+    from inspect_ai._util.registry import registry_params
     from inspect_ai.util import registry_info
 
     task, samples, path = _load_task(ref, base)
@@ -99,6 +103,8 @@ def inspect_records(ref: str, base: Path) -> tuple[list[tuple[int, dict]], dict]
 
         raise DatasetError(problem_report(f"{ref} sample", problems))
     scorers = [registry_info(sc).name for sc in (task.scorer or [])]
+    specs = [{"name": n, "params": json.loads(json.dumps(registry_params(sc), default=str))}
+             for n, sc in zip(scorers, task.scorer or [])]
     info = {"inspect": ref, "task": task.name, "file": str(path), "samples": len(samples), "scorers": scorers,
-            "leaves": ["solver", "tools", "sandbox"]}
+            "scorer_specs": specs, "leaves": ["solver", "tools", "sandbox"]}
     return records, info

@@ -1,6 +1,7 @@
 """The numbers of a report you can send (``sago report STORE --json/--html``): SGS per model × axis with
-its bootstrap CI and test against ε, model-vs-model comparisons, the worst prompts with both replies
-and the run signatures — all from the engine's own tables (``report.sgs_ci_table``,
+its bootstrap CI and test against ε, the same per dataset, the noise floor per model × axis (where the
+store has base repeats), model-vs-model comparisons, the worst prompts with both replies and the run
+signatures — all from the engine's own tables (``report.sgs_ci_table``, ``noise_floor.floor_table``,
 ``pairwise.paired_table``, ``worst.worst_cases``), with the dashboard's defaults; nothing new is
 computed here. The result is plain JSON (``REPORT_SCHEMA``; NaN → null), in a stable order, so two
 reports can be diffed line by line.
@@ -15,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from sago_engine import __version__
+from sago_engine.measure.noise_floor import floor_table
 from sago_engine.scoring import pairwise
 from sago_engine.scoring.scores import MAIN_EPSILON
 from sago_engine.store import Store
@@ -27,6 +29,10 @@ REPORT_SCHEMA = "sago-report/1"
 #: Fields of each table, in order (docs/REPORT.md).
 SGS_FIELDS = ("model", "axis", "axis_label", "sgs", "std", "n_prompts", "lo", "hi", "ci_status", "t", "p", "p_adj",
               "marker", "verdict")
+DATASET_FIELDS = ("model", "dataset", "axis", "axis_label", "sgs", "n_prompts", "lo", "hi", "ci_status", "p_adj", "marker",
+                  "verdict")
+FLOOR_FIELDS = ("model", "axis", "axis_label", "sgs", "floor", "n_prompts", "n_paired", "t", "p", "marker",
+                "above_floor")
 PAIR_FIELDS = ("axis", "axis_label", "model_a", "model_b", "n_prompts", "sgs_a", "sgs_b", "diff", "ci_low", "ci_high",
                "ci_status", "p", "p_adj", "marker", "verdict", "better")
 WORST_FIELDS = ("axis", "axis_label", "rank", "model", "dataset", "prompt_id", "label", "s", "delta_norm",
@@ -72,6 +78,25 @@ def _runs(store: Store) -> list[dict[str, Any]]:
     return out
 
 
+def _sgs_rows(scores: pd.DataFrame, *, per_dataset: bool, **kw) -> pd.DataFrame:
+    """``report.sgs_ci_table`` (overall or per dataset) with axis labels, the CI status and the verdict."""
+    fields = DATASET_FIELDS if per_dataset else SGS_FIELDS
+    if scores.empty:
+        return pd.DataFrame(columns=list(fields))
+    t = report.sgs_ci_table(scores, per_dataset=per_dataset, **kw)
+    t = report.axis_order(t.assign(axis_label=t["axis"].map(axis_label), ci_status=t["status"]))
+    t["verdict"] = [sgs_verdict(m, p) for m, p in zip(t["marker"], t["p_adj"])]
+    return t
+
+
+def _floor_rows(scores: pd.DataFrame, floor: pd.DataFrame) -> list[dict[str, Any]]:
+    """``noise_floor.floor_table`` per model × axis (paper's axis order) as records; [] without base repeats."""
+    if scores.empty or floor.empty:
+        return []
+    t = floor_table(scores, floor)
+    return _records(report.axis_order(t.assign(axis_label=t["axis"].map(axis_label))), FLOOR_FIELDS)
+
+
 def report_numbers(store: Store, *, eps: float = MAIN_EPSILON, correction: str = "none", n_resamples: int = 1000,
                    seed: int = 0, worst_per_axis: int = 3) -> dict[str, Any]:
     """Every number of the report, as JSON-ready data.
@@ -82,18 +107,19 @@ def report_numbers(store: Store, *, eps: float = MAIN_EPSILON, correction: str =
             correction, 1,000 percentile-bootstrap resamples, seed 0).
         worst_per_axis: prompts listed per axis (``worst.worst_cases``, ranked by s_X(i) over all models).
     Returns:
-        ``{"schema", "sago_version", "settings", "runs", "sgs", "pairwise", "worst"}``: ``sgs`` rows
-        ``SGS_FIELDS`` (model × axis; lo/hi the 95 % CI; verdict ``sgs_verdict``), ``pairwise`` rows
+        ``{"schema", "sago_version", "settings", "runs", "sgs", "sgs_by_dataset", "noise_floor", "pairwise",
+        "worst"}``: ``sgs`` rows ``SGS_FIELDS`` (model × axis; lo/hi the 95 % CI; verdict ``sgs_verdict``),
+        ``sgs_by_dataset`` rows ``DATASET_FIELDS`` (model × dataset × axis, the same test and CI within
+        the dataset), ``noise_floor`` rows ``FLOOR_FIELDS`` (model × axis, ``floor_table``; floor null
+        for a model without repeats; [] when the store has no base repeats), ``pairwise`` rows
         ``PAIR_FIELDS`` (diff = mean of s_a − s_b over shared prompts, negative = a more stable),
         ``worst`` rows ``WORST_FIELDS`` (texts as stored), ``runs`` rows ``RUN_FIELDS`` plus
         ``data_sources``. Axes in the paper's order, models by name.
     """
     scores = store.prompt_scores()
-    sgs = report.sgs_ci_table(scores, eps=eps, correction=correction, n_resamples=n_resamples, seed=seed) \
-        if len(scores) else pd.DataFrame(columns=list(SGS_FIELDS))
-    if len(sgs):
-        sgs = report.axis_order(sgs.assign(axis_label=sgs["axis"].map(axis_label), ci_status=sgs["status"]))
-        sgs["verdict"] = [sgs_verdict(m, p) for m, p in zip(sgs["marker"], sgs["p_adj"])]
+    sgs, by_dataset = (_sgs_rows(scores, per_dataset=d, eps=eps, correction=correction, n_resamples=n_resamples,
+                                 seed=seed) for d in (False, True))
+    floor = _floor_rows(scores, store.noise_floor())
     pairs = pairwise.paired_table(scores, correction=correction, n_resamples=n_resamples, seed=seed) \
         if len(scores) else pd.DataFrame(columns=list(PAIR_FIELDS))
     worst_rows = []
@@ -103,5 +129,5 @@ def report_numbers(store: Store, *, eps: float = MAIN_EPSILON, correction: str =
     return {"schema": REPORT_SCHEMA, "sago_version": __version__,
             "settings": {"eps": eps, "alpha": pairwise.ALPHA, "correction": correction, "n_resamples": n_resamples,
                          "seed": seed, "ci_level": 0.95, "worst_per_axis": worst_per_axis},
-            "runs": _runs(store), "sgs": _records(sgs, SGS_FIELDS), "pairwise": _records(pairs, PAIR_FIELDS),
-            "worst": worst_rows}
+            "runs": _runs(store), "sgs": _records(sgs, SGS_FIELDS), "sgs_by_dataset": _records(by_dataset, DATASET_FIELDS),
+            "noise_floor": floor, "pairwise": _records(pairs, PAIR_FIELDS), "worst": worst_rows}

@@ -138,6 +138,18 @@ class CorrectnessQueries:
                                    FROM correctness c JOIN prompts p USING (prompt_id)
                                    GROUP BY ALL ORDER BY ALL""").df()
 
+    def scorers_not_run(self) -> pd.DataFrame:
+        """The scorers stored without a single decided or undecided verdict, each with the reason of its
+        rows (an Inspect task's scorer sago could not run: "not run: …"; the ``none`` scorer): dataset,
+        scorer, reason (the first by text), n (rows); sorted."""
+        cols = ["dataset", "scorer", "reason", "n"]
+        if "correctness" not in self.columns:
+            return pd.DataFrame(columns=cols)
+        return self.con.execute("""SELECT p.dataset, c.scorer, min(c.reason) AS reason, count(*)::BIGINT AS n
+                                   FROM correctness c JOIN prompts p USING (prompt_id)
+                                   GROUP BY p.dataset, c.scorer HAVING bool_and(c.verdict = 'unavailable')
+                                   ORDER BY p.dataset, c.scorer""").df()
+
     def correctness_frame(self, scorers: Iterable[str] | None = None, *, repeats: bool = False) -> pd.DataFrame:
         """Per stored verdict, with the run's model and the variant's (F, u, s, p).
 

@@ -85,3 +85,24 @@ def test_right_or_wrong_page_prints_the_accuracy_caption_once(tmp_path):
     at = _right_or_wrong(store)
     assert len(at.get("dataframe")) >= 2  # the per-model table and the breakdown
     assert [c.value for c in at.caption].count(CAPTION) == 1
+
+
+def test_right_or_wrong_page_names_an_inspect_scorer_not_run_and_why(tmp_path):
+    """A task's model-graded scorer, stored "not run" beside the dataset's own verdicts: the page lists it with its
+    reason (and still reads the dataset's scorer that ran)."""
+    from sago_engine.correctness import inspect_scorers as isc
+    from sago_engine.store import open_store
+
+    cs.write_dataset_files(tmp_path / "data")
+    store = cs.build(tmp_path / "c.duckdb")
+    assert main(["rescore", str(store), "--correctness", "--data-dir", str(tmp_path / "data")]) == 0
+    [graded] = isc.plan_scorers([{"name": "inspect_ai/model_graded_qa", "params": {}}])
+    with open_store(store, read_only=False) as st:
+        replies = st.replies_to_score()
+        st.write_correctness(isc.score_rows(replies[replies["dataset"] == "nq_open"], graded))
+        assert list(st.scorers_not_run()["scorer"]) == ["none", "inspect:model_graded_qa"]  # alpaca's, nq_open's
+    at = _right_or_wrong(store)
+    text = " ".join(w.value.replace("\\", "") for w in at.warning)
+    assert "nq_open inspect:model_graded_qa — model-graded: it asks a grader model" in text
+    assert "alpaca" not in text  # open-ended by design, no Inspect scorer: not listed as "not run"
+    assert len(at.get("dataframe")) >= 2  # the page goes on with nq_open's contains verdicts

@@ -23,9 +23,38 @@ def written(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("report")
     store = make_store(tmp / "s.duckdb", models=("model-a", "model-b"), datasets=("truthfulqa", "nq_open"),
                        n_prompts=6, n_variants=3, seed=3, missing_axes={"model-b": ["cos"]})
+    _add_noise_floor(store, "run-model-a")
     assert runner_main(["report", str(store), "--html", str(tmp / "r.html"), "--json", str(tmp / "r.json"),
                         "--resamples", "200"]) == 0
     return store, json.loads((tmp / "r.json").read_text(encoding="utf-8")), (tmp / "r.html")
+
+
+def _add_noise_floor(store, run_id: str) -> None:
+    """Base repeats' Δ̃ for one run: two repeats of the first four prompts of each dataset, every axis (one row
+    unavailable); the other model has none."""
+    con = duckdb.connect(str(store))
+    pids = con.execute("SELECT prompt_id, dataset FROM prompts ORDER BY prompt_id").fetchall()
+    axes = [a for (a,) in con.execute("SELECT DISTINCT axis FROM deltas ORDER BY axis").fetchall()]
+    rows = [(run_id, d, pid, k, a, 0.01 * (i + k), 0.01 * (i + k) + 0.003 * j, (i, k, j) != (0, 1, 0), None)
+            for i, (pid, d) in enumerate(pid for pid in pids if int(pid[0].rsplit(":", 1)[1]) < 4)
+            for k in (1, 2) for j, a in enumerate(axes)]
+    con.executemany("INSERT INTO noise_floor VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    con.close()
+
+
+def _raw_floor(store) -> dict[tuple[str, str], list[float]]:
+    """f(i) = sqrt(mean over available repeats of Δ̃²) per prompt, listed per (model, axis), from the raw rows."""
+    con = duckdb.connect(str(store), read_only=True)
+    rows = con.execute("""SELECT r.model, n.prompt_id, n.axis, n.delta_norm FROM noise_floor n JOIN runs r USING (run_id)
+                          WHERE n.available""").fetchall()
+    con.close()
+    acc: dict[tuple[str, str, str], list[float]] = {}
+    for model, pid, axis, dn in rows:
+        acc.setdefault((model, axis, pid), []).append(dn)
+    out: dict[tuple[str, str], list[float]] = {}
+    for (model, axis, _), v in acc.items():
+        out.setdefault((model, axis), []).append(math.sqrt(sum(x * x for x in v) / len(v)))
+    return out
 
 
 def _raw_scores(store) -> dict[tuple[str, str, str], float]:
@@ -62,6 +91,28 @@ def test_sgs_and_pairs_equal_a_recomputation_from_raw_rows(written):
         assert top["s"] == pytest.approx(max(v for (_, _, a), v in s.items() if a == axis), rel=1e-9)
         assert top["prompt_text"].startswith("Question ")
     assert [r["model"] for r in numbers["runs"]] == ["model-a", "model-b"]
+
+
+def test_per_dataset_sgs_and_noise_floor_equal_a_recomputation_from_raw_rows(written):
+    store, numbers, path = written
+    s = _raw_scores(store)
+    text = path.read_text(encoding="utf-8")
+    got = {(r["model"], r["dataset"], r["axis"]): r for r in numbers["sgs_by_dataset"]}
+    assert set(got) == {(m, p.split(":")[0], a) for m, p, a in s}  # the factory's prompt ids are "<dataset>:<i>"
+    for (m, d, a), r in got.items():
+        vals = [v for (mm, p, aa), v in s.items() if (mm, aa) == (m, a) and p.startswith(f"{d}:")]
+        assert r["sgs"] == pytest.approx(sum(vals) / len(vals), rel=1e-9) and r["n_prompts"] == len(vals) == 6
+        assert r["lo"] <= r["sgs"] <= r["hi"] and f"{r['sgs']:.3f} [{r['lo']:.3f}, {r['hi']:.3f}]" in text
+    floor = _raw_floor(store)
+    rows = {(r["model"], r["axis"]): r for r in numbers["noise_floor"]}
+    assert set(rows) == {(m, a) for m, _, a in s}
+    for (m, a), r in rows.items():
+        if m == "model-b":  # no repeats: not measured, never 0
+            assert r["floor"] is None and r["n_paired"] == 0 and r["p"] is None
+            continue
+        assert r["floor"] == pytest.approx(sum(floor[(m, a)]) / len(floor[(m, a)]), rel=1e-9)
+        assert r["n_paired"] == len(floor[(m, a)]) == 8 and f"{r['floor']:.3f}" in text
+    assert "not measured" in text and "No noise floor measured" not in text
 
 
 def test_html_shows_the_same_numbers_and_nothing_active(written):
@@ -166,5 +217,6 @@ def test_report_html_shows_control_and_bidi_characters_as_replacements(tmp_path)
     assert runner_main(["report", str(store), "--html", str(out), "--resamples", "50"]) == 0
     text = out.read_text(encoding="utf-8")
     assert "Hello \ufffd[2J\ufffd there \ufffd evil \ufffd" in text  # the worst cases' texts, shown
+    assert "No noise floor measured" in text  # no base repeats in this store
     assert [c for c in RAW_CONTROLS if c in text] == []  # tables, charts' SVG labels and texts alike
     assert esc("a\u202eb\u2066c\x9bd\te\nf") == "a\ufffdb\ufffdc\ufffdd\te\nf"
