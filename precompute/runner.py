@@ -91,6 +91,7 @@ def _commit(store: Store, rows: Rows, run_id: str, m: ModelConfig, backend, heal
         store.insert_df("base_repeats", rows.repeats)
         store.insert_df("noise_floor", rows.floor)
         store.insert_df("samples", rows.samples)
+        store.insert_df("sample_deltas", rows.sample_deltas)
         store.insert_df("units", unit_rows(run_id, rows.measured, utc_now()))
         if usage is not None:
             store.insert_df("api_responses", api_rows(run_id, rows.replies))

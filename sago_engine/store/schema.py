@@ -290,6 +290,9 @@ EXTRA_TABLES += ("imported_rows",)
 #:   temperature > 0): sample s (1..k−1) of the base reply (``variant_id`` NULL) or of a variant's,
 #:   with the seed it was drawn with (``seeds.sample_seed``) and the columns its ``responses`` row
 #:   would have; sample 0 is the ``responses`` row. Key ``sago_engine.measure.samples.sample_response_id``.
+#: - ``sample_deltas``: in a sampled run, each sample's Δ per axis against the base prompt's sample 0
+#:   (base samples 1..k−1: the dice alone, ``variant_id`` NULL; variant samples 0..k−1: rephrasing +
+#:   dice), rows as ``deltas`` keyed by the sample's ``response_id`` (``measure.sample_deltas``).
 _CORRECTNESS_DDL = """
 CREATE TABLE IF NOT EXISTS correctness (
     run_id VARCHAR NOT NULL,
@@ -325,14 +328,30 @@ CREATE TABLE IF NOT EXISTS samples (
     flags VARCHAR[]
 );
 """
+_SAMPLE_DELTAS_DDL = """
+CREATE TABLE IF NOT EXISTS sample_deltas (
+    run_id VARCHAR NOT NULL,
+    dataset VARCHAR NOT NULL,
+    prompt_id VARCHAR NOT NULL,
+    variant_id VARCHAR,
+    sample INTEGER NOT NULL,
+    response_id VARCHAR NOT NULL,
+    axis VARCHAR NOT NULL,
+    delta DOUBLE,
+    delta_norm DOUBLE,
+    available BOOLEAN NOT NULL,
+    reason VARCHAR,
+    PRIMARY KEY (run_id, response_id, axis)
+);
+"""
 _V5_DDL = """
 ALTER TABLE responses ADD COLUMN IF NOT EXISTS flags VARCHAR[];
 ALTER TABLE base_repeats ADD COLUMN IF NOT EXISTS flags VARCHAR[];
 ALTER TABLE prompts ADD COLUMN IF NOT EXISTS meta JSON;
 ALTER TABLE mirroring_verdicts ADD COLUMN IF NOT EXISTS flags VARCHAR[];
-""" + _CORRECTNESS_DDL + _SAMPLES_DDL
+""" + _CORRECTNESS_DDL + _SAMPLES_DDL + _SAMPLE_DELTAS_DDL
 _MIGRATIONS = _MIGRATIONS + (_V5_DDL,)
-EXTRA_TABLES += ("correctness", "samples")
+EXTRA_TABLES += ("correctness", "samples", "sample_deltas")
 # ================================================================== end schema v5
 
 #: Every table of a fresh store (the statistics tables last).
