@@ -265,3 +265,34 @@ def quadrant_chart(points: pd.DataFrame, threshold: float, x_title: str, y_title
                       yaxis={"range": [-0.25, 1.25], **({"tickvals": [0, 1], "ticktext": ["wrong", "right"]}
                                                          if binary else {"tickvals": [0, 0.25, 0.5, 0.75, 1]})})
     return fig
+
+
+def noise_vs_rephrasing(points: pd.DataFrame, colors: dict[str, str], height: int = 460) -> go.Figure:
+    """One dot per (model, prompt) at (floor f(i), movement m(i)) of one axis, with the diagonal m = f.
+
+    Args:
+        points: ``sago_engine.views.sampling.separation_view``'s ``prompts`` rows of one axis (model,
+            prompt_id, floor, move, p); colors: model → colour. A dot above the diagonal moved more
+            under rephrasing than under the dice; a filled dot's exact test has p < 0.05 (``exceeds``).
+    """
+    import html
+
+    fig = go.Figure()
+    for model, g in points.groupby("model", sort=True):
+        for hit, part in g.groupby("exceeds", sort=True):
+            fig.add_trace(go.Scatter(
+                x=part["floor"].tolist(), y=part["move"].tolist(), mode="markers",
+                name=f"{model}{' (p < 0.05)' if hit else ''}",
+                marker={"size": 10, "color": colors.get(model, NEUTRAL), "opacity": 0.85,
+                        "symbol": "circle" if hit else "circle-open", "line": {"width": 1.5}},
+                customdata=[[html.escape(str(p)), float(q)] for p, q in zip(part["prompt_id"], part["p"])],
+                hovertemplate=f"<b>{html.escape(str(model))}</b><br>%{{customdata[0]}}<br>dice = %{{x:.3f}}"
+                              "<br>rephrasing + dice = %{y:.3f}<br>p = %{customdata[1]:.3g}<extra></extra>"))
+    top = max([float(points[["floor", "move"]].max().max()) if len(points) else 0.0, 0.01]) * 1.1
+    fig.add_trace(go.Scatter(x=[0, top], y=[0, top], mode="lines", name="rephrasing = dice",
+                             line={"dash": "dash", "color": NEUTRAL, "width": 2}, hoverinfo="skip"))
+    fig.update_layout(xaxis_title="sampling noise: RMS Δ̃ between base samples (the dice)",
+                      yaxis_title="RMS Δ̃ of variant samples (rephrasing + dice)", height=height,
+                      legend_title_text="model", margin={"t": 30},
+                      xaxis={"range": [0, top]}, yaxis={"range": [0, top], "scaleanchor": "x"})
+    return fig

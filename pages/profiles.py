@@ -12,7 +12,7 @@ from sago_engine.scoring.scores import MAIN_EPSILON
 from sago_engine.scoring.store_shape import per_dataset_note
 from sago_engine.store import Store
 from sago_engine.types import AXES, AXIS_LABELS
-from sago_engine.views import assumptions, report
+from sago_engine.views import assumptions, report, sampling
 from sago_engine.views.report import radar_axis_scales, wide_cells, wide_ci_cells
 from sago_engine.views.tables import sgs_numbers
 
@@ -188,12 +188,12 @@ if len(counts) and counts["degenerate"].sum():
     st.caption("loop: half or more of the reply's word 4-grams repeat an earlier one; echo: the reply restates the "
                "prompt's first line (twice, or as nearly all of it); salad: not text in any language. A degenerate "
                "base reply is a broken reference: Method choices shows SGS and rankings without those prompts.")
-nf = data.query(Store.noise_floor)
+nf = data.with_store(sampling.floors)
 if len(nf):
     exports.table(floor_table(data.query(Store.prompt_scores, f), nf), "profiles_noise_floor", "sago_noise_floor.csv")
-    st.caption("Noise floor: the same axes between repeats of the base prompt (RMS per prompt, mean over prompts). "
-               "p: one-sided paired t-test of s − floor > 0 over prompts (is the instability above what repeating "
-               "the same prompt gives?).")
+    st.caption("Noise floor: the same axes between repeats of the base prompt, or in a sampled run between its "
+               "base samples and base sample 0 (RMS per prompt, mean over prompts). p: one-sided paired t-test of "
+               "s − floor > 0 over prompts (is the instability above what asking the same prompt again gives?).")
 accuracy.section(f, ("model",), "profiles_accuracy", "sago_accuracy.csv",
                  "Accuracy under rephrasing (share of replies right — not an SGS)")
 st.subheader("SGS per dataset × axis")

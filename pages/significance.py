@@ -11,7 +11,7 @@ from sago_engine.measure.noise_floor import floor_table
 from sago_engine.scoring.scores import EPSILONS, MAIN_EPSILON
 from sago_engine.store import Store
 from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_NORMALIZERS
-from sago_engine.views import assumptions, report
+from sago_engine.views import assumptions, report, sampling
 from sago_engine.views.report import normalizer_comparison, wide_cells
 from sago_engine.views.tables import sgs_numbers, threshold_counts
 
@@ -66,12 +66,37 @@ prose.assumptions_note(choices.assumption_statements(
     "significance_assumptions")
 
 # the test against the noise floor beside the test against ε
-_nf = data.query(Store.noise_floor)
+_nf = data.with_store(sampling.floors)
 if len(_nf):
     st.subheader("Against the noise floor: is the instability above repeating the same prompt?")
     exports.table(floor_table(scores, _nf), "significance_noise_floor", "sago_noise_floor_test.csv")
     st.caption("floor: mean over prompts of the RMS Δ between repeats of the base prompt (models that are not "
-               "deterministic at T = 0). p: one-sided paired t-test of s_X(i) − floor_X(i) > 0.")
+               "deterministic at T = 0) or, in a sampled run, between its base samples and base sample 0. "
+               "p: one-sided paired t-test of s_X(i) − floor_X(i) > 0.")
+
+# sampled runs: the dice against rephrasing (a store without one shows nothing here)
+_sep = data.with_store(sampling.separation_view, f)
+if len(_sep["prompts"]):
+    st.subheader("Rephrasing or the dice? Sampled runs")
+    _axes = [a for a in AXES if a in set(_sep["prompts"]["axis"])]
+    _axis = st.selectbox("Axis", _axes, format_func=AXIS_LABELS.get, key="significance_sampling_axis")
+    _pts = _sep["prompts"][_sep["prompts"]["axis"] == _axis]
+    exports.chart(charts.noise_vs_rephrasing(_pts, data.model_colors(), height=controls.chart_height(460)),
+                  "significance_sampling",
+                  "One dot per prompt: x = how far the base prompt's own samples land from its sample 0 (the dice), "
+                  "y = how far the variants' samples land from it (rephrasing + dice). Above the dashed diagonal "
+                  "rephrasing moves the reply more than resampling; a filled dot's exact permutation test has "
+                  "p < 0.05.", data=_pts)
+    exports.table(_sep["models"], "significance_sampling_models", "sago_rephrasing_vs_dice.csv")
+    st.caption("share: the share of the mean squared movement due to rephrasing, 1 − Σ floor² / Σ movement² over "
+               "prompts (95% percentile bootstrap over prompts, B = 1000, seed 0; below 0 when the dice moved more). "
+               "n_exceeds: prompts whose one-sided exact permutation test has p < 0.05 (n_exceeds_bh: after "
+               "Benjamini–Hochberg over the model's prompts). p: one-sided sign-flip test over prompts of "
+               "movement − floor > 0. Δ-Cos reads the prompt only (sampling cannot move it); Δ-MR needs a variant.")
+    exports.table(_sep["pass_k"], "significance_pass_k", "sago_pass_k.csv")
+    st.caption("pass^k: all k samples agree with the base's majority reply — of the base prompt (the dice alone) "
+               "and of each variant (rephrasing + dice); a prompt without a majority fails. "
+               + sampling.AGREE_RULE + ".")
 
 heat_df = data.scored_frame(report.significance_heatmap, sig)
 order = [AXIS_LABELS[a] for a in AXES]

@@ -87,6 +87,7 @@ def _commit(store: Store, rows: Rows, run_id: str, m: ModelConfig, backend, heal
     usage = backend.take_usage()  # None: a backend that counts no usage (local models)
     frames = {"responses": rows.responses, "deltas": rows.deltas, "mirroring_verdicts": rows.verdicts,
               "base_repeats": rows.repeats, "noise_floor": rows.floor, "samples": rows.samples,
+              "sample_deltas": rows.sample_deltas,
               "units": unit_rows(run_id, rows.measured, utc_now())}
     spent = None
     if usage is not None:

@@ -82,3 +82,26 @@ def tiny_store(tmp_path_factory):
     cfg_path.write_text(text.format(store=store, data=root / "data" / "datasets"))
     run(load_config(cfg_path), progress=False)
     return store
+
+
+#: The sampling keys of ``tiny_sampled_store``'s model (k = 4 samples per input, T = 0.8).
+TINY_SAMPLED = "temperature = 0.8\ntop_p = 0.95\nsamples = 4\n"
+
+
+@pytest.fixture(scope="session")
+def tiny_sampled_store(tmp_path_factory):
+    """A real sampled run built once per session: tiny-random × 2 datasets × 2 prompts, 5 variants per
+    prompt, k = 4 samples per input at T = 0.8 (``TINY_SAMPLED``). Returns the store's ``Path``; read-only."""
+    from pathlib import Path
+
+    from precompute.config import load_config
+    from precompute.runner import run
+    from tests.support.factories import tiny_toml
+
+    root = Path(__file__).resolve().parent.parent
+    d = tmp_path_factory.mktemp("tiny_sampled")
+    cfg_path, store = d / "sampled.toml", d / "sampled.duckdb"
+    cfg_path.write_text(tiny_toml(seed=13, chunk_prompts=2, n_prompts=2, batch_size=8).format(
+        store=store, data=root / "data" / "datasets") + TINY_SAMPLED)
+    run(load_config(cfg_path), progress=False)
+    return store

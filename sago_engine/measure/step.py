@@ -15,7 +15,8 @@ for the same replies (SAGO, arXiv 2610.01428 §Variants, §Axes):
 4. ``score`` — every row of the replies: ``responses`` and ``deltas`` (``pipeline.compute_rows``),
    the judge's ``mirroring_verdicts`` (``pipeline.judge_rows``), unavailable ``deltas`` of the
    set-aside variants, ``base_repeats`` and ``noise_floor`` (``noise.floor_rows``), and the
-   ``samples`` rows of a sampled run's samples 1..k−1 (sample 0 is the ``responses`` row).
+   ``samples`` rows of a sampled run's samples 1..k−1 (sample 0 is the ``responses`` row) and
+   their ``sample_deltas`` against base sample 0 (``sample_deltas.sample_delta_rows``).
 
 Pure functions over a backend and results: nothing here touches the store.
 """
@@ -30,6 +31,7 @@ import pandas as pd
 
 from sago_engine.measure.noise_floor import FLOOR_COLUMNS, REPEAT_COLUMNS, RepeatUnit, floor_rows, repeat_response_id
 from sago_engine.measure.pipeline import VERDICT_COLUMNS, Unit, compute_rows, judge_rows, option_axes_for, response_id
+from sago_engine.measure.sample_deltas import SAMPLE_DELTA_COLUMNS, SampledUnit, sample_delta_rows
 from sago_engine.measure.samples import SAMPLE_COLUMNS, Sample, sample_response_id, sample_rows
 from sago_engine.measure.storerows import variant_rows
 from sago_engine.seeds import repeat_seed, sample_seed
@@ -298,6 +300,8 @@ class Rows:
     """``noise_floor``."""
     samples: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SAMPLE_COLUMNS))
     """``samples``: a sampled run's replies beyond sample 0 (empty for a greedy run)."""
+    sample_deltas: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=SAMPLE_DELTA_COLUMNS))
+    """``sample_deltas``: each sample's Δ against base sample 0 (empty for a greedy run)."""
     replies: list[tuple[str, GenerationResult]] = field(default_factory=list)
     """(response_id, reply) of every reply these rows hold (base, variants, repeats)."""
     measured: list[tuple[str, int]] = field(default_factory=list)
@@ -319,8 +323,8 @@ class Rows:
 
         return Rows(cat(self.responses, other.responses), cat(self.deltas, other.deltas),
                     cat(self.verdicts, other.verdicts), cat(self.repeats, other.repeats), cat(self.floor, other.floor),
-                    cat(self.samples, other.samples), self.replies + other.replies, self.measured + other.measured,
-                    self.retry + other.retry)
+                    cat(self.samples, other.samples), cat(self.sample_deltas, other.sample_deltas),
+                    self.replies + other.replies, self.measured + other.measured, self.retry + other.retry)
 
     def of_variants(self, variant_ids: Iterable[str]) -> Rows:
         """The rows of the base replies and of ``variant_ids`` only."""
@@ -341,7 +345,12 @@ class Rows:
         smp = self.samples.assign(run_id=run_id)
         smp["response_id"] = [sample_response_id(run_id, p, v if isinstance(v, str) else None, int(k))
                               for p, v, k in zip(smp["prompt_id"], smp["variant_id"], smp["sample"])]
+        sd = self.sample_deltas.assign(run_id=run_id)
+        sd["response_id"] = [response_id(run_id, p, v if isinstance(v, str) else None) if int(k) == 0 else
+                             sample_response_id(run_id, p, v if isinstance(v, str) else None, int(k))
+                             for p, v, k in zip(sd["prompt_id"], sd["variant_id"], sd["sample"])]
         return replace(self, responses=resp, deltas=self.deltas.assign(run_id=run_id), repeats=rep, samples=smp,
+                       sample_deltas=sd,
                        verdicts=self.verdicts.assign(run_id=run_id), floor=self.floor.assign(run_id=run_id))
 
 
@@ -364,7 +373,8 @@ def score(answered: Sequence[Answered], scoring: Scoring) -> Rows:
 
     Returns:
         ``Rows``: responses, deltas (``len(scoring.axes)`` rows per answered or set-aside
-        variant; a sampled run's from sample 0), verdicts, repeats, floor, samples (1..k−1);
+        variant; a sampled run's from sample 0), verdicts, repeats, floor, samples (1..k−1),
+        sample_deltas (each sample against base sample 0);
         ``replies`` and ``measured`` of the prompts kept.
     """
     retry = [a.item.prompt_id for a in answered if _retryable(a)]
@@ -390,7 +400,9 @@ def score(answered: Sequence[Answered], scoring: Scoring) -> Rows:
         replies += [(repeat_response_id(run_id, pid, j + 1), r) for j, r in enumerate(a.repeats)]
         replies += [(sample_response_id(run_id, pid, x.variant_id, x.sample), x.reply) for x in a.samples]
     smp = sample_rows(run_id, [(a.item.prompt_id, x) for a in ok for x in a.samples])
-    return Rows(responses, deltas, verdicts, repeats, floor, smp, replies,
+    sd = sample_delta_rows(run_id, [SampledUnit(a.item.prompt_id, a.item.dataset, a.base, a.item.variants, a.results,
+                                                a.samples) for a in ok], scoring.normalizers, scoring.capabilities)
+    return Rows(responses, deltas, verdicts, repeats, floor, smp, sd, replies,
                 [(a.item.prompt_id, len(a.item.variants)) for a in ok], retry)
 
 

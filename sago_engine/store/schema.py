@@ -274,6 +274,9 @@ ALTER TABLE run_usage ADD COLUMN IF NOT EXISTS invalid_logprobs BIGINT DEFAULT 0
 #:   temperature > 0): sample s (1..k−1) of the base reply (``variant_id`` NULL) or of a variant's,
 #:   with the seed it was drawn with (``seeds.sample_seed``) and the columns its ``responses`` row
 #:   would have; sample 0 is the ``responses`` row. Key ``sago_engine.measure.samples.sample_response_id``.
+#: - ``sample_deltas``: in a sampled run, each sample's Δ per axis against the base prompt's sample 0
+#:   (base samples 1..k−1: the dice alone, ``variant_id`` NULL; variant samples 0..k−1: rephrasing +
+#:   dice), rows as ``deltas`` keyed by the sample's ``response_id`` (``measure.sample_deltas``).
 _CORRECTNESS_DDL = """
 CREATE TABLE IF NOT EXISTS correctness (
     run_id VARCHAR NOT NULL,
@@ -309,12 +312,28 @@ CREATE TABLE IF NOT EXISTS samples (
     flags VARCHAR[]
 );
 """
+_SAMPLE_DELTAS_DDL = """
+CREATE TABLE IF NOT EXISTS sample_deltas (
+    run_id VARCHAR NOT NULL,
+    dataset VARCHAR NOT NULL,
+    prompt_id VARCHAR NOT NULL,
+    variant_id VARCHAR,
+    sample INTEGER NOT NULL,
+    response_id VARCHAR NOT NULL,
+    axis VARCHAR NOT NULL,
+    delta DOUBLE,
+    delta_norm DOUBLE,
+    available BOOLEAN NOT NULL,
+    reason VARCHAR,
+    PRIMARY KEY (run_id, response_id, axis)
+);
+"""
 _V5_DDL = """
 ALTER TABLE responses ADD COLUMN IF NOT EXISTS flags VARCHAR[];
 ALTER TABLE base_repeats ADD COLUMN IF NOT EXISTS flags VARCHAR[];
 ALTER TABLE prompts ADD COLUMN IF NOT EXISTS meta JSON;
 ALTER TABLE mirroring_verdicts ADD COLUMN IF NOT EXISTS flags VARCHAR[];
-""" + _CORRECTNESS_DDL + _SAMPLES_DDL
+""" + _CORRECTNESS_DDL + _SAMPLES_DDL + _SAMPLE_DELTAS_DDL
 # ================================================================== end schema v5
 
 # ====================================================================== the versions, declared once
@@ -345,8 +364,8 @@ VERSIONS: tuple[SchemaVersion, ...] = (
                   ("base_repeats", "noise_floor")),
     SchemaVersion(4, "imported runs: runs.origin, skip reasons, requests and raw replies, imported rows",
                   (_V4_DDL,), ("imported_rows",)),
-    SchemaVersion(5, "reply flags, correctness verdicts, prompt meta, sampled replies", (_V5_DDL,),
-                  ("correctness", "samples")),
+    SchemaVersion(5, "reply flags, correctness verdicts, prompt meta, sampled replies and their deltas",
+                  (_V5_DDL,), ("correctness", "samples", "sample_deltas")),
 )
 SCHEMA_VERSION = VERSIONS[-1].version
 #: Tables added after version 1, in the order their versions added them.

@@ -20,7 +20,7 @@ from sago_engine.store.schema import EXTRA_TABLES, TABLES, USAGE_EXTRA_COUNTERS,
 #: The tables one measured chunk writes, in the order ``Writes.write_chunk`` writes them (prompts and
 #: variants before the responses and deltas that name them; ``units`` marks the prompts done).
 CHUNK_TABLES = ("prompts", "variants", "responses", "deltas", "mirroring_verdicts", "base_repeats", "noise_floor",
-                "samples", "units", "api_responses")
+                "samples", "sample_deltas", "units", "api_responses")
 
 
 def _json(v: Any) -> str:

@@ -83,7 +83,8 @@ def controls_payload(port: int) -> str:
 
 #: Columns with a fixed vocabulary: their rows stay valid, an extra row carries the payload.
 ENUM_COLUMNS = {"deltas": ("axis",), "variants": ("family", "subtype", "position"), "runs": ("status", "backend"),
-                "mirroring_verdicts": ("response_of",), "noise_floor": ("axis",), "templates": ("kind",),
+                "mirroring_verdicts": ("response_of",), "noise_floor": ("axis",), "sample_deltas": ("axis",),
+                "templates": ("kind",),
                 "meta": ("key",), "correctness": ("verdict", "scorer")}
 #: meta keys that must stay as they are for the file to be a sago store at all.
 _META_KEEP = ("app", "schema_version", "layout_version")
@@ -160,6 +161,12 @@ def _full_store(path: Path, models=("model-a", "model-b")) -> Path:
                "axis": a, "delta": 0.01, "delta_norm": 0.01, "available": True, "reason": "repeat"}
               for r in rows for a in ("bleu", "mr")]
         st.insert_df("noise_floor", pd.DataFrame(nf))
+        vid = dict(con.execute("SELECT prompt_id, min(variant_id) FROM variants GROUP BY ALL").fetchall())
+        sd = [{"run_id": r["run_id"], "dataset": ds[r["prompt_id"]], "prompt_id": r["prompt_id"], "variant_id": v,
+               "sample": 1, "response_id": f"{r['response_id']}/{v or 'base'}/s1", "axis": a, "delta": -40.0,
+               "delta_norm": -0.4, "available": True, "reason": "sample"}
+              for r in rows for v in (None, vid[r["prompt_id"]]) for a in ("bleu", "prob")]
+        st.insert_df("sample_deltas", pd.DataFrame(sd))
         st.insert_df("units", pd.DataFrame([{"run_id": r, "prompt_id": p, "n_variants": 3}
                                             for r in runs["run_id"] for p in pids]))
         st.insert_df("templates", pd.DataFrame([{"template_id": "t1", "kind": "judge", "text": "Judge {reply}"}]))
