@@ -175,7 +175,8 @@ _THEME_JS = """<script>
 def keep_theme() -> None:
     """The viewer's theme in the URL, so a reload or a copied link opens in it: on a session's first run, draws
     ``_THEME_JS`` (which opens a link's ``theme`` and keeps the URL's ``theme`` equal to the theme shown). Call it
-    in the sidebar, after its last element (the script takes no room on the page)."""
+    in the sidebar, after its last element (the script takes no room on the page), and on the password page
+    (``frame.password_gate``: a reload after the password would ask for it again)."""
     if not st.session_state.get("_sago_theme_seen"):
         st.session_state["_sago_theme_seen"] = True
         st.html(_THEME_JS, unsafe_allow_javascript=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard import password, safe
+from dashboard import controls, password, safe
 from dashboard.access import Access, access_from_env, confined_store, landing_store, readable_stores
 from sago_engine.store.catalog import DEMO_STORE, find_stores
 
@@ -129,6 +129,7 @@ def password_gate() -> None:
     # the browser it is on the default page, so a password typed while the first run is still under
     # way reran Profiles and a link to /pairwise lost its view
     st.navigation(nav_pages(acc), position="hidden")
+    controls.keep_theme()  # a link's theme switches the page before the password, not by a reload after it
     typed = st.text_input("Password", type="password", key="app_password")
     if typed and hmac.compare_digest(typed.encode("utf-8"), str(pw).encode("utf-8")):
         st.session_state["_sago_authed"] = True
