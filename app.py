@@ -9,6 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
+import dashboard  # first: on a cold start it says so on the page while the modules below load
 from dashboard import controls, data, exports, frame, safe, urlstate
 from dashboard.access import unreadable_stores
 from sago_engine.envcheck import EnvError, check_environment
@@ -70,6 +71,9 @@ if nav.title != "Paper reference":  # the paper page needs no store
     with st.sidebar.expander("Export the Δ matrix of this filter"):
         st.caption("Per prompt × variant × axis: signed Δ and Δ̃ with (F, u, s, p), model, dataset.")
         exports.delta_matrix_downloads(st.session_state["sago_filters"])
+with st.sidebar:
+    controls.keep_theme()
 urlstate.publish()
 frame.mark_routed()
+dashboard.started()  # a cold start's "Starting the dashboard" note (drawn when the package was first imported)
 nav.run()

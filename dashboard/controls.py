@@ -133,6 +133,55 @@ def no_chart_note(why: str) -> None:
             st.caption(f"No chart on this screen: {why}")
 
 
+# ---------------------------------------------------------------- the viewer's theme
+#: Streamlit's frontend keeps the theme picked in its menu (⋮) in the browser's localStorage under a key of the
+#: page's path at load (``stActiveTheme-<path>-v2``, Streamlit 1.67), so a full load of another path opened in
+#: the system's theme. The URL carries the theme instead (``theme=dark``). This constant script (no data in it),
+#: drawn once per session (``keep_theme``): when the link's theme differs from the page's background, stores the
+#: link's under this path's key and reloads once (a guard stops a second reload within 20 s); then, twice a
+#: second, writes the theme shown into the address bar (``theme=dark``; none when light), so a theme picked in
+#: the menu is in the URL at once — for a reload, a copied link, and the next run's links (``links``).
+_THEME_JS = """<script>
+(() => {
+  const app = () => document.querySelector(".stApp");
+  const shown = () => {
+    const rgb = (getComputedStyle(app()).backgroundColor.match(/[\\d.]+/g) || [255, 255, 255]).map(Number);
+    return 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2] < 128 ? "dark" : "light";
+  };
+  const want = new URLSearchParams(window.location.search).get("theme");
+  if (app() && (want === "dark" || want === "light") && shown() !== want) {
+    const guard = "sago-theme-reload:" + window.location.pathname;
+    if (Date.now() - Number(sessionStorage.getItem(guard) || 0) > 20000) {
+      sessionStorage.setItem(guard, String(Date.now()));
+      localStorage.setItem("stActiveTheme-" + window.location.pathname + "-v2",
+                           JSON.stringify(want === "dark" ? "Dark" : "Light"));
+      window.location.reload();
+      return;
+    }
+  }
+  if (window.sagoThemeWatch) return;
+  window.sagoThemeWatch = setInterval(() => {
+    if (!app()) return;
+    const url = new URL(window.location.href);
+    const now = shown(), has = url.searchParams.get("theme");
+    if (now === "dark" ? has === "dark" : has === null) return;
+    if (now === "dark") url.searchParams.set("theme", "dark"); else url.searchParams.delete("theme");
+    window.history.replaceState(window.history.state, "", url);
+  }, 500);
+})();
+</script>"""
+
+
+def keep_theme() -> None:
+    """The viewer's theme in the URL, so a reload or a copied link opens in it: on a session's first run, draws
+    ``_THEME_JS`` (which opens a link's ``theme`` and keeps the URL's ``theme`` equal to the theme shown). Call it
+    in the sidebar, after its last element (the script takes no room on the page), and on the password page
+    (``frame.password_gate``: a reload after the password would ask for it again)."""
+    if not st.session_state.get("_sago_theme_seen"):
+        st.session_state["_sago_theme_seen"] = True
+        st.html(_THEME_JS, unsafe_allow_javascript=True)
+
+
 # ---------------------------------------------------------------- statistics controls
 def correction_control(key: str) -> str:
     """Multiple-comparison control (none / Holm / BH), shared by every page through ``sago_correction``.

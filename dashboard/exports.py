@@ -333,7 +333,7 @@ def _axis_named(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def table(df: pd.DataFrame, key: str, filename: str, missing: dict[str, str] | None = None,
-          show: pd.DataFrame | None = None, **kwargs: Any) -> Any:
+          show: pd.DataFrame | None = None, wrap: bool = False, **kwargs: Any) -> Any:
     """Show a DataFrame (as text; no HTML) with a CSV download button below it (``safe.csv_bytes``).
 
     A column ``axis_label`` (the paper's Δ-… names) is shown as ``axis`` in place of the short code.
@@ -342,6 +342,9 @@ def table(df: pd.DataFrame, key: str, filename: str, missing: dict[str, str] | N
     ``show``: a different frame for the screen (e.g. compact "0.854±0.088†" cells) while the CSV
     holds ``df`` (numbers in their own columns). Returns ``st.dataframe``'s value (the selection
     event when ``on_select`` is passed in ``kwargs``).
+    ``wrap``: a static table (``st.table``) whose cells and headers wrap to the page's width — for a few
+    rows of long text or many columns, which an interactive grid cuts at the right; its text goes through
+    ``safe.md_frame`` (``st.table`` reads cells as Markdown); no selection (returns None).
     """
     df = _axis_named(df)
     shown = df if show is None else _axis_named(show)
@@ -350,7 +353,12 @@ def table(df: pd.DataFrame, key: str, filename: str, missing: dict[str, str] | N
         for col, why in missing.items():
             if col in shown.columns and shown[col].isna().any():
                 shown[col] = [why if pd.isna(v) else (f"{v:.4g}" if isinstance(v, float) else v) for v in shown[col]]
-    event = st.dataframe(safe.visible_frame(shown), key=key, hide_index=True, width="stretch", **kwargs)
+    if wrap:
+        cells = safe.md_frame(shown)
+        floats = [c for c in cells.columns if pd.api.types.is_float_dtype(cells[c])]
+        event = st.table(cells.style.format("{:.4g}", subset=floats, na_rep=""), hide_index=True)
+    else:
+        event = st.dataframe(safe.visible_frame(shown), key=key, hide_index=True, width="stretch", **kwargs)
     if not controls.presentation_on():
         st.download_button("CSV", data=safe.csv_bytes(df), file_name=_file_name(filename),
                            mime="text/csv", key=f"{key}_csv", on_click="ignore", icon=":material/download:")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from dashboard import password, safe
+from dashboard import controls, password, safe
 from dashboard.access import Access, access_from_env, confined_store, landing_store, readable_stores
 from sago_engine.store.catalog import DEMO_STORE, find_stores
 
@@ -24,7 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 FAVICON = Path(__file__).resolve().parent / "favicon.png"
 _ROUTED = "_sago_routed"
 
-#: The views: (script, title, icon, url path). Profiles is the default page, served at "/".
+#: The views: (script, title, icon, url path). Profiles is the default page, served at "/" and at its own
+#: path "/profiles" (``nav_pages``).
 VIEWS = (
     ("pages/profiles.py", "Profiles", ":material/radar:", "profiles"),
     ("pages/pareto.py", "Pareto", ":material/scatter_plot:", "pareto"),
@@ -56,10 +57,15 @@ def nav_pages(acc: Access) -> list:
     """``st.Page`` objects of the views this mode offers. No icon on the page itself: Streamlit
     makes a page's ``:material/…:`` icon the browser tab's icon, fetched from fonts.gstatic.com;
     the icons go on the sidebar links (``navigation``), drawn from the bundled font."""
-    pages = [st.Page(str(ROOT / path), title=title, url_path=url, default=(path == VIEWS[0][0]))
+    default = VIEWS[0]
+    pages = [st.Page(str(ROOT / path), title=title, url_path="" if path == default[0] else url,
+                     default=(path == default[0]))
              for path, title, _icon, url in offered_views(acc)]
     if not acc.live:  # a link to /live says why there is no Live page here (last: no sidebar link)
         pages.append(st.Page(_live_not_offered, title="Live", url_path="live"))
+    # Streamlit serves the default page at "/" only: the same script at "/profiles" too (after the default, so a
+    # link to the script — st.page_link, st.switch_page — still goes to "/")
+    pages.append(st.Page(str(ROOT / default[0]), title=default[1], url_path=default[3], visibility="hidden"))
     return pages
 
 
@@ -123,6 +129,7 @@ def password_gate() -> None:
     # the browser it is on the default page, so a password typed while the first run is still under
     # way reran Profiles and a link to /pairwise lost its view
     st.navigation(nav_pages(acc), position="hidden")
+    controls.keep_theme()  # a link's theme switches the page before the password, not by a reload after it
     typed = st.text_input("Password", type="password", key="app_password")
     if typed and hmac.compare_digest(typed.encode("utf-8"), str(pw).encode("utf-8")):
         st.session_state["_sago_authed"] = True

@@ -3,7 +3,7 @@
 Each target page reads its choices from the URL (``dashboard.urlstate``), so a link is its query
 string: the Prompts page takes ``dataset``, ``prompt`` and ``variant`` (its label), Worst cases
 ``rank``, ``axis`` and ``model``. The frame's own parameters (store, sidebar filters,
-presentation mode) travel with every link, so the target shows the same store and filters.
+presentation mode, theme) travel with every link, so the target shows the same store and filters.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import streamlit as st
 from sago_engine.filters import FILTER_FIELDS
 
 #: URL parameters of the frame (app.py) that every link carries over.
-FRAME_PARAMS: tuple[str, ...] = ("store", "present", *(name for name, _ in FILTER_FIELDS))
+FRAME_PARAMS: tuple[str, ...] = ("store", "present", "theme", *(name for name, _ in FILTER_FIELDS))
 #: Target pages: (script, url path).
 PROMPTS = ("pages/prompts.py", "prompts")
 WORST = ("pages/worst.py", "worst")
@@ -25,8 +25,17 @@ METHOD_CHOICES = ("pages/method_choices.py", "method_choices")
 
 
 def frame_params() -> dict[str, list[str]]:
-    """The frame's parameters of the current URL (store, filters, present), as lists of values."""
-    return {p: st.query_params.get_all(p) for p in FRAME_PARAMS if st.query_params.get_all(p)}
+    """The frame's parameters of the current URL (store, filters, present, theme), as lists of values.
+
+    ``theme`` follows the theme the page shows (``st.context.theme``; ``theme=dark``, none when light) once
+    the browser has said it, so a link opens in the theme picked in the menu; before that, the URL's."""
+    out = {p: st.query_params.get_all(p) for p in FRAME_PARAMS if st.query_params.get_all(p)}
+    shown = st.context.theme.type
+    if shown in ("dark", "light"):
+        out.pop("theme", None)
+        if shown == "dark":
+            out["theme"] = ["dark"]
+    return out
 
 
 def params(page_params: Mapping[str, str]) -> dict[str, str | list[str]]:

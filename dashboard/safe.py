@@ -63,6 +63,18 @@ def visible_frame(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def md_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` for ``st.table``, which reads each text cell and column name as Markdown: text cells
+    and names through ``md``; each ``_`` of a name is followed by a ZERO WIDTH SPACE (U+200B), so a long
+    snake_case header can wrap there. Numbers, None and other values are left as they are."""
+    out = df.copy()
+    out.columns = [md(c).replace("\\_", "\\_\u200b") if isinstance(c, str) else c for c in out.columns]
+    for i, dt in enumerate(out.dtypes):
+        if pd.api.types.is_object_dtype(dt) or pd.api.types.is_string_dtype(dt):
+            out.iloc[:, i] = out.iloc[:, i].map(lambda v: md(v) if isinstance(v, str) else v)
+    return out
+
+
 def md(text: Any) -> str:
     """``text`` (any value; ``str()`` of it) for a Markdown element, shown literally.
 

@@ -61,7 +61,8 @@ for i, (ch, s) in enumerate(summ):
                "reason when it cannot be computed. p is two-sided; p_method says how it was computed (exact, or a "
                "permutation test when SGS are tied).")
     st.markdown("**The paper's claims under each option**")
-    exports.table(mc.claims_wide(s["claims"], options), f"methods_claims_{i}", f"sago_method_{ch.key}_claims.csv")
+    exports.table(mc.claims_wide(s["claims"], options), f"methods_claims_{i}", f"sago_method_{ch.key}_claims.csv",
+                  wrap=True)
     st.caption("(a) and (b) use raw one-sided p over every axis of the option; (c) uses the Rankings page's bootstrap "
                "(P(reversal) ≥ 0.95) on the axes this choice changes.")
     with st.expander("Distance to the paper's scale, per axis"):

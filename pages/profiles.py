@@ -153,9 +153,9 @@ st.caption("Family of tests for the correction: every model × axis of this tabl
            + " Click a cell to see that model's worst prompts on that axis.")
 # replies that are not answers, and the noise floor, beside the SGS
 def health_table(title: str, df, key: str, filename: str, caption: str) -> None:
-    """A reply-health table under its bold title, with its caption."""
+    """A reply-health table under its bold title, with its caption; its many columns wrap to the page's width."""
     st.markdown(f"**{title}**")
-    exports.table(df, key, filename)
+    exports.table(df, key, filename, wrap=True)
     st.caption(caption)
 
 

@@ -35,14 +35,16 @@ def free_port() -> int:
 
 
 @contextmanager
-def dashboard(store: Path | None, timeout: float = 60.0, env: dict | None = None):
-    """Run ``streamlit run app.py`` with SAGO_STORE=store on 127.0.0.1 (extra ``env``: e.g. share mode); yield its URL."""
+def dashboard(store: Path | None, timeout: float = 60.0, env: dict | None = None, toolbar: str = "minimal"):
+    """Run ``streamlit run app.py`` with SAGO_STORE=store on 127.0.0.1 (extra ``env``: e.g. share mode); yield its URL.
+
+    ``toolbar``: Streamlit's ``client.toolbarMode`` ("viewer": the menu ⋮ with the theme, as .streamlit/config.toml)."""
     port = free_port()
     env = {k: v for k, v in {**os.environ, "SAGO_STORE": str(store or ""), "HF_HUB_OFFLINE": "1", **(env or {})}.items()
            if v != ""}
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.headless", "true",
-         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--client.toolbarMode", "minimal"],
+         "--server.port", str(port), "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--client.toolbarMode", toolbar],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"

@@ -2,7 +2,7 @@
 
 ``markdown_texts(at)`` collects every string the browser renders as Markdown: the bodies of
 markdown / caption / alert / heading / toast elements, expander and metric labels, widget labels
-and ``help=`` tooltips, radio options. ``active_html(text)`` renders one of them with a
+and ``help=`` tooltips, radio options, ``st.table`` cells and column names. ``active_html(text)`` renders one of them with a
 CommonMark renderer (markdown-it-py, raw HTML on) and returns the active tags it produced
 (``<img>``, ``<a>``, ``<script>``, any raw HTML tag), so a test can assert that a store string
 stayed text.
@@ -55,6 +55,10 @@ def markdown_texts(at) -> list[tuple[str, str]]:
                     out.append((f"{kind}.{f}", v))
             if kind == "radio":
                 out.extend((f"{kind}.option", str(o)) for o in getattr(proto, "options", ()))
+        if kind == "table":  # st.table: each column name and text cell is Markdown
+            df = node.value
+            out.extend(("table.column", str(c)) for c in df.columns)
+            out.extend(("table.cell", v) for v in df.to_numpy().ravel() if isinstance(v, str))
     return out
 
 

@@ -209,7 +209,7 @@ def test_hostile_text_is_inert_in_a_real_browser(tmp_path):
         body = page.locator("[data-testid='stMain']").inner_text()
         assert visible(HOSTILE_PROMPT) in body and visible(HOSTILE_RESPONSE) in body
         # the highlighted edit: without its deletions it reads as the variant, without its insertions as the base
-        shown = """(drop) => { const el = document.querySelector('[data-testid="stHtml"]').cloneNode(true);
+        shown = """(drop) => { const el = document.querySelector('[data-testid="stMain"] [data-testid="stHtml"]').cloneNode(true);
                                el.querySelectorAll(drop).forEach(e => e.remove()); return el.textContent; }"""
         assert page.evaluate(shown, "del") == visible(HOSTILE_VARIANT) and page.evaluate(shown, "ins") == visible(HOSTILE_PROMPT)
         assert page.locator("[data-testid='stMain'] img[src='x'], [data-testid='stMain'] script, "

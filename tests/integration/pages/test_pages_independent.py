@@ -414,7 +414,7 @@ def test_method_choices_sgs_and_rank_agreement_equal_the_recomputation(choices_s
     assert len(charts) == len(sections)  # one interval chart per choice with options (Δ-Prob, cap: none here)
     n_cells = n_taus = 0
     for i, (choice, options, axes) in enumerate(sections):
-        wide, ranks = tables[4 * i], tables[4 * i + 1]
+        wide, ranks = tables[3 * i], tables[3 * i + 1]  # (the claims table between is an st.table)
         assert list(wide.columns) == ["model", "axis", *options]
         assert list(ranks.columns[:6]) == ["option", "axis", "n_models", "n_discordant", "tau", "p"]
         wide = wide.set_index(["model", "axis"])
