@@ -57,14 +57,25 @@ def encoder_dir() -> Path:
 def get_encoder():
     """(tokenizer, model) of the encoder, loaded once per process on CPU.
 
-    Loaded with bert-score's own ``get_tokenizer`` (slow BERT tokenizer, as ``BERTScorer``
-    uses) and ``get_model`` (truncated to ``ENCODER_LAYERS`` layers, eval mode).
+    The tokenizer is bert-score's own ``get_tokenizer`` (slow BERT tokenizer, as ``BERTScorer``
+    uses). The model is what bert-score's ``get_model`` builds for a BERT-family encoder —
+    ``AutoModel``, eval mode, truncated to ``ENCODER_LAYERS`` layers — loaded here by class, not
+    through ``get_model``: that picks T5 whenever the *path* contains "t5" (an install under
+    ``/home/t5user/`` would get a randomly initialised T5 encoder and silently wrong Δ-BERT).
+    Raises ValueError when the weights are not a BERT-style encoder with enough layers.
     """
-    from bert_score.utils import get_model, get_tokenizer  # heavy: import lazily
+    import torch
+    from bert_score.utils import get_tokenizer  # heavy: import lazily
+    from transformers import AutoModel
 
     path = str(encoder_dir())
     tokenizer = get_tokenizer(path, use_fast=False)
-    model = get_model(path, ENCODER_LAYERS)
+    model = AutoModel.from_pretrained(path)
+    layers = getattr(getattr(model, "encoder", None), "layer", None)
+    if layers is None or len(layers) < ENCODER_LAYERS:
+        raise ValueError(f"{ENCODER_NAME} at {path}: expected a BERT-style encoder with at least "
+                         f"{ENCODER_LAYERS} layers, got {type(model).__name__}")
+    model.encoder.layer = torch.nn.ModuleList(list(layers[:ENCODER_LAYERS]))
     model.eval()
     return tokenizer, model
 

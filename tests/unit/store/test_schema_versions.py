@@ -10,7 +10,7 @@ def test_versions_are_declared_once_and_everything_follows_from_them():
     assert [v.version for v in schema.VERSIONS] == list(range(2, schema.SCHEMA_VERSION + 1))
     assert schema.SCHEMA_VERSION == 5 and schema.READABLE_VERSIONS == (1, 2, 3, 4, 5)
     assert schema.EXTRA_TABLES == ("mirroring_verdicts", "templates", "run_usage", "api_responses", "base_repeats",
-                                   "noise_floor", "imported_rows", "correctness", "samples")
+                                   "noise_floor", "imported_rows", "correctness", "samples", "sample_deltas")
     # the steps in the order migrations always ran them (v3's statistics are built before v4 and v5)
     assert schema._MIGRATIONS == (schema._EXTRA_DDL, schema._TOKEN_IDS_DDL, schema._DROP_VIEWS, schema._FIDELITY_DDL,
                                   suffstats.STATS_DDL, suffstats.materialise, schema._V4_DDL, schema._V5_DDL)
