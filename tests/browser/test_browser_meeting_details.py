@@ -10,13 +10,12 @@ import pytest
 
 from dashboard.charts import NEUTRAL
 from sago_engine.store.catalog import DEMO_STORE
-from tests.support.browser import browser_page, dashboard, download, launcher, require_chromium, screenshot_dir
+from tests.support.browser import SCREENS, browser_page, dashboard, download, launcher, require_chromium, screenshot_dir
 from tests.support.svg_text import shown_overlaps
 
 pytestmark = pytest.mark.browser
 
 READY = "!document.querySelector('[data-testid=\"stStatusWidget\"]')"
-SCREENS = [(1280, 720, "light"), (1280, 720, "dark"), (1440, 900, "light"), (1440, 900, "dark")]
 LENGTH_CHART = ".st-key-variants_length"
 
 

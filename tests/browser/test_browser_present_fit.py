@@ -9,12 +9,12 @@ import shutil
 import pytest
 
 from sago_engine.store.catalog import DEMO_STORE
-from tests.support.browser import browser_page, dashboard, require_chromium, screenshot_dir
+from tests.support.browser import ALL_SCREENS, browser_page, dashboard, require_chromium, screenshot_dir
 
 pytestmark = pytest.mark.browser
 
 READY = "!document.querySelector('[data-testid=\"stStatusWidget\"]')"
-SCREENS = [(1280, 720, "light"), (1280, 720, "dark"), (1440, 900, "light"), (1440, 900, "dark")]
+SCREENS = ALL_SCREENS
 #: Pages whose first screen holds no chart by design; each says why.
 NO_CHART = {"prompts", "worst", "live"}
 #: The first chart on the page, its drawn parts (Plotly's SVG layers, Vega's canvas / SVG), the top bar.

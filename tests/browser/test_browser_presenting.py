@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.support.browser import browser_page, dashboard, require_chromium, screenshot_dir
+from tests.support.browser import SCREENS, browser_page, dashboard, require_chromium, screenshot_dir
 from tests.support.browser import wait_ready as _ready
 from tests.support.factories import add_option_axes, make_store
 
@@ -134,8 +134,6 @@ def test_exported_svgs_carry_store_filters_and_eps(server):
         assert "Source: sago · store flip.duckdb · ε = 0.05 · filters: none (all models, datasets and variants)" in svg
 
 
-#: The four sizes × themes a presenter uses.
-SCREENS = [(1280, 720, "light"), (1280, 720, "dark"), (1440, 900, "light"), (1440, 900, "dark")]
 
 
 @pytest.mark.parametrize("screen", SCREENS, ids=lambda s: f"{s[0]}x{s[1]}-{s[2]}")

@@ -13,6 +13,7 @@ from urllib.parse import quote_plus
 import pandas as pd
 import pytest
 
+from tests.support import browser
 from tests.support.browser import browser_page, dashboard, require_chromium, screenshot_dir
 
 pytestmark = pytest.mark.browser
@@ -104,7 +105,7 @@ def _table_csv(page) -> pd.DataFrame:
     return pd.read_csv(io.BytesIO(open(dl.value.path(), "rb").read()))
 
 
-SCREENS = [pytest.param(w, h, c, id=f"{w}x{h}-{c}") for w, h in ((1280, 720), (1440, 900)) for c in ("light", "dark")]
+SCREENS = [pytest.param(w, h, c, id=f"{w}x{h}-{c}") for w, h, c in browser.SCREENS]
 
 
 @pytest.mark.parametrize("width,height,scheme", SCREENS)

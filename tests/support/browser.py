@@ -83,6 +83,13 @@ def browser_page(width: int = 1400, height: int = 1000, color_scheme: str = "lig
             b.close()
 
 
+#: Every size × theme a presenter uses (for checks where the layout depends on both at once).
+ALL_SCREENS = [(1280, 720, "light"), (1280, 720, "dark"), (1440, 900, "light"), (1440, 900, "dark")]
+#: Each size and each theme once, the small screen dark (where contrast and fit are tightest): for checks
+#: of content, whose size and theme effects do not interact.
+SCREENS = [(1280, 720, "dark"), (1440, 900, "light")]
+
+
 def screenshot_dir() -> Path:
     d = Path(os.environ.get("SAGO_SCREENSHOTS", ROOT / "artifacts" / "screenshots"))
     d.mkdir(parents=True, exist_ok=True)

@@ -95,7 +95,9 @@ def _read_into(stream, buf: list[str]) -> None:
 
 def test_ctrl_c_ends_cleanly_with_130_and_the_same_command_resumes(tmp_path):
     conf, store = tmp_path / "c.toml", tmp_path / "s.duckdb"
-    conf.write_text(tiny_toml(seed=5, chunk_prompts=1, n_prompts=4).format(store=store, data=ROOT / "data" / "datasets"))
+    # 12 prompts (144 replies, several seconds): the interrupt lands while replies are still being generated
+    # even when this process reads the bar late on a busy machine
+    conf.write_text(tiny_toml(seed=5, chunk_prompts=1, n_prompts=12).format(store=store, data=ROOT / "data" / "datasets"))
     cmd = [sys.executable, "-m", "precompute", "--config", str(conf), "--publish-every", "0"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "COLUMNS": "100"}
     p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -118,4 +120,4 @@ def test_ctrl_c_ends_cleanly_with_130_and_the_same_command_resumes(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "open the dashboard: SAGO_STORE=" in r.stdout
     with open_store(store) as st:
-        assert len(st.unit_keys()) == 8 and sum(st.duplicate_keys().values()) == 0
+        assert len(st.unit_keys()) == 24 and sum(st.duplicate_keys().values()) == 0
