@@ -17,10 +17,16 @@ from sago_engine.scoring import scores as scoring
 from sago_engine.scoring.cap_health import WARN_CUT_SHARE, cut_table, over_threshold
 from sago_engine.types import axis_label, axis_sort_key
 
+#: The project folder when sago runs from a clone (it holds scripts/dashboard.sh); in site-packages it does not.
+_CLONE_ROOT = Path(__file__).resolve().parents[1]
 
-def dashboard_command(store: str | Path) -> str:
-    """The shell command that opens the dashboard on ``store`` (README, "The dashboard")."""
-    return f"SAGO_STORE={shlex.quote(str(store))} bash scripts/dashboard.sh"
+
+def dashboard_command(store: str | Path, clone_root: Path = _CLONE_ROOT) -> str:
+    """The shell command that opens the dashboard on ``store``: ``bash scripts/dashboard.sh`` from a clone
+    (README, "The dashboard"), ``sago dashboard STORE`` where sago was installed with pip."""
+    if (clone_root / "scripts" / "dashboard.sh").is_file():
+        return f"SAGO_STORE={shlex.quote(str(store))} bash scripts/dashboard.sh"
+    return f"sago dashboard {shlex.quote(str(store))}"
 
 
 def _pct(n: int, total: int) -> str:

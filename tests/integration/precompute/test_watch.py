@@ -84,8 +84,10 @@ def test_cut_lines_warn_above_the_threshold_only():
     assert cut_lines(cut_table(cut[:1], pairs[:1]), 48) == []
 
 
-def test_dashboard_command_quotes_the_path():
+def test_dashboard_command_quotes_the_path_from_a_clone_and_names_sago_where_installed(tmp_path):
     assert dashboard_command("/tmp/my store.duckdb") == "SAGO_STORE='/tmp/my store.duckdb' bash scripts/dashboard.sh"
+    # installed with pip: site-packages holds no scripts/ folder
+    assert dashboard_command("/tmp/my store.duckdb", clone_root=tmp_path) == "sago dashboard '/tmp/my store.duckdb'"
 
 
 def _read_into(stream, buf: list[str]) -> None:
