@@ -14,6 +14,7 @@ import html
 import re
 from collections.abc import Iterator
 
+import pandas as pd
 from markdown_it import MarkdownIt
 
 _MD = MarkdownIt("commonmark", {"html": True}).enable(["table", "strikethrough"])
@@ -85,3 +86,18 @@ def offending(at, needle: str | None = None) -> list[tuple[str, str, list[str]]]
         if tags:
             bad.append((kind, text[:300], tags))
     return bad
+
+
+def all_tables(at) -> list:
+    """Every table of an AppTest run as a reader sees it: the ``st.dataframe`` values, then the static
+    ``st.table`` ones (``exports.table(..., wrap=True)``), whose names and text cells are Markdown-escaped
+    with wrap points (U+200B) by ``safe.md_frame`` — rendered back to plain text here."""
+    out = [el.value for el in at.dataframe]
+    for el in at.table:
+        df = el.value.copy()
+        df.columns = [shown(str(c)).replace("\u200b", "") for c in df.columns]
+        for c in df.columns:
+            if df[c].dtype == object or pd.api.types.is_string_dtype(df[c]):
+                df[c] = [shown(v).replace("\u200b", "") if isinstance(v, str) else v for v in df[c]]
+        out.append(df)
+    return out

@@ -284,9 +284,10 @@ def test_noise_floor_of_a_sampling_provider(env):
         assert np.isnan(tab.loc["mr", "floor"]) and tab.loc["mr", "n_paired"] == 0
     # the dashboard: Profiles shows reply health and the floor, Significance the test against the floor
     from tests.integration.pages.test_pages_summary import _app
+    from tests.support.rendered import all_tables
 
     at = _app(cfg.store)
-    dfs = [el.value for el in at.dataframe]
+    dfs = all_tables(at)
     health = next(v for v in dfs if "budget_spent" in v.columns).set_index("model")
     assert (health.loc["sampler", "replies"], health.loc["sampler", "errors"]) == (48, 0)
     shown = next(v for v in dfs if "floor" in v.columns).set_index("axis")

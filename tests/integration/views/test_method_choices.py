@@ -22,7 +22,7 @@ from sago_engine.store.sidecar.judge_labels import read_labels, sidecar_path, wr
 from sago_engine.types import AXES
 from sago_engine.views import method_choices as mc
 from tests.support.factories import add_judge_verdicts, add_option_axes, make_cap_store, make_store
-from tests.support.rendered import shown
+from tests.support.rendered import all_tables, shown
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -322,7 +322,7 @@ def test_page_shows_options_sgs_ranks_claims_and_judge_kappa(full_store):
         ex = st.mirroring_examples()
     cos = chs["axis:cos"]
     summ = mc.choice_summary(cos.scores, cos.axes, cos.reference)
-    tables = [df.value for df in at.dataframe]  # the Δ-Cos section's tables come first
+    tables = all_tables(at)  # the Δ-Cos section's tables come first (grids, then the static claims tables)
     sgs = next(t for t in tables if {"model", "user_last"} <= set(t.columns)).set_index(["model", "axis"])
     want = summ["sgs"].set_index(["option", "model"]).loc[("user_last", "model-a"), "ci_cell"]
     assert sgs.loc[("model-a", "Δ-Cos"), "user_last"] == want

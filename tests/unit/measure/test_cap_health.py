@@ -74,10 +74,11 @@ def test_cut_table_sums_runs_of_a_model_and_warns_above_the_share():
 
 def test_profiles_page_shows_cut_replies_and_the_warning(tiny_store):
     from tests.support.apptest import open_page
+    from tests.support.rendered import all_tables
 
     at = open_page(tiny_store)
     assert not at.exception, at.exception
-    tables = [df.value for df in at.dataframe]
+    tables = all_tables(at)
     cut = next(t for t in tables if "both_cut" in t.columns)
     assert set(cut["dataset"]) == {"alpaca", "truthfulqa"} and (cut["cut"] > 0).all()
     assert any("stopped at the reply cap for tiny-random on" in w.value for w in at.warning)
