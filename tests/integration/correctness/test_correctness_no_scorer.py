@@ -4,7 +4,6 @@ the fix, instead of leaving every verdict unavailable without a word."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import duckdb
 import pytest
@@ -12,16 +11,11 @@ from streamlit.testing.v1 import AppTest
 
 from precompute.__main__ import main
 from tests.support import correctness_store as cs
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.support.apptest import open_page
 
 
 def _right_or_wrong(store) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.session_state["app_store_custom"] = str(store)
-    at.run()
-    at.switch_page("pages/correctness.py")
-    at.run()
+    at = open_page(store, "correctness")
     assert not at.exception, at.exception
     return at
 
