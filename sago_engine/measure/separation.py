@@ -28,7 +28,8 @@ enumerated over all C(V·k + k − 1, k − 1) splits up to ``EXACT_MAX_SPLITS``
 Monte Carlo above.
 
 **Test per model.** H0: d(i) = m(i) − f(i) is symmetric about 0 over prompts: a one-sided
-sign-flip test of mean d > 0 (exact over 2^n sign assignments up to ``EXACT_MAX_FLIPS``).
+sign-flip test of mean d > 0 (``scoring.signflip.mean_flip_test``, one-sided: exact over the 2^n sign
+assignments up to its ``EXACT_MEAN_MAX_N`` non-zero differences).
 
 **pass^k.** All k samples agree with the base's majority (``pass_k``): labels are given (e.g.
 the SQuAD-normalised reply, ``views.sampling``).
@@ -44,16 +45,14 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from sago_engine.scoring.signflip import STAT_RTOL, paired_differences
+from sago_engine.scoring.signflip import STAT_RTOL, mean_flip_test, paired_differences
 from sago_engine.scoring.stats import benjamini_hochberg, group_rng
 
-__all__ = ["EXACT_MAX_SPLITS", "EXACT_MAX_FLIPS", "MC_RESAMPLES", "rephrasing_test", "prompt_movement",
+__all__ = ["EXACT_MAX_SPLITS", "MC_RESAMPLES", "rephrasing_test", "prompt_movement",
            "model_movement", "pass_k", "pass_k_summary"]
 
 #: Up to this many label splits the per-prompt null is enumerated (k = 4, V = 13: C(55, 3) = 26,235).
 EXACT_MAX_SPLITS = 200_000
-#: Up to this many sign assignments (2^n, n prompts) the per-model null is enumerated.
-EXACT_MAX_FLIPS = 2 ** 16
 #: Random relabellings (or sign flips) of a Monte Carlo null; p = (1 + b)/(1 + B).
 MC_RESAMPLES = 9_999
 
@@ -160,21 +159,6 @@ def _share_ci(f2: np.ndarray, m2: np.ndarray, n_resamples: int, level: float,
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
-def _model_test(d: np.ndarray, rng: np.random.Generator) -> tuple[float, str]:
-    """One-sided sign-flip test of mean d > 0 (zeros carry no sign)."""
-    x = d[d != 0]
-    if len(d) < 2:
-        return float("nan"), "too few prompts"
-    if not len(x):
-        return 1.0, "no difference"
-    flips = 2 ** len(x)
-    exact = flips <= EXACT_MAX_FLIPS
-    res = sps.permutation_test((x,), np.mean, permutation_type="samples", alternative="greater", vectorized=True,
-                               n_resamples=flips if exact else MC_RESAMPLES, rng=None if exact else rng)
-    return float(res.pvalue), f"exact (all 2^{len(x)} sign flips)" if exact else \
-        f"Monte Carlo ({MC_RESAMPLES:,} sign flips)"
-
-
 def model_movement(per_prompt: pd.DataFrame, by: Sequence[str] = ("model", "axis"), alpha: float = 0.05,
                    n_resamples: int = 1000, level: float = 0.95, seed: int = 0) -> pd.DataFrame:
     """Per model × axis: mean floor and movement, the rephrasing share with its CI, the tests.
@@ -198,7 +182,8 @@ def model_movement(per_prompt: pd.DataFrame, by: Sequence[str] = ("model", "axis
         f2, m2 = g["floor"].to_numpy(float) ** 2, g["move"].to_numpy(float) ** 2
         rng = group_rng(seed, key)
         lo, hi = _share_ci(f2, m2, n_resamples, level, rng)
-        p, method = _model_test(paired_differences(g["move"], g["floor"]), rng)
+        res = mean_flip_test(paired_differences(g["move"], g["floor"]), rng, MC_RESAMPLES, alternative="greater")
+        p, method = res.p, res.method
         pv = g["p"].to_numpy(float)
         ok = ~np.isnan(pv)
         out.append({**dict(zip(by, key if isinstance(key, tuple) else (key,))), "n_prompts": len(g),

@@ -104,20 +104,24 @@ def _two_sided_from_tails(le: float, ge: float) -> float:
     return float(min(1.0, 2.0 * min(le, ge)))
 
 
-def mean_flip_test(d, rng: np.random.Generator | None = None, n_resamples: int = MC_RESAMPLES) -> FlipTest:
-    """Two-sided paired sign-flip permutation test of H0: d is symmetric about 0, on T = Σ d.
+def mean_flip_test(d, rng: np.random.Generator | None = None, n_resamples: int = MC_RESAMPLES,
+                   alternative: str = "two-sided") -> FlipTest:
+    """Paired sign-flip permutation test of H0: d is symmetric about 0, on T = Σ d.
 
     Args:
         d: ``paired_differences`` output, shape (n,). Zeros carry no sign and are left out of
             the enumeration (they add 0 to every T).
         rng: generator of the Monte Carlo null (above ``EXACT_MEAN_MAX_N`` non-zero d).
         n_resamples: B of the Monte Carlo null.
+        alternative: "two-sided" (p = P(|T*| ≥ |T|)) or "greater" (one-sided, p = P(T* ≥ T): mean d > 0).
     Returns:
-        ``FlipTest``: p = P(|T*| ≥ |T|) over the sign assignments (exact), or (1 + k)/(1 + B)
+        ``FlipTest``: p = P(|T*| ≥ |T|) (or P(T* ≥ T)) over the sign assignments (exact), or (1 + k)/(1 + B)
         (Monte Carlo, mc_se = √(p(1−p)/B)). n < 2 → p NaN (method "too few prompts"); every
         d = 0 → p = 1 ("no difference").
     Source: Fisher (1935) §21; Good, *Permutation Tests* (2000) §3.1; Phipson & Smyth (2010).
     """
+    if alternative not in ("two-sided", "greater"):
+        raise ValueError(f"alternative must be 'two-sided' or 'greater', not {alternative!r}")
     x = np.asarray(d, dtype=np.float64)
     n, n_zero = len(x), int(np.sum(x == 0))
     if n < 2:
@@ -133,6 +137,10 @@ def mean_flip_test(d, rng: np.random.Generator | None = None, n_resamples: int =
         lo, hi = _subset_sums(v[: m // 2]), np.sort(_subset_sums(v[m // 2:]))
         # Σ s_i v_i with s_i = ±1 is 2·(sum of the + subset) − Σ v: count |2(L+H) − S| ≥ thr
         total = float(v.sum())
+        if alternative == "greater":  # count 2(L+H) − S ≥ T − tol
+            k = int((len(hi) - np.searchsorted(hi, (t_obs - tol + total) / 2 - lo, side="left")).sum())
+            return FlipTest(n, n_zero, t_obs, min(1.0, k / float(len(lo) * len(hi))),
+                            f"exact (all 2^{m} sign flips)", 0.0)
         up = len(hi) - np.searchsorted(hi, (thr + total) / 2 - lo, side="left")
         down = np.searchsorted(hi, (total - thr) / 2 - lo, side="right")
         k = int(up.sum() + down.sum()) if thr > 0 else len(lo) * len(hi)
@@ -144,7 +152,7 @@ def mean_flip_test(d, rng: np.random.Generator | None = None, n_resamples: int =
     while done < n_resamples:
         b = min(20_000, n_resamples - done)
         signs = rng.integers(0, 2, size=(b, m), dtype=np.int8) * 2 - 1
-        k += int(np.sum(np.abs(signs @ v) >= thr))
+        k += int(np.sum(signs @ v >= t_obs - tol)) if alternative == "greater" else int(np.sum(np.abs(signs @ v) >= thr))
         done += b
     p = (1 + k) / (1 + n_resamples)
     return FlipTest(n, n_zero, t_obs, p, mc_label(n_resamples, p), math.sqrt(p * (1 - p) / n_resamples))
