@@ -40,7 +40,8 @@ from sago_engine.views.detail import variant_label
 from sago_engine.views.sampling import prompt_separation
 
 __all__ = [
-    "DEFAULT_MODEL", "LIVE_BATCH", "LIVE_DATASET", "LIVE_RUN", "LiveError", "LiveProbe", "ProbeResult", "Selection", "Sampling",
+    "DEFAULT_MODEL", "LIVE_BATCH", "LIVE_DATASET", "LIVE_RUN", "LiveError", "LiveProbe", "ProbeResult", "Selection",
+    "Sampling", "GREEDY",
     "max_prompt_chars", "check_prompt", "choose_specs", "probe_id", "plan_probe", "batch_slices", "run_probe",
     "variant_table", "result_table", "prompt_profile", "store_profile", "probe_movement",
     # the loaded models (sago_engine.live.loaded_models)
