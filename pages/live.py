@@ -57,7 +57,8 @@ def _fill_from_dataset() -> None:
 
 st.title("Live: probe one prompt")
 st.caption("Type a prompt, choose a model and variant families: each variant v = (F, u, s, p) rewrites the prompt, "
-           "the model answers base and variants greedily, and each row shows how far every axis moved "
+           "the model answers base and variants (greedily, or k seeded samples each under Samples), and each "
+           "row shows how far every axis moved "
            "(Δ̃, SAGO arXiv 2610.01428). Text is shown exactly as typed and generated.")
 controls.no_chart_note("the probe's radar is drawn below its table of variants once a probe has run.")
 
@@ -110,16 +111,25 @@ with c3:
     max_v = st.number_input("Max variants", 1, 200, 24, key="live_max_variants",
                             help="A stratified sample over the families when more cells match.")
     max_new = st.number_input("New tokens", 1, 256, DEFAULT_MAX_NEW_TOKENS, key="live_max_new")
-c1, c2 = st.columns(2)
+c1, c2, c3, c4 = st.columns([4, 4, 2, 2])
 with c1:
     strengths = st.multiselect("Strengths", opts["strengths"], key="live_strengths", placeholder="all",
                                format_func=lambda v: f"{v:g}")
 with c2:
     positions = st.multiselect("Positions", list(POSITIONS), key="live_positions", placeholder="all")
+with c3:
+    temperature = st.number_input("Temperature", 0.0, 2.0, 0.0, 0.1, key="live_temperature", format="%.2f",
+                                  help="0 = greedy decoding (the default). Above 0 each reply is sampled, seeded as a "
+                                       "run with the same seed would be (same prompt and variant: same reply).")
+with c4:
+    n_samples = st.number_input("Samples (k)", 1, 16, 1, key="live_samples",
+                                help="Replies per prompt and per variant (k > 1 needs temperature > 0): the base "
+                                     "prompt's k samples show how far the dice alone move a reply.")
 
 # ---------------------------------------------------------------- variants, at once
 probe, problem = None, None
 try:
+    sampling = live.Sampling(float(temperature), int(n_samples))
     probe = live.plan_probe(text, live.Selection(tuple(fams), tuple(subtypes), tuple(strengths), tuple(positions),
                                                  int(max_v)))
 except live.LiveError as e:
@@ -149,11 +159,12 @@ if problem:
 assert probe is not None
 if "live_cache" not in ss:
     ss["live_cache"] = {}  # per browser session: results of this session only
-key = (model, int(max_new), probe.prompt_id, tuple(v.variant_id for v in probe.variants))
+key = (model, int(max_new), probe.prompt_id, tuple(v.variant_id for v in probe.variants), sampling)
 if run:
     if job_entry is not None:
         job_entry[1].cancel()  # a probe still running gives way to this one at once
-    job_entry = ss["live_job"] = (key, live_job.ProbeJob(model, probe, int(max_new), cache=ss["live_cache"]).start())
+    job_entry = ss["live_job"] = (key, live_job.ProbeJob(model, probe, int(max_new), cache=ss["live_cache"],
+                                                         sampling=sampling).start())
     ss.pop("live_result", None)
 
 st.subheader(f"Variants ({len(probe.variants)})")
@@ -269,6 +280,29 @@ fig = charts.live_radar(prof, store_prof, res.model, height=controls.chart_heigh
 exports.chart(fig, key="live_radar", caption="This prompt's per-axis instability s_X = RMS of Δ̃ over its kept "
              f"variants (lower = more stable; axes are never added), resting on {rests_on} of {planned} variants"
              + ("" if res.complete else " (partial probe)") + ". " + store_note, data=prof)
+
+# ---------------------------------------------------------------- sampled: the dice beside the rephrasing
+if not res.sampling.greedy:
+    smp = res.sampling
+    st.subheader("The dice and the rephrasing")
+    move = live.probe_movement(res)
+    if move.empty:
+        st.info(f"Sampled at temperature {smp.temperature:g} with k = {smp.samples}: "
+                + ("the dice need k ≥ 2 samples per input." if smp.samples < 2 else
+                   "no variant's samples are scored yet."))
+    else:
+        shown = move[["axis_label", "floor", "move", "share", "p", "exceeds", "n_floor", "n_move"]].rename(columns={
+            "axis_label": "axis", "floor": "dice (base samples)", "move": "rephrasing + dice",
+            "share": "share due to rephrasing", "exceeds": "rephrasing > dice"})
+        st.dataframe(shown.style.format({"dice (base samples)": "{:.3f}", "rephrasing + dice": "{:.3f}",
+                                         "share due to rephrasing": "{:+.2f}", "p": "{:.3g}"}, na_rep="n/a"),
+                     key="live_movement", hide_index=True, width="stretch")
+        st.caption(f"Temperature {smp.temperature:g}, k = {smp.samples} samples per input, seed {res.probe.seed}. "
+                   "Dice: RMS Δ̃ of the base prompt's samples 1..k−1 against its sample 0 (resampling alone); "
+                   "rephrasing + dice: RMS Δ̃ of every sample of every kept variant against the same base sample 0; "
+                   "share: the part of the squared movement rephrasing adds; p: exact one-sided permutation test of "
+                   "\"rephrasing moves it more than resampling\" (as the Significance page computes for a stored "
+                   "sampled run). The Δ columns above are each variant's sample 0.")
 
 # ---------------------------------------------------------------- save
 target = frame.access().probe_store(live_save.default_user_store())

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from sago_engine.live.loaded_models import shared_backend
+from sago_engine.live.loaded_models import decoding_as, lock_for, shared_backend
 
 __all__ = ["ProbeCancelled", "ProbeJob", "interruptible"]
 
@@ -65,7 +65,7 @@ class ProbeJob:
         model: the model key or folder (``live_models.shared_backend`` loads it once per process).
         probe: a ``live.LiveProbe``.
         max_new_tokens, cache: ``live.run_probe``'s.
-        run_kw: further ``live.run_probe`` arguments (first_batch, batch_size, semantic_filter).
+        run_kw: further ``live.run_probe`` arguments (first_batch, batch_size, semantic_filter, sampling).
         backend_of: model → backend (default ``shared_backend``).
     """
 
@@ -111,6 +111,14 @@ class ProbeJob:
         n = len(res.probe.variants) - len(res.skipped)
         self.step = f"{res.done}/{n} variants scored"
 
+    def _info(self, backend: Any) -> dict:
+        """``backend.info()`` as this probe decodes (a sampled probe's settings in its decoding record)."""
+        smp = self.run_kw.get("sampling")
+        if smp is None or smp.greedy or getattr(backend, "sampling", None) is None:
+            return backend.info()
+        with lock_for(backend), decoding_as(backend, smp.temperature, smp.top_p, smp.top_k):
+            return backend.info()
+
     def _run(self) -> None:
         from sago_engine.live import probe as live
 
@@ -118,7 +126,7 @@ class ProbeJob:
             self.state, self.step = "loading", f"loading {self.model}"
             try:
                 backend = self.backend_of(self.model)
-                self.info = backend.info()
+                self.info = self._info(backend)
             except Exception as e:  # noqa: BLE001 - shown by the page
                 self.state, self.error = "failed", ("load", f"{type(e).__name__}: {e}")
                 return

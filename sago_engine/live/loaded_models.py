@@ -11,6 +11,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from sago_engine.backends import get_backend
@@ -18,10 +21,16 @@ from sago_engine.models.bertscore import bertscore_f1
 from sago_engine.runtime.threads import apply_threads
 from sago_engine.variants.semantic_filter import FilterConfig, effective_threshold
 
-__all__ = ["DEFAULT_MODEL", "load_backend", "shared_backend", "start_warmup", "warmup_status", "lock_for"]
+__all__ = ["DEFAULT_MODEL", "LIVE_BATCH", "load_backend", "shared_backend", "start_warmup", "warmup_status", "lock_for",
+           "decoding_as"]
 
 #: Default model of the Live page (small enough for a 2-core CPU).
 DEFAULT_MODEL = "smollm2-135m-instruct"
+#: Rows per decoding batch of a Live backend, and variants per generate call after a probe's first
+#: batch: a 24-variant probe's other 23 variants decode as one batch. On a 2-core CPU a decoding
+#: step of a few rows costs nearly what one of 8 does and one of 23 well under three times that
+#: (``benchmarks/live_latency.py``: 23 rows in one batch took 0.37 of the time of batches of 2, 4, 8, 8, 1).
+LIVE_BATCH = 32
 
 _locks: dict[int, threading.Lock] = {}
 _locks_guard = threading.Lock()
@@ -31,7 +40,7 @@ _warm: dict[str, Any] = {"state": "idle", "model": None, "step": "", "t0": None,
 _warm_done = threading.Event()
 
 
-def load_backend(model: str, dtype: str = "float32", device: str = "cpu", batch_size: int = 8):
+def load_backend(model: str, dtype: str = "float32", device: str = "cpu", batch_size: int = LIVE_BATCH):
     """Load a local model (zoo key, ``"tiny-random"`` or folder) through ``backends.get_backend``.
 
     Weights are not packed (``HFLocalBackend(pack_weights=False)``). torch's thread count is
@@ -108,3 +117,28 @@ def lock_for(backend: Any) -> threading.Lock:
     """The lock serialising ``generate`` calls on ``backend`` (sessions share a loaded model)."""
     with _locks_guard:
         return _locks.setdefault(id(backend), threading.Lock())
+
+
+@contextmanager
+def decoding_as(backend: Any, temperature: float = 0.0, top_p: float = 1.0, top_k: int = 0) -> Iterator[Any]:
+    """``backend`` decoding with these sampling settings inside the block, its own ones restored after.
+
+    The shared backend of a model is loaded greedy; a sampled probe sets ``backend.sampling``
+    (``hf_local.sampling.SamplingParams``) for its generate calls only. Hold ``lock_for(backend)``
+    around the block: sessions share the backend. Greedy settings on a backend without a
+    ``sampling`` attribute (a backend that does not sample) leave it as it is.
+
+    Raises:
+        ValueError: sampled settings (temperature > 0) for a backend that does not sample.
+    """
+    own = getattr(backend, "sampling", None)
+    if own is None:
+        if temperature != 0.0:
+            raise ValueError(f"{getattr(backend, 'name', type(backend).__name__)} backends cannot sample here")
+        yield backend
+        return
+    backend.sampling = replace(own, temperature=float(temperature), top_p=float(top_p), top_k=int(top_k))
+    try:
+        yield backend
+    finally:
+        backend.sampling = own

@@ -19,8 +19,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sago_engine.backends.hf_local.settings import check_sampling
 from sago_engine.live.loaded_models import (
     DEFAULT_MODEL,
+    LIVE_BATCH,
+    decoding_as,
     load_backend,
     lock_for,
     shared_backend,
@@ -34,11 +37,13 @@ from sago_engine.types import AXES, AXIS_LABELS, DEFAULT_MAX_NEW_TOKENS, Generat
 from sago_engine.variants import full_grid, make_variants, sample_grid
 from sago_engine.variants.semantic_filter import FilterConfig
 from sago_engine.views.detail import variant_label
+from sago_engine.views.sampling import prompt_separation
 
 __all__ = [
-    "DEFAULT_MODEL", "LIVE_DATASET", "LIVE_RUN", "LiveError", "LiveProbe", "ProbeResult", "Selection",
+    "DEFAULT_MODEL", "LIVE_BATCH", "LIVE_DATASET", "LIVE_RUN", "LiveError", "LiveProbe", "ProbeResult", "Selection",
+    "Sampling", "GREEDY",
     "max_prompt_chars", "check_prompt", "choose_specs", "probe_id", "plan_probe", "batch_slices", "run_probe",
-    "variant_table", "result_table", "prompt_profile", "store_profile",
+    "variant_table", "result_table", "prompt_profile", "store_profile", "probe_movement",
     # the loaded models (sago_engine.live.loaded_models)
     "load_backend", "shared_backend", "start_warmup", "warmup_status",
 ]
@@ -152,6 +157,56 @@ class Selection:
                             prompt_id=prompt_id, seed=self.seed)
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """The page's "samples" setting: how each reply is decoded, as a run's ``[[models]] temperature``,
+    ``top_p``, ``top_k`` and ``samples`` (``precompute.model_config.ModelEntry``).
+
+    Greedy (temperature 0, one sample) is the default. With temperature > 0 the base prompt and
+    every variant are answered ``samples`` (k) times, sample s of each drawn with the seed
+    ``seeds.sample_seed(probe seed, prompt id, variant id, s)`` — the runner's derivation, so a probe
+    and a run with the same seed give the same replies to the same prompt and variant (one seeded
+    generator per reply: the probe's batches do not change them).
+
+    Raises:
+        LiveError: temperature outside [0, 100], top_p outside (0, 1], top_k < 0, top_p / top_k away
+            from neutral with temperature 0 (``hf_local.settings.check_sampling``), k < 1, or k > 1
+            with temperature 0 (greedy decoding gives k equal replies).
+    """
+
+    temperature: float = 0.0
+    samples: int = 1
+    top_p: float = 1.0
+    top_k: int = 0
+
+    def __post_init__(self) -> None:
+        try:
+            check_sampling({"temperature": self.temperature, "top_p": self.top_p, "top_k": self.top_k})
+        except ValueError as e:
+            raise LiveError(f"Samples: {e}.") from None
+        if isinstance(self.samples, bool) or not isinstance(self.samples, int) or self.samples < 1:
+            raise LiveError(f"Samples: k must be a whole number >= 1, got {self.samples!r}.")
+        if self.samples > 1 and self.temperature == 0.0:
+            raise LiveError("Samples: k > 1 needs temperature > 0 (greedy decoding gives the same reply every time).")
+
+    @property
+    def greedy(self) -> bool:
+        """Temperature 0 (then k = 1): plain greedy decoding, the default."""
+        return self.temperature == 0.0
+
+    def record(self) -> dict | None:
+        """``{"temperature", "top_p", "top_k", "samples"}`` as ``ModelEntry.sampling`` gives it (the run id's
+        and ``runs.decoding["sampling"]``'s), or None for greedy decoding."""
+        if self.greedy:
+            return None
+        return {"temperature": float(self.temperature), "top_p": float(self.top_p), "top_k": int(self.top_k),
+                "samples": int(self.samples)}
+
+
+#: Greedy decoding, one reply per input (the page's default).
+GREEDY = Sampling()
+
+
 def probe_id(text: str) -> str:
     """``"live:<hash of the text>"``: the prompt id of a probe of ``text`` (already checked and stripped)."""
     return f"live:{stable_hash(text, length=12)}"
@@ -177,17 +232,19 @@ def plan_probe(text: str, specs: Sequence[VariantSpec] | Selection, seed: int = 
     return LiveProbe(pid, t, vs, int(seed), dict(screen(vs, {pid: t}).noops))
 
 
-def batch_slices(n: int, first: int = 1, size: int = 8) -> list[slice]:
-    """Variant index ranges per batch: a small first batch (it also carries the base prompt), then
-    batches doubling in size up to ``size`` — the first variants arrive one or two at a time, the
-    rest in full batches (fewer generate calls).
+def batch_slices(n: int, first: int = 1, size: int = LIVE_BATCH, ramp: bool = False) -> list[slice]:
+    """Variant index ranges, one per generate call: a small first batch (it also carries the base
+    prompt: a fast first result), then batches of ``size`` variants. With ``ramp`` the later batches
+    double from ``first`` up to ``size`` instead (variants arrive a few at a time, at the cost of more
+    and smaller generate calls: on a CPU a decoding step of 2 rows costs about what one of 8 does).
 
-    Example: ``batch_slices(24, 1, 8)`` → sizes 1, 2, 4, 8, 8, 1.
+    Examples: ``batch_slices(24)`` → sizes 1, 23; ``batch_slices(24, 1, 8, ramp=True)`` → 1, 2, 4, 8, 8, 1.
     """
-    out, i, k = [], 0, max(1, first) if first > 0 else max(1, size)
+    out, i = [], 0
+    k = max(1, first) if first > 0 else max(1, size)
     while i < n:
         out.append(slice(i, min(i + k, n)))
-        i, k = out[-1].stop, min(max(1, size), k * 2)
+        i, k = out[-1].stop, min(max(1, size), k * 2) if ramp else max(1, size)
     return out
 
 
@@ -209,11 +266,14 @@ class ProbeResult:
     max_new_tokens: int
     normalizers: dict[str, float]
     capabilities: frozenset[str]
+    sampling: Sampling = GREEDY
+    """How the replies were decoded (greedy, or k seeded samples per input)."""
     base: GenerationResult | None = None
     rows: Rows = field(default_factory=Rows.empty)
     """The store rows measured so far (``measure.score``, run id ``LIVE_RUN`` until saved): the
     base reply's and the variants' ``responses`` and ``deltas`` rows, and once the probe has run
-    the unavailable ``deltas`` rows of the variants set aside for this model."""
+    the unavailable ``deltas`` rows of the variants set aside for this model; a sampled probe's
+    ``samples`` (samples 1..k−1) and ``sample_deltas`` (every sample against base sample 0)."""
     screening: Screening | None = None
     """Text no-ops and the semantic filter's verdicts (``measure.screen``), decided before generation."""
     skipped: dict[str, str] = field(default_factory=dict)
@@ -254,8 +314,9 @@ class ProbeResult:
         return self.rows.deltas
 
 
-def _key(model: str, max_new: int, normalizers: dict, text: str) -> tuple:
-    return (model, int(max_new), tuple(sorted(normalizers.items())), text)
+def _key(model: str, max_new: int, normalizers: dict, text: str, sampling: Sampling, seed: int) -> tuple:
+    return (model, int(max_new), tuple(sorted(normalizers.items())), text, sampling,
+            None if sampling.greedy else int(seed))
 
 
 def _screen(probe: LiveProbe, cache: MutableMapping, semantic_filter: bool) -> Screening:
@@ -268,8 +329,8 @@ def _screen(probe: LiveProbe, cache: MutableMapping, semantic_filter: bool) -> S
 
 def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, normalizers: dict | None = None,
               cache: MutableMapping | None = None, on_batch: Callable[[ProbeResult], None] | None = None,
-              should_stop: Callable[[], bool] | None = None, first_batch: int = 1, batch_size: int = 8,
-              semantic_filter: bool = True) -> ProbeResult:
+              should_stop: Callable[[], bool] | None = None, first_batch: int = 1, batch_size: int = LIVE_BATCH,
+              semantic_filter: bool = True, sampling: Sampling = GREEDY, ramp: bool = False) -> ProbeResult:
     """Run base + variants in batches; after each batch its rows are scored and ``on_batch`` is called.
 
     Each batch is one measurement step of ``sago_engine.measure.step`` (the offline runner's): first
@@ -277,28 +338,40 @@ def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = DEFAULT_MAX_
     run: its verdicts say which variants count in s_X; rejected variants are answered all the
     same), then no-op variants (``ProbeResult.skipped``: text equal to the prompt, or the same
     token ids as the prompt for this backend) are set aside and never run. The first batch holds
-    the base prompt and ``first_batch`` variants (a fast first result); later batches double in
-    size up to ``batch_size`` variants (``batch_slices``). Replies and rows are cached in ``cache`` per (model,
-    max_new_tokens, R_X, prompt) — a repeated probe makes no generate call. ``should_stop`` is
+    the base prompt and ``first_batch`` variants (a fast first result); the rest follow in
+    batches of ``batch_size`` variants — by default all of a 24-variant probe in one more generate
+    call, one decoding batch on a Live backend (``loaded_models.LIVE_BATCH`` rows) — or, with
+    ``ramp``, in batches doubling up to ``batch_size`` (``batch_slices``). Replies and rows are cached in ``cache`` per (model,
+    max_new_tokens, R_X, prompt, sampling) — a repeated probe makes no generate call. ``should_stop`` is
     checked between batches; a stopped probe is returned partial with ``cancelled=True``.
+
+    ``sampling`` (``Sampling``; default greedy): with temperature > 0 each input is answered k
+    times, seeded as the runner seeds a sampled run (``measure.step.generate`` with the probe's
+    seed as the run seed): sample 0 gives the ``deltas`` rows, samples 1..k−1 the ``samples`` rows,
+    and every sample its ``sample_deltas`` rows against base sample 0 (the dice and rephrasing,
+    ``probe_movement``). The shared backend samples only for this probe's generate calls
+    (``loaded_models.decoding_as``).
 
     Raises:
         LiveError: the base prompt plus ``max_new_tokens`` does not fit the model's context (a
             backend with ``context_error``, e.g. ``HFLocalBackend``); nothing is generated. A
-            variant that does not fit is an error row (every axis n/a), as in a stored run.
+            variant that does not fit is an error row (every axis n/a), as in a stored run. Sampled
+            settings for a backend that does not sample (no ``sampling`` attribute).
     """
     t0 = time.perf_counter()
     norms = resolve_normalizers(normalizers)
     cache = {} if cache is None else cache
     model = str(backend.model_id)
-    res = ProbeResult(probe, model, int(max_new_tokens), norms, frozenset(backend.capabilities))
+    if not sampling.greedy and getattr(backend, "sampling", None) is None:
+        raise LiveError(f"{model} cannot sample here: set temperature 0 (greedy) for this model.")
+    res = ProbeResult(probe, model, int(max_new_tokens), norms, frozenset(backend.capabilities), sampling)
     tim = res.timings = {"generate": 0.0, "score": 0.0, "filter": 0.0}
     res.screening = _screen(probe, cache, semantic_filter)
     tim["filter"] = time.perf_counter() - t0
     item = prepare(backend, probe.prompt_id, LIVE_DATASET, probe.text,
                    [v for v in probe.variants if v.variant_id not in res.screening.skip])
     res.skipped = {**probe.skipped, **item.same_input}
-    seen = cache.setdefault(_key(model, max_new_tokens, norms, probe.text), _Seen())
+    seen = cache.setdefault(_key(model, max_new_tokens, norms, probe.text, sampling, probe.seed), _Seen())
     if seen.base is not None:
         res.base, res.rows = seen.base, seen.rows.of_variants(v.variant_id for v in item.variants)
         res.cached = res.done
@@ -311,14 +384,16 @@ def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = DEFAULT_MAX_
     scoring = Scoring(LIVE_RUN, norms, res.capabilities)
     measured = set(res.measured)
     todo = [v for v in item.variants if v.variant_id not in measured]
-    for sl in batch_slices(len(todo), first_batch, batch_size) or ([slice(0, 0)] if res.base is None else []):
+    for sl in batch_slices(len(todo), first_batch, batch_size, ramp) or ([slice(0, 0)] if res.base is None else []):
         if should_stop and should_stop():
             res.cancelled = True
             break
         t = time.perf_counter()
-        with lock_for(backend):  # sessions share the loaded model: one generate call at a time
-            [answered] = generate(backend, [replace(item, variants=tuple(todo[sl]), same_input={}, base=res.base)],
-                                  max_new_tokens)
+        ask = [replace(item, variants=tuple(todo[sl]), same_input={}, base=res.base)]
+        # sessions share the loaded model: one generate call at a time, in this probe's decoding
+        with lock_for(backend), decoding_as(backend, sampling.temperature, sampling.top_p, sampling.top_k):
+            [answered] = (generate(backend, ask, max_new_tokens) if sampling.greedy else
+                          generate(backend, ask, max_new_tokens, samples=sampling.samples, seed=probe.seed))
         tim["generate"] += time.perf_counter() - t
         t = time.perf_counter()
         rows = replace(score([answered], scoring), replies=[])  # the rows keep no hidden states
@@ -422,3 +497,21 @@ def store_profile(scores: pd.DataFrame) -> pd.DataFrame:
     tot = sgs(scores, by=("model", "axis")).set_index("axis")["sgs"] if len(scores) else pd.Series(dtype=float)
     return pd.DataFrame([{"axis": a, "axis_label": AXIS_LABELS[a], "sgs": float(tot[a]) if a in tot.index else np.nan}
                          for a in AXES])
+
+
+def probe_movement(res: ProbeResult, alpha: float = 0.05) -> pd.DataFrame:
+    """The dice beside the rephrasing for the probed prompt: per axis the floor (base samples 1..k−1
+    against base sample 0), the movement (every kept variant's samples against base sample 0), the
+    rephrasing excess and share and the exact one-sided permutation test
+    (``views.sampling.prompt_separation``, the Significance page's numbers for a saved probe).
+
+    Returns:
+        One row per sampled axis (``AXES`` order) with both sets: model, axis, prompt_id, n_floor,
+        floor, n_move, move, excess, share, p, method, axis_label, exceeds (p < alpha). Empty for
+        a greedy probe, k = 1, or before a variant's samples arrive.
+    """
+    sd = res.rows.sample_deltas
+    sd = sd[~sd["variant_id"].isin([vid for vid, k in res.kept.items() if not k])]  # as every score: kept only
+    per = prompt_separation(sd.assign(model=res.model), alpha)
+    order = {a: i for i, a in enumerate(AXES)}
+    return per.sort_values("axis", key=lambda c: c.map(order), kind="stable").reset_index(drop=True)

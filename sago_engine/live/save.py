@@ -19,6 +19,7 @@ from sago_engine.live.probe import LIVE_DATASET, LiveError, ProbeResult
 from sago_engine.measure.storerows import prompt_rows, run_record, unit_rows, utc_now
 from sago_engine.models.cache import sago_cache_dir
 from sago_engine.runrecord import local_decoding_record
+from sago_engine.seeds import SAMPLE_SEED_RULE
 from sago_engine.store import open_store
 from sago_engine.store.catalog import DEMO_STORE
 
@@ -34,9 +35,11 @@ def default_user_store() -> Path:
 
 def probe_run_id(res: ProbeResult) -> str:
     """Deterministic run key of a saved probe (``runrecord.run_id``): model, decoding, seed, R_X and the
-    measured variant ids."""
+    measured variant ids; a sampled probe's settings (``Sampling.record``) as the runner's sampling extra
+    (a greedy probe's id does not change)."""
+    rec = res.sampling.record()
     return runrecord.run_id(("live", res.model), res.max_new_tokens, res.probe.seed, res.normalizers,
-                            (res.probe.prompt_id, res.measured))
+                            (res.probe.prompt_id, res.measured), [{"sampling": rec}] if rec else [])
 
 
 def probe_frames(res: ProbeResult, backend_info: dict | None = None) -> tuple[dict, dict[str, pd.DataFrame]]:
@@ -45,15 +48,19 @@ def probe_frames(res: ProbeResult, backend_info: dict | None = None) -> tuple[di
     Returns:
         (record, frames): the ``runs`` record (status "complete" or "partial") and the
         ``prompts``, ``variants`` (the variants measured or set aside, with the screening's
-        verdicts), ``responses``, ``deltas`` and ``units`` frames.
+        verdicts), ``responses``, ``deltas``, ``samples`` and ``sample_deltas`` (empty for a greedy
+        probe; schema v5's tables, as a sampled run of the runner writes them) and ``units`` frames.
     """
     info = backend_info or {}
     run_id = probe_run_id(res)
     now = utc_now()
+    decoding = local_decoding_record(info, res.max_new_tokens, (info.get("decoding") or {}).get("batch_size"))
+    rec = res.sampling.record()
+    if rec:  # as the runner records a sampled run (greedy probes keep their record)
+        decoding.update(greedy=False, sampling={**decoding.get("sampling", {}), **rec, "seed_rule": SAMPLE_SEED_RULE})
     record = run_record(
         run_id=run_id, model=res.model, backend=info.get("backend", "hf_local"), info=info, dtype=info.get("dtype"),
-        device=None,
-        decoding=local_decoding_record(info, res.max_new_tokens, (info.get("decoding") or {}).get("batch_size")),
+        device=None, decoding=decoding,
         seed=res.probe.seed, normalizers=res.normalizers, semantic_filter=res.filter_info,
         capabilities=res.capabilities, config={"source": "live page", "prompt_id": res.probe.prompt_id},
         started_at=now, finished_at=now, status="complete" if res.complete else "partial")
@@ -66,7 +73,7 @@ def probe_frames(res: ProbeResult, backend_info: dict | None = None) -> tuple[di
     rows = res.rows.for_run(run_id)
     units = unit_rows(run_id, [(res.probe.prompt_id, res.done)], now)
     return record, {"prompts": prompts, "variants": variants, "responses": rows.responses, "deltas": rows.deltas,
-                    "units": units}
+                    "samples": rows.samples, "sample_deltas": rows.sample_deltas, "units": units}
 
 
 def save_probe(res: ProbeResult, path: str | Path | None = None, backend_info: dict | None = None) -> tuple[Path, str]:

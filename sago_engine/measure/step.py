@@ -327,13 +327,15 @@ class Rows:
                     self.replies + other.replies, self.measured + other.measured, self.retry + other.retry)
 
     def of_variants(self, variant_ids: Iterable[str]) -> Rows:
-        """The rows of the base replies and of ``variant_ids`` only."""
+        """The rows of the base replies and of ``variant_ids`` only (responses, deltas, verdicts,
+        samples, sample_deltas)."""
         keep = set(variant_ids)
 
         def sel(df: pd.DataFrame) -> pd.DataFrame:
             return df[df["variant_id"].isna() | df["variant_id"].isin(keep)].reset_index(drop=True)
 
-        return replace(self, responses=sel(self.responses), deltas=sel(self.deltas), verdicts=sel(self.verdicts))
+        return replace(self, responses=sel(self.responses), deltas=sel(self.deltas), verdicts=sel(self.verdicts),
+                       samples=sel(self.samples), sample_deltas=sel(self.sample_deltas))
 
     def for_run(self, run_id: str) -> Rows:
         """The same rows keyed for ``run_id``: ``run_id`` and the deterministic ``response_id``s."""

@@ -14,7 +14,7 @@ from sago_engine.filters import Filters
 from sago_engine.measure import separation
 from sago_engine.types import AXIS_LABELS
 
-__all__ = ["floors", "separation_view", "AGREE_RULE"]
+__all__ = ["floors", "prompt_separation", "separation_view", "AGREE_RULE"]
 
 #: What "agree" means for pass^k (shown under the table).
 AGREE_RULE = ("two replies agree when their SQuAD-normalised texts are identical (lower case, punctuation and "
@@ -37,6 +37,23 @@ def _labels(replies: pd.DataFrame) -> pd.DataFrame:
     return replies.assign(label=lab)
 
 
+def prompt_separation(rows: pd.DataFrame, alpha: float = 0.05, seed: int = 0) -> pd.DataFrame:
+    """Per model × axis × prompt: the dice against rephrasing (``separation.prompt_movement``).
+
+    Args:
+        rows: ``Store.sample_deltas`` rows of kept variants and base samples (columns model, axis,
+            prompt_id, variant_id, delta_norm, available; a Live probe's rows with its model).
+        alpha: level of ``exceeds``; seed: of the Monte Carlo nulls (``prompt_movement``).
+    Returns:
+        ``separation.prompt_movement`` rows with ``axis_label`` and ``exceeds`` (p < alpha); empty
+        (same columns) without sampled rows.
+    """
+    per = separation.prompt_movement(rows, ("model", "axis"), seed=seed)
+    per["axis_label"] = per["axis"].map(AXIS_LABELS)
+    per["exceeds"] = per["p"] < alpha
+    return per
+
+
 def separation_view(store, f: Filters | None = None, alpha: float = 0.05, n_resamples: int = 1000,
                     seed: int = 0) -> dict[str, pd.DataFrame]:
     """Everything the pages show of the two sources of movement, for the selection ``f``.
@@ -47,10 +64,7 @@ def separation_view(store, f: Filters | None = None, alpha: float = 0.05, n_resa
         model × axis (with axis_label), and ``separation.pass_k_summary`` per model. All empty
         without sampled runs.
     """
-    rows = store.sample_deltas(f)
-    per = separation.prompt_movement(rows, ("model", "axis"), seed=seed)
-    per["axis_label"] = per["axis"].map(AXIS_LABELS)
-    per["exceeds"] = per["p"] < alpha
+    per = prompt_separation(store.sample_deltas(f), alpha, seed)
     models = separation.model_movement(per, ("model", "axis"), alpha=alpha, n_resamples=n_resamples, seed=seed)
     models.insert(2, "axis_label", models["axis"].map(AXIS_LABELS))
     replies = store.sample_replies(f)

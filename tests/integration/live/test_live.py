@@ -101,9 +101,12 @@ def test_model_that_fails_to_load_gives_clear_error(store, tmp_path):
 
 # ---------------------------------------------------------------- engine
 def test_batches_and_spec_sampling():
-    # the first variants arrive one or two at a time, then full batches
-    assert [s.stop - s.start for s in live.batch_slices(24)] == [1, 2, 4, 8, 8, 1]
-    assert live.batch_slices(24, 3, 8) == [slice(0, 3), slice(3, 9), slice(9, 17), slice(17, 24)]
+    # the base prompt and one variant first (a fast first result), then the rest in one decoding batch
+    assert [s.stop - s.start for s in live.batch_slices(24)] == [1, 23]
+    assert live.batch_slices(24, 3, 8) == [slice(0, 3), slice(3, 11), slice(11, 19), slice(19, 24)]
+    # the ramp: the first variants one or two at a time, then full batches
+    assert [s.stop - s.start for s in live.batch_slices(24, 1, 8, ramp=True)] == [1, 2, 4, 8, 8, 1]
+    assert live.batch_slices(24, 3, 8, ramp=True) == [slice(0, 3), slice(3, 9), slice(9, 17), slice(17, 24)]
     assert live.batch_slices(0) == [] and live.batch_slices(5, 0, 8) == [slice(0, 5)]
     specs = live.choose_specs(["social_register", "surface_noise", "structural"], max_variants=24)
     by = pd.Series([s.family for s in specs]).value_counts().to_dict()
@@ -126,7 +129,7 @@ def test_cache_is_per_caller_and_save_goes_to_a_user_store(tiny_backend, tmp_pat
     live.run_probe(tiny_backend, probe, 4, cache=mine)  # the same session again: every reply from its cache
     assert calls == []
     live.run_probe(tiny_backend, probe, 4, cache=theirs)  # another session: its own cache, so it generates
-    assert len(calls) == 2  # base + 1 variant, then 2 (batch_slices' ramp)
+    assert len(calls) == 2  # base + 1 variant, then the other 2 (batch_slices)
     stopped = live.run_probe(tiny_backend, probe, 4, cache={}, should_stop=lambda: True)
     assert stopped.cancelled and stopped.done == 0
 

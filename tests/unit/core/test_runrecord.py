@@ -35,6 +35,11 @@ def test_runner_and_live_save_both_call_it(tmp_path):
     assert run_id_for(cfg, m, plan) == want == stable_hash(
         m.key, m.backend, m.dtype, {"greedy": True, "max_new_tokens": cfg.max_new_tokens_for(m)}, cfg.seed,
         cfg.normalizers, cfg.filter, plan.signature, length=16)
+    from sago_engine.live.probe import GREEDY, Sampling
+
     res = SimpleNamespace(model="smollm2-135m-instruct", max_new_tokens=64, normalizers=R, measured=["v1", "v2"],
-                          probe=SimpleNamespace(seed=3, prompt_id="live:abc"))
+                          probe=SimpleNamespace(seed=3, prompt_id="live:abc"), sampling=GREEDY)
     assert probe_run_id(res) == run_id(("live", res.model), 64, 3, R, ("live:abc", ["v1", "v2"])) == "5e0ed5806cedec03"
+    sampled = SimpleNamespace(**{**vars(res), "sampling": Sampling(0.7, 4)})  # the runner's sampling extra
+    assert probe_run_id(sampled) == run_id(("live", res.model), 64, 3, R, ("live:abc", ["v1", "v2"]),
+                                           [{"sampling": {"temperature": 0.7, "top_p": 1.0, "top_k": 0, "samples": 4}}])
