@@ -24,12 +24,6 @@ from sago_engine.variants.noop import NOOP_PREFIX
 #: accepts — tab, newline, vertical tab, form feed, carriage return, the separators U+001C–U+001F,
 #: U+0085 and Unicode's space, line and paragraph separators (``\p{Z}``). DuckDB's ``trim`` strips
 #: spaces only, so a reply of tabs and newlines would not count as blank.
-#: The tables whose every row belongs to one prompt (a ``prompt_id`` column): what one prompt's
-#: measurement wrote (``Browse.rows_of_prompts``). ``cell_stats`` and ``length_stats`` sum over the
-#: prompts of a run and are not among them.
-PROMPT_TABLES = ("prompts", "variants", "responses", "deltas", "units", "mirroring_verdicts", "base_repeats",
-                 "noise_floor", "correctness", "samples", "sample_deltas", "delta_stats", "prompt_stats")
-
 BLANK_PATTERN = r"[\t\n\v\f\r\x{1c}-\x{1f}\x{85}\p{Z}]*"
 
 
@@ -346,26 +340,6 @@ class Browse:
                                        ORDER BY v.variant_id""").df()
         finally:
             self.con.unregister("_ids")
-
-    def rows_of_prompts(self, table: str, prompt_ids: Sequence[str], run_id: str | None = None) -> pd.DataFrame:
-        """Every stored row of ``table`` (its known columns, JSON as text) about the prompts ``prompt_ids``,
-        of run ``run_id`` where the table has runs (all runs when None), in no particular order.
-
-        ``table``: one of ``PROMPT_TABLES`` (the tables whose rows each belong to one prompt).
-        Raises ValueError for another table. A table the store lacks reads as an empty frame.
-        """
-        if table not in PROMPT_TABLES:
-            raise ValueError(f"not a per-prompt table: {table!r}")
-        if not self._has_table(table):
-            return pd.DataFrame()
-        where = 't.run_id = ? AND ' if run_id is not None and "run_id" in self.columns[table] else ""
-        self.con.register("_pids", pd.DataFrame({"id": list(prompt_ids)}, dtype=object))
-        try:
-            return self.con.execute(f"""SELECT {self._cols(table, 't')} FROM {table} t
-                                        WHERE {where} t.prompt_id IN (SELECT id FROM _pids)""",
-                                    [run_id] if where else []).df()
-        finally:
-            self.con.unregister("_pids")
 
     def templates(self, kind: str | None = None) -> pd.DataFrame:
         """Stored prompt templates (LLM judge / rewriter): template_id, kind, text.
