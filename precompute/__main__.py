@@ -84,8 +84,9 @@ def rescore_main(argv: list[str]) -> int:
         description="Recompute the text axes (Δ-BLEU, Δ-BERT, Δ-MR and their options, e.g. bert@rescaled) of stored "
                     "runs from their stored replies, nothing generated: rows whose availability differs under the "
                     "current rules are replaced (or, with --all, every text-axis row that differs), the statistics "
-                    "tables refreshed and the rescore recorded in the store's meta (rescore:<run_id>). White-box "
-                    "axes and judge verdicts stay as stored; a second rescore changes nothing.",
+                    "tables refreshed and the rescore recorded in the store's meta (rescore:<run_id>). A sampled "
+                    "run's sample_deltas (each sample against base sample 0) are recomputed alike from its stored "
+                    "samples. White-box axes and judge verdicts stay as stored; a second rescore changes nothing.",
     )
     ap.add_argument("store", help="the store to rescore in place (copy it first to keep the original)")
     ap.add_argument("--run", dest="run_id", help="one run id (default: every run)")

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from precompute.plan_estimate import replies_per_prompt
 from precompute.records import backend_spec
 from sago_engine.backends import get_backend
 from sago_engine.measure.pipeline import option_axes_for
@@ -56,6 +57,7 @@ def calibrate(cfg, m, plan, prompt_ids: Sequence[str], backend_factory: Callable
     get_encoder()  # loaded before the clock, as in a run
     target = n_replies or min(MAX_REPLIES, max(MIN_REPLIES, int(getattr(m, "batch_size", None) or MIN_REPLIES)))
     prompts = {p.prompt_id: p for p in plan.prompts}
+    k = m.samples if m.sampling is not None else 1  # a sampled model is timed as it runs: k samples per input
     t0 = time.perf_counter()
     backend = (backend_factory or get_backend)(backend_spec(cfg, m))
     load = time.perf_counter() - t0
@@ -64,17 +66,18 @@ def calibrate(cfg, m, plan, prompt_ids: Sequence[str], backend_factory: Callable
         for pid in prompt_ids:
             p = prompts[pid]
             vs = [v for v in plan.to_generate(pid) if not v.meta.get("pending_rewrite")]
-            it = prepare(backend, pid, p.dataset, p.text, vs[: max(0, target - n - m.repeats)],
+            it = prepare(backend, pid, p.dataset, p.text, vs[: max(0, (target - n - m.repeats + 1) // k - 1)],
                          check_input=not m.is_api)
             items.append(it)
-            n += m.repeats + len(it.variants)
+            n += replies_per_prompt(m.repeats, len(it.variants), k)
             if n >= target:
                 break
         caps = frozenset(backend.capabilities)
         options = tuple(o for o in option_axes_for(cfg.axis_options, caps) if o != "bert@rescaled")
         scoring = Scoring("calibration", cfg.normalizers, caps, options)
         t1 = time.perf_counter()
-        answered = generate(backend, items, cfg.max_new_tokens_for(m), repeats=m.repeats, keyed_repeats=m.is_api)
+        answered = generate(backend, items, cfg.max_new_tokens_for(m), repeats=m.repeats, keyed_repeats=m.is_api,
+                            samples=k, seed=cfg.seed if m.sampling is not None else None)
         score(force_base_replies(backend, answered) if scoring.forces_base else answered, scoring)
         seconds = time.perf_counter() - t1
     finally:

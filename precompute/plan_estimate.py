@@ -42,8 +42,18 @@ class ReplyCounts:
     the pending prompts; 0 without."""
 
 
-def reply_counts(plan, repeats: int, prompt_ids: Sequence[str], done: Iterable[str], judge: bool) -> ReplyCounts:
-    """``ReplyCounts`` of a model asking each base prompt ``repeats`` times (``ModelConfig.repeats``).
+def replies_per_prompt(repeats: int, n_variants: int, samples: int = 1) -> int:
+    """Replies a run generates for one prompt with ``n_variants`` variants to answer: its base and each
+    variant ``samples`` times (k; 1 for greedy decoding) and its base ``repeats − 1`` more times (the
+    noise floor's repeats). The count ``runner.run_model`` generates."""
+    return repeats - 1 + samples * (1 + n_variants)
+
+
+def reply_counts(plan, repeats: int, prompt_ids: Sequence[str], done: Iterable[str], judge: bool,
+                 samples: int = 1) -> ReplyCounts:
+    """``ReplyCounts`` of a model asking each base prompt ``repeats`` times (``ModelConfig.repeats``)
+    and, for a sampled run, its base and every variant ``samples`` times (``ModelConfig.samples``;
+    ``replies_per_prompt``).
 
     Args:
         plan: the ``Plan``; prompt_ids: the prompts this run covers (its shard's); done: prompt ids
@@ -53,7 +63,7 @@ def reply_counts(plan, repeats: int, prompt_ids: Sequence[str], done: Iterable[s
     new = stored = n_new = calls = 0
     for pid in prompt_ids:
         vs = plan.to_generate(pid)
-        n = repeats + len(vs)
+        n = replies_per_prompt(repeats, len(vs), samples)
         if pid in finished:
             stored += n
             continue
@@ -63,14 +73,17 @@ def reply_counts(plan, repeats: int, prompt_ids: Sequence[str], done: Iterable[s
     return ReplyCounts(n_new, new, stored, calls)
 
 
-def input_texts(plan, repeats: int, prompt_ids: Iterable[str]) -> list[str]:
-    """Every input a model reads for ``prompt_ids``: each base prompt ``repeats`` times and its
-    variants; an LLM rewrite not yet written counts as its base prompt's text."""
+def input_texts(plan, repeats: int, prompt_ids: Iterable[str], samples: int = 1) -> list[str]:
+    """Every input a model reads for ``prompt_ids``: each base prompt ``repeats − 1`` times and, ``samples``
+    times each, the base prompt and its variants (``replies_per_prompt``); an LLM rewrite not yet
+    written counts as its base prompt's text. A local sampled run reads each input once (its k
+    samples share one prefill): pass ``samples=1`` for it."""
     base = {p.prompt_id: p.text for p in plan.prompts}
     out: list[str] = []
     for pid in prompt_ids:
-        out += [base[pid]] * repeats
-        out += [(v.text or base[pid]) if v.meta.get("pending_rewrite") else v.text for v in plan.to_generate(pid)]
+        asks = [base[pid]] + [(v.text or base[pid]) if v.meta.get("pending_rewrite") else v.text
+                              for v in plan.to_generate(pid)]
+        out += [base[pid]] * (repeats - 1) + asks * samples
     return out
 
 

@@ -10,7 +10,9 @@ plan counts, it does not score. Local models load their tokenizer and config, ne
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from precompute.context_plan import LOCAL_BACKENDS, over_context_lines
 from precompute.plan_estimate import (
@@ -49,9 +51,11 @@ def _local_side(m):
         return None, f"{type(e).__name__}: {shown(e, 200)}"
 
 
-def memory_line(m, config, plan, ids: list[str], cap: int, encode) -> str:
+def memory_line(m, config, plan, ids: list[str], cap: int, encode, samples: int = 1) -> str:
     """``memory: ≈ 7.1 GiB (weights …, KV cache …, hidden states …, runtime …) of 22.4 GiB available RAM``,
-    with a warning above ``MEMORY_WARN_SHARE`` of it."""
+    with a warning above ``MEMORY_WARN_SHARE`` of it. A sampled run (``samples`` = k > 1) decodes k rows
+    per input: ``batch_size`` rows hold batch_size / k inputs, each row with its own KV cache and
+    hidden states (copied from the input's one prefill), so the need per batch is the greedy one."""
     dtype, batch = getattr(m, "dtype", "float32"), int(getattr(m, "batch_size", 8))
     longest = max((p for p in plan.prompts if p.prompt_id in set(ids)), key=lambda p: len(p.text), default=None)
     n_in = len(encode(longest.text)) * 2 if longest is not None else 64  # variants run up to 2× (length ×2)
@@ -60,8 +64,9 @@ def memory_line(m, config, plan, ids: list[str], cap: int, encode) -> str:
     except AttributeError as e:
         return f"    memory: not estimated ({shown(e, 120)})"
     avail, where = memory_available(getattr(m, "device", "auto") if getattr(m, "device", "auto") != "auto" else "cpu")
+    rows = f"batch {batch}" if samples == 1 else f"batch {batch} (≈ {max(1, batch // samples)} inputs × {samples} samples)"
     parts = (f"weights {gib(need.weights)} in {dtype}, KV cache {gib(need.kv_cache)} and hidden states "
-             f"{gib(need.hidden_states)} at batch {batch}, runtime {gib(need.runtime)}")
+             f"{gib(need.hidden_states)} at {rows}, runtime {gib(need.runtime)}")
     line = f"    memory: ≈ {gib(need.total)} ({parts})"
     if avail is None:
         return line + f"; {where}"
@@ -76,12 +81,15 @@ def model_lines(cfg, m, plan, ids: list[str], done: set[str], rate: float | None
     """The plan's lines of one model and its new replies. ``stored_cut``: (cut at the cap, replies) of
     the run's replies already stored (``Store.cut_replies``)."""
     cap = cfg.max_new_tokens_for(m)
-    c = reply_counts(plan, m.repeats, ids, done, cfg.judge is not None)
+    k = m.samples if m.sampling is not None else 1  # replies per base prompt and per variant
+    c = reply_counts(plan, m.repeats, ids, done, cfg.judge is not None, samples=k)
     pending = [pid for pid in ids if pid not in done]
     side, err = _local_side(m) if m.backend in LOCAL_BACKENDS else (None, None)
     encode = side[0].encode_prompt if side else None
-    lines = [f"    replies: {c.replies_new:,} to generate ({c.prompts_new} prompts × (base × {m.repeats} + their "
-             f"variants)), {c.replies_stored:,} already stored"]
+    each = (f"(base × {m.repeats} + their variants)" if k == 1 else f"{k} samples × (base + their variants)"
+            + (f" + base × {m.repeats - 1} repeats" if m.repeats > 1 else ""))
+    lines = [f"    replies: {c.replies_new:,} to generate ({c.prompts_new} prompts × {each}), "
+             f"{c.replies_stored:,} already stored"]
     if stored_cut is not None and stored_cut[1]:
         n_cut, n = stored_cut
         lines.append(f"    cut at the reply cap so far: {n_cut} of {n} stored replies ({100.0 * n_cut / n:.0f}%)"
@@ -89,7 +97,10 @@ def model_lines(cfg, m, plan, ids: list[str], done: set[str], rate: float | None
                         else ""))
     if cfg.judge is not None:
         lines.append(f"    judge calls: up to {c.judge_calls:,} (variant and base reply of each social-register variant)")
-    tok_in, how = input_tokens(input_texts(plan, m.repeats, pending), encode)
+    local = m.backend in LOCAL_BACKENDS  # a local sampled run prefills each input once for its k samples
+    tok_in, how = input_tokens(input_texts(plan, m.repeats, pending, samples=1 if local else k), encode)
+    if k > 1:
+        how += ", each input once for its samples (one shared prefill)" if local else f", each input × {k} samples"
     tok_out = c.replies_new * cap
     lines.append(f"    tokens: ≈ {tok_in:,} in ({how}), at most {tok_out:,} out (reply cap {cap})")
     cost = plan_cost(tok_in, tok_out, m)
@@ -107,9 +118,34 @@ def model_lines(cfg, m, plan, ids: list[str], done: set[str], rate: float | None
         if side is None:
             lines.append(f"    memory and context check skipped: {err}")
         else:
-            lines.append(memory_line(m, side[2], plan, ids, cap, encode))
+            lines.append(memory_line(m, side[2], plan, ids, cap, encode, samples=k))
             lines += over_context_lines(cfg, m, plan, ids, side=(side[0], side[1]))
     return lines, c.replies_new
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One model's run as ``--plan`` computes it."""
+
+    model: Any
+    """The ``ModelConfig`` (``model.name`` is the run's ``runs.model``)."""
+    run_id: str
+    """``runner.run_id_for`` of the model over the plan."""
+    prompt_ids: tuple[str, ...]
+    """The prompts the run covers (its shard's with ``--shard``), in plan order."""
+
+
+def plan_runs(cfg, runner, shard=None, only_models=None) -> tuple[Any, list[PlannedRun]]:
+    """The plan ``--plan`` prints and its runs: ``runner.make_plan`` without rewrite requests or the
+    semantic filter's scoring (the ids do not depend on either), one ``PlannedRun`` per model of
+    ``only_models`` (keys or names, as ``--model``) or of every model. ``runner``: the module with
+    ``make_plan``, ``shard_prompts`` and ``run_id_for`` (``precompute.runner``). Nothing is loaded but
+    the prompts; no store is read (a stored LLM rewrite is the same variant id as a placeholder)."""
+    plan = runner.make_plan(cfg, None, request_rewrites=False, run_filter=False)  # --plan sends no request
+    ids = tuple(p.prompt_id for p in runner.shard_prompts(plan.prompts, cfg.chunk_prompts, shard))
+    runs = [PlannedRun(m, runner.run_id_for(cfg, m, plan), ids) for m in cfg.models
+            if not only_models or m.key in only_models or m.name in only_models]  # as runner.run skips them
+    return plan, runs
 
 
 def print_plan(cfg, runner, shard, only_models=None, rate: float | None = None, calibrate: bool = False) -> None:
@@ -121,7 +157,7 @@ def print_plan(cfg, runner, shard, only_models=None, rate: float | None = None, 
     from sago_engine.store import open_store
 
     store = open_store(cfg.store, read_only=True) if Path(cfg.store).exists() else None
-    plan = runner.make_plan(cfg, None, request_rewrites=False, run_filter=False)  # --plan sends no request
+    plan, runs = plan_runs(cfg, runner, shard, only_models)
     n_var = sum(len(v) for v in plan.variants.values())
     pending_rw = sum(bool(v.meta.get("pending_rewrite")) for vs in plan.variants.values() for v in vs)
     kept = "decided by the semantic filter at run time" if cfg.filter is not None else "all (no semantic filter)"
@@ -139,10 +175,8 @@ def print_plan(cfg, runner, shard, only_models=None, rate: float | None = None, 
         print("warning: a run needs these API keys, unset now: " + "; ".join(missing))
     ids = [p.prompt_id for p in runner.shard_prompts(plan.prompts, cfg.chunk_prompts, shard)]
     total = 0
-    for m in cfg.models:
-        if only_models and m.key not in only_models and m.name not in only_models:
-            continue  # as runner.run skips it
-        rid = runner.run_id_for(cfg, m, plan)
+    for r in runs:
+        m, rid = r.model, r.run_id
         done = store.done_units(rid) if store else set()
         part = f" (shard {shard[0]}/{shard[1]}: {len(ids)} prompts)" if shard else ""
         print(f"  {shown(m.name, 60)}: run {rid}, {len(set(ids) - done)} prompts pending{part}")

@@ -181,6 +181,28 @@ def floor_section(rows: list[dict]) -> list[str]:
             "with repeats. \"not measured\": that model has no repeats.</p>"]
 
 
+def sampling_section(rows: list[dict], pass_k: list[dict]) -> list[str]:
+    """The sampled runs' table (model × axis: floor, movement, the share due to rephrasing [CI], prompts where
+    rephrasing exceeds the dice, p) and pass^k; nothing for a store without sampled runs."""
+    if not rows:
+        return []
+    shown = [{**r, "share_ci": "n/a" if r["share_lo"] is None else f"[{num(r['share_lo'])}, {num(r['share_hi'])}]",
+              "exceeds": f"{r['n_exceeds']} of {r['n_prompts']} ({r['n_exceeds_bh']} after BH)"} for r in rows]
+    out = ["<h2>Rephrasing or the dice? (sampled runs)</h2>",
+           _table(shown, [("model", "model"), ("axis_label", "axis"), ("floor", "dice (floor)"),
+                          ("move", "rephrasing + dice"), ("share", "share due to rephrasing"),
+                          ("share_ci", "95 % CI"), ("exceeds", "prompts: rephrasing > dice"), ("p_adj", "p")],
+                  p_key="p"),
+           "<p class=\"note\">Per prompt: the dice = RMS Δ̃ of the base samples against base sample 0; rephrasing + "
+           "dice = RMS Δ̃ of the variant samples against it. Share = 1 − Σ floor² / Σ movement² over prompts "
+           "(percentile bootstrap CI); prompts: per-prompt permutation test p &lt; 0.05 (and after "
+           "Benjamini–Hochberg); p: sign-flip test of movement − floor &gt; 0 over prompts.</p>"]
+    if pass_k:
+        out.append(_table(pass_k, [("model", "model"), ("prompts", "prompts"), ("with_majority", "with a majority"),
+                                   ("pass_k_dice", "pass^k, dice"), ("pass_k_rephrased", "pass^k, rephrased")]))
+    return out
+
+
 def render_html(numbers: dict[str, Any], title: str) -> str:
     """The report as one HTML document (no script, no external resource; see the module doc)."""
     s = numbers["settings"]
@@ -201,6 +223,7 @@ def render_html(numbers: dict[str, Any], title: str) -> str:
              "<p class=\"note\">Each cell: SGS over the dataset's prompts [95 % CI] and the marker of the same test "
              "against ε within the dataset.</p>",
              "<h2>Noise floor</h2>", *floor_section(numbers.get("noise_floor") or []),
+             *sampling_section(numbers.get("sampling") or [], numbers.get("pass_k") or []),
              "<h2>Model vs model</h2>"]
     if numbers["pairwise"]:
         parts += [pair_chart(numbers["pairwise"]),

@@ -11,6 +11,7 @@ from sago_engine.store import layout, runlabels, schema, sessions, suffstats, tr
 from sago_engine.store.reads.browse import Browse
 from sago_engine.store.reads.correctness import CorrectnessQueries
 from sago_engine.store.reads.health import HealthQueries
+from sago_engine.store.reads.prompt_rows import PromptRowQueries
 from sago_engine.store.reads.samples import SampleQueries
 from sago_engine.store.reads.scores import ScoreQueries
 from sago_engine.store.reads.worst import WorstQueries
@@ -20,12 +21,13 @@ from sago_engine.store.writes import Writes
 
 
 @dataclass
-class Store(Writes, Browse, ScoreQueries, WorstQueries, Rescoring, CorrectnessQueries, HealthQueries, SampleQueries):
+class Store(Writes, Browse, ScoreQueries, WorstQueries, Rescoring, CorrectnessQueries, HealthQueries, SampleQueries,
+            PromptRowQueries):
     """An open sago store. Use ``open_store``; close with ``close()`` or as a context manager.
 
     The methods come from ``writes.Writes`` (transactions, inserts, run records),
     ``browse.Browse`` (stored rows, page lists and details), ``rescoring.Rescoring`` (a rescore's
-    reads and in-place deltas replacement), ``correctness.CorrectnessQueries`` (correctness verdicts), ``health.HealthQueries`` (replies cut at the cap), ``samples.SampleQueries`` (sampled runs),
+    reads and in-place deltas replacement), ``correctness.CorrectnessQueries`` (correctness verdicts), ``health.HealthQueries`` (replies cut at the cap), ``samples.SampleQueries`` (sampled runs), ``prompt_rows.PromptRowQueries`` (every row about some prompts),
     ``scores.ScoreQueries``
     (sufficient statistics → scores) and ``worst.WorstQueries`` (worst prompts and variants, search). ``stats_materialised`` is False only for a read-only store
     written before the statistics tables existed (its scores are then summed from ``deltas``).

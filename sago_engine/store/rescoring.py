@@ -1,5 +1,6 @@
 """Reads and writes of a rescore: a run's record and stored replies, and the in-place replacement of
-some of its ``deltas`` rows with the statistics tables brought up to date (``sago_engine.verify.rescore``)."""
+some of its ``deltas`` rows with the statistics tables brought up to date, and of a sampled run's
+``sample_deltas`` rows (``sago_engine.verify.rescore``)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ RESCORE_META_PREFIX = "rescore:"
 
 _DELTA_COLUMNS = ("run_id", "dataset", "prompt_id", "variant_id", "axis", "delta", "delta_norm", "available", "reason",
                   "detector")
+
+_SAMPLE_DELTA_COLUMNS = ("run_id", "dataset", "prompt_id", "variant_id", "sample", "response_id", "axis", "delta",
+                         "delta_norm", "available", "reason")
 
 
 def _obj(v: Any) -> Any:
@@ -114,6 +118,67 @@ class Rescoring:
             finally:
                 self.con.unregister("_sago_new")
             suffstats.refresh(self.con, df)
+            self._note_rescore(df["run_id"].unique(), at, note)
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
+
+    def stored_samples(self, run_id: str) -> pd.DataFrame:
+        """A sampled run's samples ≥ 1 as stored (``samples``): response_id, prompt_id, variant_id (NULL:
+        a base sample), sample, seed, response, finish_reason, error, reasoning_tokens (NULL: samples
+        are local replies); ordered by prompt, base first, then sample. Empty for a greedy run or a
+        store without the table."""
+        cols = ["response_id", "prompt_id", "variant_id", "sample", "seed", "response", "finish_reason", "error",
+                "reasoning_tokens"]
+        if "samples" not in self.columns:
+            return pd.DataFrame(columns=cols)
+        return self.con.execute("""
+            SELECT response_id, prompt_id, variant_id, sample, seed, response, finish_reason, error,
+                   CAST(NULL AS INTEGER) AS reasoning_tokens
+            FROM samples WHERE run_id = ? ORDER BY prompt_id, variant_id NULLS FIRST, sample""", [run_id]).df()[cols]
+
+    def stored_sample_deltas(self, run_id: str, axes: list[str]) -> pd.DataFrame:
+        """The run's ``sample_deltas`` rows of ``axes`` (all columns), ordered by prompt, reply and axis;
+        empty (same columns) without the table."""
+        cols = list(_SAMPLE_DELTA_COLUMNS)
+        if "sample_deltas" not in self.columns:
+            return pd.DataFrame(columns=cols)
+        return self.con.execute(f"""SELECT {", ".join(cols)} FROM sample_deltas WHERE run_id = ? AND axis IN
+                                    (SELECT unnest(?::VARCHAR[])) ORDER BY prompt_id, response_id, axis""",
+                                [run_id, list(axes)]).df()[cols]
+
+    def replace_sample_deltas(self, rows: pd.DataFrame, note: dict[str, Any]) -> None:
+        """Overwrite stored ``sample_deltas`` rows in place (key run_id, response_id, axis; each must
+        exist) and append ``{"at", **note}`` to the ``rescore:<run_id>`` record, in one transaction.
+
+        Raises:
+            StoreError: the store is read-only, or a row's key is not stored (nothing is written).
+        """
+        if self.read_only:
+            raise StoreError("the store is open read-only; a rescore needs a writable open")
+        if rows.empty:
+            return
+        df = rows[list(_SAMPLE_DELTA_COLUMNS)].copy()
+        for c in ("delta", "delta_norm"):
+            df[c] = df[c].astype(object).where(df[c].notna(), None)
+        df["available"] = df["available"].astype(bool)
+        at = dt.datetime.now(dt.UTC).replace(tzinfo=None).isoformat(timespec="seconds")
+        self.con.execute("BEGIN TRANSACTION")
+        try:
+            self.con.register("_sago_new", df)
+            try:
+                missing = self.con.execute("""SELECT count(*) FROM _sago_new n ANTI JOIN sample_deltas d
+                                              ON d.run_id = n.run_id AND d.response_id = n.response_id
+                                              AND d.axis = n.axis""").fetchall()[0][0]
+                if missing:
+                    raise StoreError(f"{missing} of {len(df)} rows to replace are not stored sample_deltas rows")
+                self.con.execute("""UPDATE sample_deltas SET delta = n.delta::DOUBLE, delta_norm = n.delta_norm::DOUBLE,
+                                        available = n.available, reason = n.reason
+                                    FROM _sago_new n WHERE sample_deltas.run_id = n.run_id
+                                        AND sample_deltas.response_id = n.response_id AND sample_deltas.axis = n.axis""")
+            finally:
+                self.con.unregister("_sago_new")
             self._note_rescore(df["run_id"].unique(), at, note)
         except BaseException:
             self.con.execute("ROLLBACK")

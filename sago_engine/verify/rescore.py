@@ -10,7 +10,9 @@ scores them with ``pipeline.compute_rows`` — the function a run uses — under
 R_X and axis options (``runs.normalizers``, ``runs.config["axis_options"]``: option axes and the
 ``bert@rescaled`` baseline b), and replaces the rows that change. Judge verdicts of social-register
 variants (``mirroring_verdicts``) stay as the run recorded them. White-box axes (Δ-Cos, Δ-Prob,
-Δ-Ent) are never touched.
+Δ-Ent) are never touched. A sampled run's ``sample_deltas`` (each sample's Δ against base sample 0)
+are recomputed the same way from its stored samples by ``sample_deltas.sample_delta_rows``, the
+function the run uses (text axes only; ``RescoreResult.sample_rows_replaced``).
 
 By default only rows whose availability differs under the current rules are replaced; with
 ``all_rows`` every text-axis row whose availability or label differs, or whose recomputed Δ differs
@@ -29,12 +31,17 @@ import pandas as pd
 
 from sago_engine.axes.noise import NOISE_TOL
 from sago_engine.measure.pipeline import TEXT_AXES, Unit, compute_rows, text_unavailable_reason
+from sago_engine.measure.sample_deltas import SAMPLED_AXES, SampledUnit, sample_delta_rows
+from sago_engine.measure.samples import Sample
 from sago_engine.measure.storerows import variant_from_record
 from sago_engine.types import GenerationResult, base_axis
 
 #: What the rescore record in the store's meta says was done.
 RULE = ("text axes recomputed from the stored replies by pipeline.compute_rows under the current availability "
         "rules (a blank reply is a reply; only no characters or hidden reasoning tokens are 'no visible reply')")
+#: What the rescore record says was done to a sampled run's ``sample_deltas``.
+SAMPLE_RULE = ("text axes of each stored sample against base sample 0 recomputed by sample_deltas.sample_delta_rows "
+               "under the current availability rules")
 #: The ``meta["no_output"]`` of a stored API reply that is blank after hidden reasoning tokens (the
 #: API backend's own wording is not stored; such rows stay unavailable and keep their stored reason).
 HIDDEN_NO_OUTPUT = "token budget spent with no visible text ({n} hidden reasoning tokens, api_responses)"
@@ -57,12 +64,17 @@ class RescoreResult:
     became_unavailable: int = 0
     per_axis: dict[str, int] = field(default_factory=dict)
     """Rows replaced per axis."""
+    sample_rows_replaced: int = 0
+    """``sample_deltas`` rows replaced (a sampled run's samples against base sample 0)."""
+    sample_per_axis: dict[str, int] = field(default_factory=dict)
+    """``sample_deltas`` rows replaced per axis."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "model": self.model, "axes": list(self.axes),
                 "variants_scored": self.variants_scored, "variants_without_replies": self.variants_without_replies,
                 "rows_replaced": self.rows_replaced, "became_available": self.became_available,
-                "became_unavailable": self.became_unavailable, "per_axis": dict(self.per_axis)}
+                "became_unavailable": self.became_unavailable, "per_axis": dict(self.per_axis),
+                "sample_rows_replaced": self.sample_rows_replaced, "sample_per_axis": dict(self.sample_per_axis)}
 
 
 def _text_options(record: dict[str, Any], stored_axes: set[str]) -> tuple[tuple[str, ...], float | None]:
@@ -143,9 +155,18 @@ def rescore_run(store, run_id: str, all_rows: bool = False) -> RescoreResult:
     options, baseline = _text_options(record, stored_axes)
     axes = tuple(sorted(TEXT_AXES)) + options
     out = RescoreResult(run_id, record["model"], axes)
+    _rescore_deltas(store, record, axes, options, baseline, out, all_rows)
+    _rescore_samples(store, record, out, all_rows)
+    return out
+
+
+def _rescore_deltas(store, record: dict[str, Any], axes: tuple[str, ...], options: tuple[str, ...],
+                    baseline: float | None, out: RescoreResult, all_rows: bool) -> None:
+    """The ``deltas`` part of ``rescore_run`` (fills ``out``)."""
+    run_id = record["run_id"]
     stored = store.deltas(kept_only=False, run_ids=[run_id], axes=list(axes))
     if stored.empty:
-        return out
+        return
     replies = store.stored_replies(run_id)
     base = {r.prompt_id: _result(r) for r in replies[replies["variant_id"].isna()].itertuples(index=False)}
     res = {r.variant_id: _result(r) for r in replies[replies["variant_id"].notna()].itertuples(index=False)}
@@ -160,7 +181,7 @@ def rescore_run(store, run_id: str, all_rows: bool = False) -> RescoreResult:
         todo = {v for v in have if avail[v] != {text_unavailable_reason(base[prompt_of[v]], res[v]) is None}}
     out.variants_scored = len(todo)
     if not todo:
-        return out
+        return
     variants = {r.variant_id: variant_from_record(r) for r in store.variant_records(sorted(todo)).itertuples(index=False)}
     dataset = dict(zip(stored["prompt_id"], stored["dataset"]))
     by_prompt: dict[str, list[str]] = {}
@@ -186,13 +207,59 @@ def rescore_run(store, run_id: str, all_rows: bool = False) -> RescoreResult:
             keep.append(k)
     rows = new.iloc[keep]
     if rows.empty:
-        return out
+        return
     out.rows_replaced = len(rows)
     out.became_available = int(rows["available"].sum())
     out.became_unavailable = int((~rows["available"].astype(bool)).sum())
     out.per_axis = {str(a): int(n) for a, n in rows["axis"].value_counts().sort_index().items()}
     store.replace_deltas(rows, {"rule": RULE, "mode": "all" if all_rows else "availability", **out.as_dict()})
-    return out
+
+
+def _rescore_samples(store, record: dict[str, Any], out: RescoreResult, all_rows: bool) -> None:
+    """The ``sample_deltas`` part of ``rescore_run``: each stored sample's text-axis Δ against base sample 0
+    recomputed by ``sample_deltas.sample_delta_rows`` (the function the run uses) from the stored
+    replies, under the run's R_X; rows replaced as ``rescore_run`` replaces ``deltas`` rows (their
+    availability differs, or with ``all_rows`` their Δ beyond ``NOISE_TOL``). Fills ``out``."""
+    run_id = record["run_id"]
+    axes = [a for a in SAMPLED_AXES if a in TEXT_AXES]
+    stored = store.stored_sample_deltas(run_id, axes)
+    samples = store.stored_samples(run_id)
+    if stored.empty or samples.empty:
+        return
+    replies = store.stored_replies(run_id)
+    base = {r.prompt_id: _result(r) for r in replies[replies["variant_id"].isna()].itertuples(index=False)}
+    res = {r.variant_id: _result(r) for r in replies[replies["variant_id"].notna()].itertuples(index=False)}
+    with_rows = set(stored["variant_id"].dropna())
+    variants = {r.variant_id: variant_from_record(r)
+                for r in store.variant_records(sorted(with_rows)).itertuples(index=False)}
+    dataset = dict(zip(stored["prompt_id"], stored["dataset"]))
+    units = []
+    for pid, g in samples.groupby("prompt_id", sort=True):
+        if pid not in base or pid not in dataset:
+            continue
+        vs = [variants[v] for v in sorted(with_rows) if v in variants and variants[v].prompt_id == pid and v in res]
+        extra = [Sample(None if pd.isna(r.variant_id) else r.variant_id, int(r.sample), int(r.seed), _result(r))
+                 for r in g.itertuples(index=False)]
+        units.append(SampledUnit(pid, dataset[pid], base[pid], vs, [res[v.variant_id] for v in vs], extra))
+    new = sample_delta_rows(run_id, units, record["normalizers"] or {}, frozenset(record.get("capabilities") or ()))
+    new = new[new["axis"].isin(axes)]
+    old = stored.set_index(["response_id", "axis"])
+    keep = []
+    for k, r in enumerate(new.itertuples(index=False)):
+        if (r.response_id, r.axis) not in old.index:
+            continue
+        o = old.loc[(r.response_id, r.axis)]
+        if bool(r.available) != bool(o["available"]) or (
+                all_rows and r.available and not _same(r.delta, o["delta"], NOISE_TOL[r.axis])):
+            keep.append(k)
+    rows = new.iloc[keep]
+    if rows.empty:
+        return
+    out.sample_rows_replaced = len(rows)
+    out.sample_per_axis = {str(a): int(n) for a, n in rows["axis"].value_counts().sort_index().items()}
+    store.replace_sample_deltas(rows, {"rule": SAMPLE_RULE, "mode": "all" if all_rows else "availability",
+                                       "run_id": run_id, "sample_rows_replaced": out.sample_rows_replaced,
+                                       "sample_per_axis": out.sample_per_axis})
 
 
 def rescore_store(path: str | Path, run_id: str | None = None, all_rows: bool = False) -> list[RescoreResult]:

@@ -2,7 +2,7 @@
 its bootstrap CI and test against ε, the same per dataset, the noise floor per model × axis (where the
 store has base repeats), model-vs-model comparisons, the worst prompts with both replies and the run
 signatures — all from the engine's own tables (``report.sgs_ci_table``, ``noise_floor.floor_table``,
-``pairwise.paired_table``, ``worst.worst_cases``), with the dashboard's defaults; nothing new is
+``pairwise.paired_table``, ``worst.worst_cases``; for sampled runs ``views.sampling.separation_view``), with the dashboard's defaults; nothing new is
 computed here. The result is plain JSON (``REPORT_SCHEMA``; NaN → null), in a stable order, so two
 reports can be diffed line by line.
 """
@@ -22,6 +22,7 @@ from sago_engine.scoring.scores import MAIN_EPSILON
 from sago_engine.store import Store
 from sago_engine.types import AXES, axis_label
 from sago_engine.views import report, worst
+from sago_engine.views.sampling import separation_view
 
 #: The schema name and version written into every report (docs/REPORT.md describes its fields).
 REPORT_SCHEMA = "sago-report/1"
@@ -37,6 +38,9 @@ PAIR_FIELDS = ("axis", "axis_label", "model_a", "model_b", "n_prompts", "sgs_a",
                "ci_status", "p", "p_adj", "marker", "verdict", "better")
 WORST_FIELDS = ("axis", "axis_label", "rank", "model", "dataset", "prompt_id", "label", "s", "delta_norm",
                 "n_variants", "n_different", "prompt_text", "variant_text", "base_reply", "variant_reply")
+SAMPLING_FIELDS = ("model", "axis", "axis_label", "n_prompts", "floor", "move", "share", "share_lo", "share_hi",
+                   "n_exceeds", "n_exceeds_bh", "p", "method")
+PASS_K_FIELDS = ("model", "prompts", "with_majority", "pass_k_dice", "pass_k_rephrased")
 RUN_FIELDS = ("run_id", "model", "backend", "status", "fingerprint", "model_source", "weights_sha256", "dtype",
               "device", "seed", "started_at", "finished_at")
 
@@ -108,11 +112,15 @@ def report_numbers(store: Store, *, eps: float = MAIN_EPSILON, correction: str =
         worst_per_axis: prompts listed per axis (``worst.worst_cases``, ranked by s_X(i) over all models).
     Returns:
         ``{"schema", "sago_version", "settings", "runs", "sgs", "sgs_by_dataset", "noise_floor", "pairwise",
-        "worst"}``: ``sgs`` rows ``SGS_FIELDS`` (model × axis; lo/hi the 95 % CI; verdict ``sgs_verdict``),
+        "worst", "sampling", "pass_k"}``: ``sgs`` rows ``SGS_FIELDS`` (model × axis; lo/hi the 95 % CI; verdict ``sgs_verdict``),
         ``sgs_by_dataset`` rows ``DATASET_FIELDS`` (model × dataset × axis, the same test and CI within
         the dataset), ``noise_floor`` rows ``FLOOR_FIELDS`` (model × axis, ``floor_table``; floor null
         for a model without repeats; [] when the store has no base repeats), ``pairwise`` rows
         ``PAIR_FIELDS`` (diff = mean of s_a − s_b over shared prompts, negative = a more stable),
+        ``sampling`` rows ``SAMPLING_FIELDS`` (a sampled run's model × axis: the share of its movement due
+        to rephrasing rather than sampling with its CI, and on how many prompts rephrasing exceeds the
+        dice; ``views.sampling.separation_view``, the Significance page's numbers; [] without sampled
+        runs), ``pass_k`` rows ``PASS_K_FIELDS`` (per sampled model),
         ``worst`` rows ``WORST_FIELDS`` (texts as stored), ``runs`` rows ``RUN_FIELDS`` plus
         ``data_sources``. Axes in the paper's order, models by name.
     """
@@ -122,6 +130,7 @@ def report_numbers(store: Store, *, eps: float = MAIN_EPSILON, correction: str =
     floor = _floor_rows(scores, store.noise_floor())
     pairs = pairwise.paired_table(scores, correction=correction, n_resamples=n_resamples, seed=seed) \
         if len(scores) else pd.DataFrame(columns=list(PAIR_FIELDS))
+    sampled = separation_view(store, None, n_resamples=n_resamples, seed=seed)
     worst_rows = []
     for axis in [a for a in AXES if len(scores) and a in set(scores["axis"])]:
         w = worst.worst_cases(store, axis=axis, by="prompt", limit=worst_per_axis)
@@ -130,4 +139,5 @@ def report_numbers(store: Store, *, eps: float = MAIN_EPSILON, correction: str =
             "settings": {"eps": eps, "alpha": pairwise.ALPHA, "correction": correction, "n_resamples": n_resamples,
                          "seed": seed, "ci_level": 0.95, "worst_per_axis": worst_per_axis},
             "runs": _runs(store), "sgs": _records(sgs, SGS_FIELDS), "sgs_by_dataset": _records(by_dataset, DATASET_FIELDS),
-            "noise_floor": floor, "pairwise": _records(pairs, PAIR_FIELDS), "worst": worst_rows}
+            "noise_floor": floor, "pairwise": _records(pairs, PAIR_FIELDS), "worst": worst_rows,
+            "sampling": _records(sampled["models"], SAMPLING_FIELDS), "pass_k": _records(sampled["pass_k"], PASS_K_FIELDS)}

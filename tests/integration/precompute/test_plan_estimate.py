@@ -123,3 +123,59 @@ def test_paper_presets_plan_their_replies_in_seconds(preset, replies, monkeypatc
     out = capsys.readouterr().out
     assert f"total: {replies:,} replies to generate" in out
     assert took < 120, f"--plan took {took:.0f} s"  # < 30 s on a quiet machine; this one is shared
+
+
+@pytest.fixture(scope="module")
+def sampled_plan(tmp_path_factory):
+    from tests.conftest import TINY_SAMPLED
+
+    d = tmp_path_factory.mktemp("plan_sampled")
+    conf = d / "c.toml"
+    conf.write_text(tiny_toml(n_prompts=3).format(store=d / "s.duckdb", data=ROOT / "data" / "datasets") + TINY_SAMPLED)
+    cfg = load_config(conf, check_keys=False)
+    return cfg, make_plan(cfg, run_filter=False), conf
+
+
+def test_reply_counts_of_a_sampled_run_count_k_per_prompt_and_variant(tiny_plan):
+    _, plan, _ = tiny_plan
+    ids = [p.prompt_id for p in plan.prompts]
+    per = {pid: 1 + len(plan.to_generate(pid)) for pid in ids}
+    c = pe.reply_counts(plan, 1, ids, done={ids[0]}, judge=False, samples=4)
+    assert (c.replies_new, c.replies_stored) == (4 * (sum(per.values()) - per[ids[0]]), 4 * per[ids[0]])
+    assert pe.reply_counts(plan, 2, ids, done=(), judge=False, samples=4).replies_new == 4 * sum(per.values()) + len(ids)
+    texts = {p.prompt_id: p.text for p in plan.prompts}
+    asks = {pid: [texts[pid]] + [v.text for v in plan.to_generate(pid)] for pid in ids}
+    assert pe.input_texts(plan, 2, ids, samples=4) == [t for pid in ids for t in [texts[pid]] + asks[pid] * 4]
+
+
+def test_plan_of_a_sampled_run_counts_replies_tokens_time_and_rows(sampled_plan, tiny_plan, capsys):
+    from precompute.plan_report import duration
+
+    cfg, plan, conf = sampled_plan
+    n = sum(1 + len(plan.to_generate(p.prompt_id)) for p in plan.prompts)
+    assert cli_main(["--config", str(conf), "--plan", "--rate", "2"]) == 0
+    out = capsys.readouterr().out
+    assert f"replies: {4 * n} to generate (6 prompts × 4 samples × (base + their variants)), 0 already stored" in out
+    assert f"at most {4 * n * 6} out (reply cap 6)" in out
+    assert f"time: ≈ {duration(4 * n / 2)} at the stated rate of 2 replies/s" in out
+    assert "at batch 4 (≈ 1 inputs × 4 samples)" in out
+    tokens_in = re.search(r"tokens: ≈ ([\d,]+) in \(tokenizer on \d+ of \d+ inputs, each input once for its samples", out)
+    assert cli_main(["--config", str(tiny_plan[2]), "--plan"]) == 0  # the same inputs decoded greedily
+    greedy = re.search(r"tokens: ≈ ([\d,]+) in", capsys.readouterr().out)
+    assert tokens_in and greedy and tokens_in.group(1) == greedy.group(1)  # one shared prefill per input
+
+
+def test_demo_plan_counts_the_sampled_runs_replies(capsys, tmp_path):
+    assert cli_main(["--config", str(ROOT / "precompute" / "configs" / "demo.toml"), "--plan", "--store",
+                     str(tmp_path / "none.duckdb"), "--model", "smollm2-135m-instruct·T0.7"]) == 0
+    out = capsys.readouterr().out
+    assert "replies: 5,376 to generate (96 prompts × 4 samples × (base + their variants)), 0 already stored" in out
+    assert "total: 5,376 replies to generate" in out
+
+
+def test_calibration_of_a_sampled_model_times_k_samples_per_input(sampled_plan):
+    from precompute.calibrate import calibrate
+
+    cfg, plan, _ = sampled_plan
+    cal = calibrate(cfg, cfg.models[0], plan, [p.prompt_id for p in plan.prompts])
+    assert cal.replies >= 4 and cal.replies % 4 == 0 and cal.seconds > 0

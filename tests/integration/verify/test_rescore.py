@@ -190,3 +190,33 @@ def test_demo_store_rescore_from_the_older_rule_rebuilds_it_exactly(tmp_path):
     for k, v in _stats(copy).items():
         pd.testing.assert_frame_equal(v, committed[k])
     assert np.isfinite(new.loc[new["available"], "delta"].to_numpy(dtype=float)).all()
+
+
+def _sample_deltas(path) -> pd.DataFrame:
+    with duckdb.connect(str(path), read_only=True) as con:
+        return con.execute("SELECT * FROM sample_deltas ORDER BY run_id, response_id, axis").df()
+
+
+def test_rescore_recomputes_a_sampled_runs_sample_deltas_from_its_stored_samples(tiny_sampled_store, tmp_path, capsys):
+    path = tmp_path / "sampled.duckdb"
+    shutil.copy(tiny_sampled_store, path)
+    before = _sample_deltas(path)
+    assert (before["variant_id"].isna() & (before["axis"] == "bleu") & before["available"]).any()
+    assert rescore_store(path, all_rows=True)[0].sample_rows_replaced == 0  # the run's own function: same rows
+    assert cli_main(["rescore", str(path)]) == 0 and '"sample_rows_replaced": 0' in capsys.readouterr().out
+    base_bleu = before[before["variant_id"].isna() & (before["axis"] == "bleu") & before["available"]].iloc[0]
+    var_bert = before[before["variant_id"].notna() & (before["axis"] == "bert") & before["available"]].iloc[0]
+    with duckdb.connect(str(path)) as con:  # one row stored as an older rule left it, one with another Δ
+        con.execute("UPDATE sample_deltas SET delta = NULL, delta_norm = NULL, available = FALSE, reason = 'old' "
+                    "WHERE response_id = ? AND axis = 'bleu'", [base_bleu["response_id"]])
+        con.execute("UPDATE sample_deltas SET delta = delta - 0.25, delta_norm = delta_norm - 0.25 "
+                    "WHERE response_id = ? AND axis = 'bert'", [var_bert["response_id"]])
+    got = rescore_store(path)[0]  # availability mode: only the row whose availability differs
+    assert (got.sample_rows_replaced, got.sample_per_axis) == (1, {"bleu": 1})
+    got = rescore_store(path, all_rows=True)[0]
+    assert (got.sample_rows_replaced, got.sample_per_axis) == (1, {"bert": 1})
+    pd.testing.assert_frame_equal(_sample_deltas(path), before)
+    assert rescore_store(path, all_rows=True)[0].sample_rows_replaced == 0  # a second rescore changes nothing
+    with open_store(path) as st:
+        notes = st.rescore_records(got.run_id)
+    assert [n["sample_rows_replaced"] for n in notes] == [1, 1]
