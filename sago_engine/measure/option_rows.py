@@ -10,16 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from sago_engine.axes import COS_OPTION_SPECS, cosine_per_layer, delta_bert_rescaled, delta_cos_layers
 from sago_engine.axes.confidence import base_reply_deltas
 from sago_engine.axes.mirroring_code import code_delta_mr, measured_strength
 from sago_engine.axes.mirroring_code import unavailable_reason as code_mr_reason
 from sago_engine.types import Variant, base_axis, logprob_problem, option_of
-
-if TYPE_CHECKING:
-    from sago_engine.measure.pipeline import Unit
 
 __all__ = ["OptionInputs", "OptionValues", "base_reply", "bert_rescaled", "code_mr", "cos_option"]
 
@@ -28,8 +25,9 @@ __all__ = ["OptionInputs", "OptionValues", "base_reply", "bert_rescaled", "code_
 class OptionInputs:
     """What an option axis's values are made from, for one prompt (one ``pipeline.Unit``)."""
 
-    unit: Unit
-    """The base prompt, its variants, their replies and (when forced) the base reply teacher-forced."""
+    unit: Any
+    """A ``pipeline.Unit``: the base prompt, its variants, their replies and (when forced) the base
+    reply teacher-forced (typed loosely: ``pipeline`` imports this module)."""
     plain: Mapping[str, Sequence[float]]
     """Raw Δ of each plain axis per variant (Δ-MR with the LLM judge's verdicts where a judge ran)."""
     labels: Mapping[str, Sequence[str | None]]
