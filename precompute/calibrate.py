@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from precompute.plan_estimate import replies_per_prompt
 from precompute.records import backend_spec
+from sago_engine.axis_spec import OPTION_AXIS_SPECS
 from sago_engine.backends import get_backend
 from sago_engine.measure.pipeline import option_axes_for
 from sago_engine.measure.step import Scoring, force_base_replies, generate, prepare, score
@@ -73,7 +74,8 @@ def calibrate(cfg, m, plan, prompt_ids: Sequence[str], backend_factory: Callable
             if n >= target:
                 break
         caps = frozenset(backend.capabilities)
-        options = tuple(o for o in option_axes_for(cfg.axis_options, caps) if o != "bert@rescaled")
+        options = tuple(o for o in option_axes_for(cfg.axis_options, caps)
+                        if "bert_baseline" not in OPTION_AXIS_SPECS[o].needs)
         scoring = Scoring("calibration", cfg.normalizers, caps, options)
         t1 = time.perf_counter()
         answered = generate(backend, items, cfg.max_new_tokens_for(m), repeats=m.repeats, keyed_repeats=m.is_api,

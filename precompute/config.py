@@ -108,7 +108,7 @@ class RunConfig:
     """``[rewriter]``: LLM rewriter for structural variants (``llm_section`` shape), None = the
     offline rules. Its generator id enters the variant ids (hence the run id)."""
     axis_options: tuple[str, ...] = ()
-    """``run.axis_options``: option axes stored besides the six (``types.ALL_OPTION_AXES`` names;
+    """``run.axis_options``: option axes stored besides the six (``axis_spec.OPTION_AXIS_SPECS`` names;
     docs/METHOD.md "Axis options"). ``load_config`` defaults to ``types.OPTION_AXES`` (the
     base-reply and authors' Δ-MR options are opt-in); ``[]`` = none.
     The ``cos@…`` ones need activations, so API-only runs store none of them. Not part of the
@@ -358,14 +358,15 @@ def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool
     n_prompts = int(data.get("n_prompts", 16))
     if n_prompts < 1:
         raise ConfigError("data.n_prompts must be ≥ 1")
-    from sago_engine.types import ALL_OPTION_AXES, OPTION_AXES
+    from sago_engine.axis_spec import OPTION_AXIS_SPECS
+    from sago_engine.types import OPTION_AXES
 
     opts = run.get("axis_options", list(OPTION_AXES))
     if not (isinstance(opts, list) and all(isinstance(o, str) for o in opts)):
         raise ConfigError(f"run.axis_options must be a list of option axis names, got {opts!r}")
     for o in opts:
-        if o not in ALL_OPTION_AXES:
-            raise unknown("axis option", o, list(ALL_OPTION_AXES))
+        if o not in OPTION_AXIS_SPECS:
+            raise unknown("axis option", o, list(OPTION_AXIS_SPECS.names()))
     store = run.get("store")
     if not store:
         raise ConfigError("run.store is required (path of the DuckDB file to write)")
@@ -386,7 +387,7 @@ def _load_config(path: str | Path, base_dir: str | Path | None, check_keys: bool
         chunk_prompts=int(run.get("chunk_prompts", 4)),
         judge=judge,
         rewriter=rewriter,
-        axis_options=tuple(o for o in ALL_OPTION_AXES if o in opts),
+        axis_options=tuple(o for o in OPTION_AXIS_SPECS.names() if o in opts),
         raw=raw,
     )
     if check_keys:

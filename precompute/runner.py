@@ -25,6 +25,7 @@ from precompute.records import backend_spec, model_run_record, run_id_for
 from precompute.summary import Health, final_status
 from precompute.terminal import shown
 from precompute.watch import ReplyBar
+from sago_engine.axis_spec import OPTION_AXIS_SPECS
 from sago_engine.backends import get_backend
 from sago_engine.correctness.rescore import inspect_correctness
 from sago_engine.measure.judge import Judge
@@ -68,7 +69,8 @@ def _start_run(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, run_id:
     """Record the run as "running" and return how its replies become rows."""
     caps = frozenset(backend.capabilities)
     options = option_axes_for(cfg.axis_options, caps)
-    bert_b = bert_rescale_baseline(plan.filter_info) if "bert@rescaled" in options else None
+    needs_b = any("bert_baseline" in OPTION_AXIS_SPECS[o].needs for o in options)
+    bert_b = bert_rescale_baseline(plan.filter_info) if needs_b else None
     store.upsert_run(model_run_record(cfg, m, plan, run_id, backend, judge, options, bert_b))
     return Scoring(run_id, cfg.normalizers, caps, options, bert_b, judge)
 

@@ -6,8 +6,14 @@ float-noise tolerance live here and nowhere else. The pages read labels and unit
 default R_X, the row builders the unavailability reasons, the noise floor the Δ functions, the
 verifier (``sago_engine.verify.replay``) the teacher-forced statistics; ``types.AXES`` and the other
 per-axis tables are views of this registry. Registration order is the paper's axis order, the
-order of every table and chart. Option axes ``<base>@<option>`` are their base axis's
-measurement under one recorded alternative choice; their helpers are in ``sago_engine.types``.
+order of every table and chart.
+
+Option axes ``<base>@<option>`` are their base axis's measurement under one recorded alternative
+choice (docs/METHOD.md "Axis options"). Each is one ``OptionAxisSpec`` in ``OPTION_AXIS_SPECS``:
+its base axis, what it needs beyond its base axis's inputs, whether a run stores it unless its
+config says otherwise, and the function that makes its values. Config validation, the row
+builder (``sago_engine.measure.pipeline.compute_rows``), the run record, the pages' option
+labels and the text-axis rescoring read that registry; the name helpers are in ``sago_engine.types``.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from dataclasses import dataclass
 
 from sago_engine.registry import Registry
 
-__all__ = ["AXIS_SPECS", "NEEDS", "OPTION_SEP", "AxisSpec", "Need", "register_axis"]
+__all__ = ["AXIS_SPECS", "NEEDS", "OPTION_AXIS_SPECS", "OPTION_NEEDS", "OPTION_SEP", "AxisSpec", "Need",
+           "OptionAxisSpec", "register_axis", "register_option_axis"]
 
 #: Separator between a base axis and its option in a stored axis name (``cos@user_mean``).
 OPTION_SEP = "@"
@@ -163,3 +170,129 @@ register_axis(AxisSpec(
     delta=f"{_PAIRS}:mr_pairs",
     # integers in {−1, 0, 1}: exact.
     noise_tol=0.0, color="#A6761D", needs_variant=True))
+
+
+# ---------------------------------------------------------------------------------------------
+# Option axes
+
+
+#: What an option axis can need beyond its base axis's inputs (``OptionAxisSpec.needs``), each
+#: with what it is. A row builder without the input stores the option unavailable, with a reason.
+OPTION_NEEDS: dict[str, str] = {
+    "hidden_states": "per-layer hidden states of the prompt (the backend's \"cos\" capability); a run whose "
+                     "backend lacks them stores no row of the option at all",
+    "user_span": "the token span of the user's text in the rendered prompt (GenerationResult.hidden_user_last / "
+                 "hidden_user_mean)",
+    "bert_baseline": "b, the encoder's unrelated-text baseline (the run's semantic_filter.b_enc), recorded with "
+                     "the run",
+    "forced_base_reply": "the base reply's token ids teacher-forced after the base prompt and after every variant "
+                         "prompt, with their token log-probs and entropies (one extra pass per prompt; "
+                         "measure.force_base_replies)",
+    "prompt_text": "the base prompt's text (the pairwise surface-noise rule measures a variant's strength from x "
+                   "and x^v)",
+    "mr_verdicts": "the run's Δ-MR of each variant (the offline detectors' or the LLM judge's verdicts)",
+}
+
+
+@dataclass(frozen=True)
+class OptionAxisSpec:
+    """One option axis ``<base>@<option>``: read by config validation, the row builder, the run
+    record, the pages and the rescoring of text axes."""
+
+    base: str
+    """The plain axis it is an option of (a name of ``AXIS_SPECS``); its R_X, unit, range and
+    availability rules are the base axis's."""
+    option: str
+    """The text after ``OPTION_SEP``, e.g. ``"user_mean"``."""
+    label: str
+    """The option's words on the pages, e.g. ``"mean over user tokens"`` (``types.axis_label``)."""
+    needs: tuple[str, ...]
+    """Keys of ``OPTION_NEEDS``: what it needs beyond its base axis's inputs."""
+    opt_in: bool
+    """False: stored by every run unless its config says otherwise (``types.OPTION_AXES``); True:
+    stored only when a config lists it (it costs an extra pass, or it is the authors' rule)."""
+    rows: str
+    """``"module:function"`` making its values for one prompt's variants,
+    ``f(name, inputs) -> OptionValues`` (``sago_engine.measure.option_rows``)."""
+    definition: str
+    """How it is computed, in one line (docs/METHOD.md "Axis options" has the details)."""
+    base_rules: bool = True
+    """The base axis's availability rules apply (a generation error, no visible reply, a backend
+    without the capability, invalid log-probs of either reply); False: only a generation error,
+    the option's own reasons say the rest (the base-reply options read no variant statistic)."""
+
+    @property
+    def name(self) -> str:
+        """The stored axis name, ``<base>@<option>`` (``deltas.axis``)."""
+        return f"{self.base}{OPTION_SEP}{self.option}"
+
+    @property
+    def stored_without_hidden_states(self) -> bool:
+        """Whether a run whose backend has no hidden states stores it (as rows, available or not)."""
+        return "hidden_states" not in self.needs
+
+
+#: The one registry of option axes, keyed by stored name, in display order (by base axis in the
+#: paper's order, the always-stored options of a base before its opt-in ones).
+OPTION_AXIS_SPECS: Registry[OptionAxisSpec] = Registry("axis option")
+
+
+def register_option_axis(spec: OptionAxisSpec) -> OptionAxisSpec:
+    """Add ``spec`` to ``OPTION_AXIS_SPECS`` under ``spec.name`` (appended).
+
+    Raises:
+        ValueError: the name is taken, the base is not a registered axis, the option is empty or
+            contains ``OPTION_SEP``, a need is not a key of ``OPTION_NEEDS``, or ``rows`` is not
+            ``"module:function"``.
+    """
+    if spec.base not in AXIS_SPECS:
+        raise ValueError(f"option axis {spec.name!r}: base must be one of {list(AXIS_SPECS.names())}")
+    if not spec.option or OPTION_SEP in spec.option:
+        raise ValueError(f"option axis {spec.name!r}: the option must be non-empty and without {OPTION_SEP!r}")
+    bad = [n for n in spec.needs if n not in OPTION_NEEDS]
+    if bad:
+        raise ValueError(f"option axis {spec.name!r}: needs must be keys of {sorted(OPTION_NEEDS)}, got {bad}")
+    if spec.rows.count(":") != 1:
+        raise ValueError(f"option axis {spec.name!r}: rows must be 'module:function', got {spec.rows!r}")
+    OPTION_AXIS_SPECS.register(spec.name, spec)
+    return spec
+
+
+_ROWS = "sago_engine.measure.option_rows"
+
+for _opt, _label, _needs, _definition in (
+    ("user_last", "last user token", ("hidden_states", "user_span"),
+     "Δ-Cos at the last token of the user's text, embedding output + every layer"),
+    ("user_mean", "mean over user tokens", ("hidden_states", "user_span"),
+     "Δ-Cos of the mean hidden state over the user's text tokens, embedding output + every layer"),
+    ("last_blocks", "last token, blocks only", ("hidden_states",),
+     "Δ-Cos at the last input token, transformer blocks only (layers 1..L)"),
+    ("user_last_blocks", "last user token, blocks only", ("hidden_states", "user_span"),
+     "Δ-Cos at the last token of the user's text, transformer blocks only"),
+    ("user_mean_blocks", "mean over user tokens, blocks only", ("hidden_states", "user_span"),
+     "Δ-Cos of the mean over the user's text tokens, transformer blocks only"),
+    ("last_layer", "last token, last layer only", ("hidden_states",),
+     "Δ-Cos at the last input token, the last hidden-state output only (the SAGO authors' code)"),
+):
+    register_option_axis(OptionAxisSpec(base="cos", option=_opt, label=_label, needs=_needs, opt_in=False,
+                                        rows=f"{_ROWS}:cos_option", definition=_definition))
+register_option_axis(OptionAxisSpec(
+    base="bert", option="rescaled", label="rescaled MiniLM", needs=("bert_baseline",), opt_in=False,
+    rows=f"{_ROWS}:bert_rescaled",
+    definition="the same MiniLM F1s on bert-score's baseline-rescaled scale: Δ-BERT / (1 − b)"))
+for _base, _what in (("prob", "Σ log p"), ("ent", "mean entropy")):
+    register_option_axis(OptionAxisSpec(
+        base=_base, option="base_reply", label="the base reply teacher-forced", needs=("forced_base_reply",),
+        opt_in=True, rows=f"{_ROWS}:base_reply", base_rules=False,
+        definition=f"{_what} of the BASE reply's tokens teacher-forced after x^v minus after x (the SAGO authors' code)"))
+for _opt, _label, _needs, _definition in (
+    ("pairwise", "pairwise rules (authors' code)", ("prompt_text", "mr_verdicts"),
+     "the authors' pairwise rules: surface noise and register judged on the pair (y, y^v)"),
+    ("length_fail", "length reply not scaling = −1", ("mr_verdicts",),
+     "length variants m(y^v, v) − 1 ∈ {−1, 0}, else Δ-MR"),
+    ("paper_code", "the authors' code's rules", ("prompt_text", "mr_verdicts"),
+     "both rules, and no Δ-MR for form, as the authors' code"),
+):
+    register_option_axis(OptionAxisSpec(
+        base="mr", option=_opt, label=_label, needs=_needs, opt_in=True,
+        rows=f"{_ROWS}:code_mr", definition=_definition))

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from sago_engine.axis_spec import AXIS_SPECS, OPTION_SEP, AxisSpec
+from sago_engine.axis_spec import AXIS_SPECS, OPTION_AXIS_SPECS, OPTION_SEP, AxisSpec
 from sago_engine.replytext import clean_reply, clean_value
 
 #: Positions a variant may edit (SAGO §Variants). PREFIX / SUFFIX edit only the start / end
@@ -34,45 +34,16 @@ WHITE_BOX_AXES: frozenset[str] = frozenset(a for a in AXES if AXIS_SPECS[a].whit
 # ---------------------------------------------------------------------------------------------
 # Axis options: SAGO's open choices, each stored as its own axis ``<base>@<option>``.
 # The six plain names above keep exactly the paper's definitions; an option axis is the same
-# measurement under one recorded alternative choice, computed from the same forward pass /
-# the same BERTScore F1s (docs/METHOD.md, "Axis options").
+# measurement under one recorded alternative choice (docs/METHOD.md, "Axis options"). Each is
+# one ``OptionAxisSpec`` in ``axis_spec.OPTION_AXIS_SPECS``; the tuples below are its views.
 
-#: Δ-Cos options: position ``last`` (the plain axis: last input token) / ``user_last`` (last
-#: token of the user's text) / ``user_mean`` (mean over the user's text tokens), crossed with the
-#: layer set: all hidden-state outputs incl. the embedding layer (no suffix, as the plain axis)
-#: or transformer blocks only (suffix ``_blocks``); ``last_layer``: the last input token, the
-#: last hidden-state output only (the SAGO authors' code). ``cos`` itself is (last, all layers).
-COS_OPTIONS: tuple[str, ...] = ("user_last", "user_mean", "last_blocks", "user_last_blocks", "user_mean_blocks",
-                                "last_layer")
-#: Δ-BERT options: ``rescaled`` = the same MiniLM F1s on bert-score's baseline-rescaled scale.
-BERT_OPTIONS: tuple[str, ...] = ("rescaled",)
-#: The option axes a run stores unless its config says otherwise, in display order.
-OPTION_AXES: tuple[str, ...] = (tuple(f"cos{OPTION_SEP}{o}" for o in COS_OPTIONS)
-                                + tuple(f"bert{OPTION_SEP}{o}" for o in BERT_OPTIONS))
-#: Δ-Prob / Δ-Ent of the BASE reply's tokens teacher-forced after the variant prompt vs after the
-#: base prompt (the SAGO authors' code): one extra teacher-forced pass per variant, so stored only
-#: when a config lists them (``precompute/configs/paper_code.toml`` does).
-BASE_REPLY_AXES: tuple[str, ...] = (f"prob{OPTION_SEP}base_reply", f"ent{OPTION_SEP}base_reply")
-#: Δ-MR under the SAGO authors' rules (``sago_engine.axes.mirroring_code``): ``pairwise`` (surface
-#: noise and register judged on the pair (y, y^v)), ``length_fail`` (a length reply that does not
-#: scale scores −1), ``paper_code`` (both, and no Δ-MR for form, as their code). Opt-in, like
-#: ``BASE_REPLY_AXES``.
-MR_CODE_AXES: tuple[str, ...] = tuple(f"mr{OPTION_SEP}{o}" for o in ("pairwise", "length_fail", "paper_code"))
-#: Every option axis sago can compute, in display order: ``OPTION_AXES``, then the opt-in ones.
-ALL_OPTION_AXES: tuple[str, ...] = (*OPTION_AXES, *BASE_REPLY_AXES, *MR_CODE_AXES)
+#: Every option axis sago can compute, in display order (``OPTION_AXIS_SPECS``).
+ALL_OPTION_AXES: tuple[str, ...] = OPTION_AXIS_SPECS.names()
+#: The option axes a run stores unless its config says otherwise (``OptionAxisSpec.opt_in`` False).
+OPTION_AXES: tuple[str, ...] = tuple(n for n in ALL_OPTION_AXES if not OPTION_AXIS_SPECS[n].opt_in)
 
-_OPTION_LABELS: dict[str, str] = {
-    "user_last": "last user token",
-    "user_mean": "mean over user tokens",
-    "last_blocks": "last token, blocks only",
-    "user_last_blocks": "last user token, blocks only",
-    "user_mean_blocks": "mean over user tokens, blocks only",
-    "last_layer": "last token, last layer only",
-    "rescaled": "rescaled MiniLM",
-    "base_reply": "the base reply teacher-forced",
-    "pairwise": "pairwise rules (authors' code)",
-    "length_fail": "length reply not scaling = −1",
-    "paper_code": "the authors' code's rules",
+#: Words of the options sago does not compute but stores for imported runs (``axis_label``).
+_IMPORTED_OPTION_LABELS: dict[str, str] = {
     "authors": "authors' released values",
     "leaked": "on the released replies (leaked prompt tails kept)",
 }
@@ -114,7 +85,9 @@ def axis_label(name: str) -> str:
     opt = option_of(name)
     if opt is None:
         return AXIS_SPECS[base].label
-    return f"{AXIS_SPECS[base].label} @ {_OPTION_LABELS.get(opt, opt)}"
+    spec = OPTION_AXIS_SPECS.get(str(name))
+    words = spec.label if spec is not None else _IMPORTED_OPTION_LABELS.get(opt, opt)
+    return f"{AXIS_SPECS[base].label} @ {words}"
 
 
 def spec_of(name: str) -> AxisSpec:

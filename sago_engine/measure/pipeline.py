@@ -7,6 +7,7 @@ SAGO (arXiv 2610.01428) §Axes, §Notation.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -14,38 +15,28 @@ import numpy as np
 import pandas as pd
 
 from sago_engine.axes import (
-    COS_OPTION_SPECS,
     bert_windows_note,
     cosine_per_layer,
     delta_bert_pairs,
-    delta_bert_rescaled,
     delta_bleu,
     delta_bleu_signatures,
     delta_cos_from_layers,
-    delta_cos_layers,
     delta_ent,
     delta_mr,
     delta_prob,
     detector_kind,
 )
-from sago_engine.axes.confidence import base_reply_deltas
-from sago_engine.axes.mirroring_code import code_delta_mr, measured_strength
-from sago_engine.axes.mirroring_code import unavailable_reason as code_mr_reason
-from sago_engine.axis_spec import AXIS_SPECS, NEEDS
+from sago_engine.axis_spec import AXIS_SPECS, NEEDS, OPTION_AXIS_SPECS
+from sago_engine.measure.option_rows import OptionInputs, OptionValues
 from sago_engine.measure.reply_flags import reply_flags
 from sago_engine.scoring.scores import normalize
 from sago_engine.seeds import stable_hash
 from sago_engine.types import (
-    ALL_OPTION_AXES,
     AXES,
-    BASE_REPLY_AXES,
-    MR_CODE_AXES,
     GenerationResult,
     Variant,
     base_axis,
-    logprob_problem,
     normalizer_for,
-    option_of,
 )
 
 #: (log-probs, entropies) of a reply's tokens under teacher forcing, each (T,) float64.
@@ -150,68 +141,30 @@ def text_unavailable_reason(base: GenerationResult, res: GenerationResult) -> st
     return _unavailable_reason(min(TEXT_AXES), frozenset(), base, res)
 
 
-#: ``GenerationResult`` field holding the hidden states of each Δ-Cos position.
-_COS_FIELDS = {"last": "hidden_last", "user_last": "hidden_user_last", "user_mean": "hidden_user_mean"}
-
-
 def option_axes_for(options: Sequence[str], capabilities: frozenset[str]) -> tuple[str, ...]:
-    """The option axes a run stores, in ``ALL_OPTION_AXES`` order: ``options`` without the ``cos@…``
-    ones when the backend has no activations (API-only runs store no Δ-Cos option at all).
+    """The option axes a run stores, in ``OPTION_AXIS_SPECS`` order: ``options`` without the ones
+    that need hidden states when the backend has none (``"cos"`` not in ``capabilities``: API-only
+    runs store no Δ-Cos option at all).
 
     Raises:
-        ValueError: a name that is not in ``ALL_OPTION_AXES``.
+        ValueError: a name that is not in ``OPTION_AXIS_SPECS``.
     """
-    bad = [o for o in options if o not in ALL_OPTION_AXES]
+    bad = [o for o in options if o not in OPTION_AXIS_SPECS]
     if bad:
-        raise ValueError(f"unknown axis option(s) {bad}; valid: {', '.join(ALL_OPTION_AXES)}")
-    return tuple(o for o in ALL_OPTION_AXES if o in set(options) and (base_axis(o) != "cos" or "cos" in capabilities))
+        raise ValueError(f"unknown axis option(s) {bad}; valid: {', '.join(OPTION_AXIS_SPECS.names())}")
+    wanted = set(options)
+    return tuple(n for n, spec in OPTION_AXIS_SPECS.items()
+                 if n in wanted and (spec.stored_without_hidden_states or "cos" in capabilities))
 
 
-def _base_reply_values(u: Unit) -> tuple[list[float], list[float], list[str | None]]:
-    """``prob@base_reply`` and ``ent@base_reply`` of each variant of ``u`` and why one is missing."""
-    n, nan = len(u.variants), float("nan")
-    if not u.base.token_ids:
-        return [nan] * n, [nan] * n, ["base reply has no token ids to teacher-force"] * n
-    if u.forced is None or u.forced_base is None:
-        return [nan] * n, [nan] * n, ["base reply not teacher-forced after the prompts (the backend cannot "
-                                      "teacher-force a given reply)"] * n
-    prob, ent, why = [], [], []
-    for f in u.forced:
-        bad = None if f is None else (logprob_problem(f[0]) or logprob_problem(u.forced_base[0]))
-        if f is None or bad:
-            prob.append(nan)
-            ent.append(nan)
-            why.append("base reply not teacher-forced after this variant prompt" if f is None
-                       else f"invalid teacher-forced log-probs: {bad}"[:300])
-            continue
-        p, e = base_reply_deltas(f, u.forced_base)
-        prob.append(p)
-        ent.append(e)
-        why.append(None)
-    return prob, ent, why
+def option_values(name: str, inputs: OptionInputs) -> OptionValues:
+    """The values of option axis ``name`` for one prompt's variants, by its ``OptionAxisSpec.rows``.
 
-
-def _code_mr_label(axis: str, v: Variant, plain: str, prompt_text: str | None) -> str:
-    """``deltas.detector`` of an ``mr@…`` option value: which of the authors' rules gave it."""
-    opt, fam, sub = option_of(axis), v.spec.family, v.spec.subtype
-    if opt != "length_fail" and fam == "surface_noise" and prompt_text is not None:
-        return f"authors' pairwise rule, measured strength {measured_strength(sub, prompt_text, v.text):g}"
-    if opt != "length_fail" and fam == "social_register":
-        return f"{plain}, pairwise: max(ΔMR, 0)"
-    if opt != "pairwise" and fam == "structural" and sub == "length":
-        return "rules, length sign: m(y^v) − 1"
-    return plain
-
-
-def _option_reason(axis: str, base: GenerationResult, res: GenerationResult) -> str | None:
-    """Why a Δ-Cos option cannot be measured beyond its base axis's reasons: its position's states are missing."""
-    if base_axis(axis) != "cos" or option_of(axis) is None:
-        return None
-    field = _COS_FIELDS[COS_OPTION_SPECS[option_of(axis)][0]]
-    if getattr(res, field) is None or getattr(base, field) is None:
-        return ("user text not located in the rendered prompt" if field != "hidden_last"
-                else "no hidden states returned")
-    return None
+    Raises:
+        UnknownNameError (a KeyError and a ValueError): not a registered option axis.
+    """
+    mod, _, attr = OPTION_AXIS_SPECS[name].rows.partition(":")
+    return getattr(importlib.import_module(mod), attr)(name, inputs)
 
 
 def compute_rows(
@@ -235,15 +188,15 @@ def compute_rows(
         mr_overrides: variant_id -> (ΔMR, detector label) decided elsewhere (the LLM judge,
             ``sago_engine.measure.judge.judged_delta_mr``); replaces the offline detector's ΔMR and its
             ``detector`` label for those variants. None (default) = offline detectors only.
-        options: option axes to store besides the six (names of ``types.ALL_OPTION_AXES``, e.g.
-            ``"cos@user_mean"``, ``"bert@rescaled"``; docs/METHOD.md "Axis options"); the
-            ``cos@…`` ones are left out when ``capabilities`` lacks "cos" (``option_axes_for``).
-            Each is computed from the same hidden states / F1s / replies as its base axis and
-            normalised with its base axis's R_X; ``prob@base_reply`` / ``ent@base_reply`` from
-            ``Unit.forced`` (unavailable where a unit has none), ``mr@…`` from the replies, the
-            paper text's ΔMR and ``Unit.prompt_text`` (``axes.mirroring_code``). Default: none.
+        options: option axes to store besides the six (names of ``axis_spec.OPTION_AXIS_SPECS``,
+            e.g. ``"cos@user_mean"``, ``"bert@rescaled"``; docs/METHOD.md "Axis options"); the
+            ones that need hidden states are left out when ``capabilities`` lacks "cos"
+            (``option_axes_for``). Each one's values come from its ``OptionAxisSpec.rows``
+            function over the unit and the plain axes' Δ (``measure.option_rows``), normalised
+            with its base axis's R_X; the base axis's availability rules apply unless its
+            ``base_rules`` is False. Default: none.
         bert_baseline: b of ``bert@rescaled`` (the encoder's unrelated-text baseline); required
-            when that option is asked for.
+            when an option that needs ``"bert_baseline"`` is asked for.
     Returns:
         (responses, deltas): DataFrames with the columns of the store's ``responses`` and
         ``deltas`` tables. ``responses`` has a base row per unit with ``base_row``, then one
@@ -255,8 +208,9 @@ def compute_rows(
         pieces (NULL otherwise and for the other axes).
     """
     opt_axes = option_axes_for(options, capabilities)
-    if "bert@rescaled" in opt_axes and bert_baseline is None:
-        raise ValueError("bert@rescaled needs bert_baseline (the encoder's unrelated-text baseline)")
+    for ax in opt_axes:
+        if "bert_baseline" in OPTION_AXIS_SPECS[ax].needs and bert_baseline is None:
+            raise ValueError(f"{ax} needs bert_baseline (the encoder's unrelated-text baseline)")
     cands, refs = [], []
     for u in units:
         for r in u.results:
@@ -264,6 +218,7 @@ def compute_rows(
             refs.append(u.base.text)
     bert = delta_bert_pairs(cands, refs) if cands else np.zeros(0)  # one batched call for the chunk
 
+    overrides = mr_overrides or {}
     resp_rows, delta_rows = [], []
     k = 0
     for u in units:
@@ -287,47 +242,36 @@ def compute_rows(
             "ent": delta_ent(_values(u.results, "mean_entropy"), _or_nan(base.mean_entropy)),
             "mr": delta_mr([r.text for r in u.results], list(u.variants), base.text),
         }
-        why: dict[str, list[str | None]] = {}
-        if any(a in BASE_REPLY_AXES for a in opt_axes):
-            raw["prob@base_reply"], raw["ent@base_reply"], w = _base_reply_values(u)
-            why["prob@base_reply"] = why["ent@base_reply"] = w
-        for ax in opt_axes:
-            opt = option_of(ax)
-            if ax in BASE_REPLY_AXES or ax in MR_CODE_AXES:
-                continue
-            if ax == "bert@rescaled":
-                raw[ax] = delta_bert_rescaled(raw["bert"], float(bert_baseline))  # type: ignore[arg-type]
-                continue
-            pos, layers = COS_OPTION_SPECS[opt]  # type: ignore[index]
-            f = _COS_FIELDS[pos]
-            raw[ax] = [float(delta_cos_layers(cosine_per_layer(getattr(r, f), getattr(base, f)), layers))
-                       if getattr(r, f) is not None and getattr(base, f) is not None else nan for r in u.results]
         k += n
         texts = [r.text for r in u.results]
-        labels = {"bleu": delta_bleu_signatures(texts, base.text),
-                  "bert": [bert_windows_note(t, base.text) for t in texts]}
-        if "bert@rescaled" in opt_axes:
-            labels["bert@rescaled"] = [f"rescaled MiniLM: (F1 - b)/(1 - b), b = {float(bert_baseline):.6g}"
-                                       + (f"; {w}" if w else "") for w in labels["bert"]]
-        overrides = mr_overrides or {}
         for j, v in enumerate(u.variants):
             if v.variant_id in overrides:
                 raw["mr"][j] = overrides[v.variant_id][0]
-        for ax in (a for a in opt_axes if a in MR_CODE_AXES):  # read the judge's ΔMR where a judge ran
-            raw[ax] = code_delta_mr(option_of(ax), texts, list(u.variants), base.text, raw["mr"], u.prompt_text)
-            why[ax] = [code_mr_reason(option_of(ax), v, u.prompt_text) for v in u.variants]
-            labels[ax] = [_code_mr_label(ax, v, _detector(v, overrides), u.prompt_text) for v in u.variants]
+        labels: dict[str, Sequence[str | None]] = {
+            "bleu": delta_bleu_signatures(texts, base.text),
+            "bert": [bert_windows_note(t, base.text) for t in texts],
+            "mr": [_detector(v, overrides) for v in u.variants]}
+        why: dict[str, Sequence[str | None]] = {}
+        inputs = OptionInputs(u, dict(raw), dict(labels), bert_baseline)
+        for ax in opt_axes:  # after the plain axes: the mr@… options read the judge's Δ-MR
+            got = option_values(ax, inputs)
+            raw[ax] = got.values
+            if got.why is not None:
+                why[ax] = got.why
+            if got.labels is not None:
+                labels[ax] = got.labels
         for j, (v, r) in enumerate(zip(u.variants, u.results)):
             resp_rows.append(_response_row(run_id, u.prompt_id, v.variant_id, r, cos_layers[j]))
             for axis in (*AXES, *opt_axes):
-                reason = ((_error_reason(base, r) if axis in BASE_REPLY_AXES
-                           else _unavailable_reason(base_axis(axis), capabilities, base, r))
-                          or _option_reason(axis, base, r) or why.get(axis, [None] * n)[j])
+                spec = OPTION_AXIS_SPECS.get(axis)
+                reason = ((_unavailable_reason(base_axis(axis), capabilities, base, r)
+                           if spec is None or spec.base_rules else _error_reason(base, r))
+                          or why.get(axis, [None] * n)[j])
                 d = float(raw[axis][j])
                 if reason is None and np.isfinite(d):
                     delta_rows.append((run_id, u.dataset, u.prompt_id, v.variant_id, axis, d,
                                        float(normalize(d, normalizer_for(axis, normalizers))), True, None,
-                                       _detector(v, overrides) if axis == "mr" else labels.get(axis, [None] * n)[j]))
+                                       labels.get(axis, [None] * n)[j]))
                 else:
                     delta_rows.append((run_id, u.dataset, u.prompt_id, v.variant_id, axis, None, None, False,
                                        reason or "not computed", None))

@@ -29,13 +29,14 @@ from typing import Any
 
 import pandas as pd
 
+from sago_engine.axis_spec import OPTION_AXIS_SPECS
 from sago_engine.measure.noise_floor import FLOOR_COLUMNS, REPEAT_COLUMNS, RepeatUnit, floor_rows, repeat_response_id
 from sago_engine.measure.pipeline import VERDICT_COLUMNS, Unit, compute_rows, judge_rows, option_axes_for, response_id
 from sago_engine.measure.sample_deltas import SAMPLE_DELTA_COLUMNS, SampledUnit, sample_delta_rows
 from sago_engine.measure.samples import SAMPLE_COLUMNS, Sample, sample_response_id, sample_rows
 from sago_engine.measure.storerows import variant_rows
 from sago_engine.seeds import repeat_seed, sample_seed
-from sago_engine.types import AXES, BASE_REPLY_AXES, GenerationResult, Variant
+from sago_engine.types import AXES, GenerationResult, Variant
 from sago_engine.variants.noop import DELTA_COLUMNS, model_input_noops, noop_delta_rows, text_noops
 from sago_engine.variants.semantic_filter import FilterConfig, FilterVerdict, apply_filter, effective_threshold
 
@@ -270,7 +271,7 @@ class Scoring:
     options: tuple[str, ...] = ()
     """Option axes to store besides the six (``pipeline.option_axes_for``)."""
     bert_baseline: float | None = None
-    """b of ``bert@rescaled`` (required with that option)."""
+    """b of ``bert@rescaled`` (required with an option that needs ``"bert_baseline"``)."""
     judge: Any = None
     """A ``sago_engine.measure.judge.Judge`` for social-register Δ-MR, or None (offline detectors)."""
 
@@ -282,8 +283,8 @@ class Scoring:
     @property
     def forces_base(self) -> bool:
         """Whether the base replies are teacher-forced after every variant prompt
-        (``force_base_replies``): ``prob@base_reply`` or ``ent@base_reply`` is stored."""
-        return any(a in BASE_REPLY_AXES for a in self.axes)
+        (``force_base_replies``): an option axis that needs ``"forced_base_reply"`` is stored."""
+        return any("forced_base_reply" in OPTION_AXIS_SPECS[a].needs for a in self.axes if a in OPTION_AXIS_SPECS)
 
 
 @dataclass

@@ -75,16 +75,17 @@ def axis_options_record(axes: Sequence[str], bert_baseline: float | None) -> dic
     (docs/METHOD.md "Axis options").
     """
     from sago_engine.axes import COS_OPTION_SPECS
-    from sago_engine.types import option_of
+    from sago_engine.axis_spec import OPTION_AXIS_SPECS
 
     axes = list(axes)
+    specs = [OPTION_AXIS_SPECS[a] for a in axes]
     rec = {"axes": axes, "r_x": "each option axis uses its base axis's R_X (runs.normalizers)",
-           "cos": {option_of(a): list(COS_OPTION_SPECS[option_of(a)]) for a in axes if a.startswith("cos@")},
-           "bert_rescaled_baseline": bert_baseline if "bert@rescaled" in axes else None}
-    if any(option_of(a) == "base_reply" for a in axes):
+           "cos": {s.option: list(COS_OPTION_SPECS[s.option]) for s in specs if s.base == "cos"},
+           "bert_rescaled_baseline": bert_baseline if any("bert_baseline" in s.needs for s in specs) else None}
+    if any("forced_base_reply" in s.needs for s in specs):
         rec["base_reply"] = ("the base reply's token ids teacher-forced after every variant prompt and after the "
                              "base prompt (one extra pass per prompt)")
-    mr = [option_of(a) for a in axes if a.startswith("mr@")]
+    mr = [s.option for s in specs if s.base == "mr"]
     if mr:
         rec["mr"] = {o: "the SAGO authors' rules (sago_engine.axes.mirroring_code)" for o in mr}
     return rec

@@ -23,13 +23,13 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from sago_engine.axis_spec import AXIS_SPECS
+from sago_engine.axis_spec import AXIS_SPECS, OPTION_AXIS_SPECS
 from sago_engine.registry import suggest
 from sago_engine.scoring import stats
 from sago_engine.scoring.pairwise import signed_rank_test
 from sago_engine.scoring.scores import sgs_of
 from sago_engine.seeds import derive_seed
-from sago_engine.types import ALL_OPTION_AXES, axis_sort_key
+from sago_engine.types import axis_sort_key
 
 #: Level of the signed-rank test a change must pass to fail the gate (``alpha``'s default).
 ALPHA = 0.05
@@ -47,12 +47,12 @@ class GateError(ValueError):
 def parse_thresholds(text: str, flag: str = "--max-sgs") -> dict[str, float]:
     """``"bleu=0.4,mr=0.2"`` → ``{"bleu": 0.4, "mr": 0.2}``.
 
-    Axis names are the six axes and their options (``types.ALL_OPTION_AXES``); values are
+    Axis names are the six axes and their options (``axis_spec.OPTION_AXIS_SPECS``); values are
     floats in [0, 1] (SGS and its paired change live on the Δ̃ scale). Raises ``GateError``
     naming ``flag`` and the item: no ``=``, an unknown axis (with close names), a value that
     is not a number in [0, 1], an axis given twice, an empty list.
     """
-    valid = [*AXIS_SPECS.names(), *ALL_OPTION_AXES]
+    valid = [*AXIS_SPECS.names(), *OPTION_AXIS_SPECS.names()]
     out: dict[str, float] = {}
     items = [t.strip() for t in str(text).split(",") if t.strip()]
     if not items:

@@ -30,6 +30,7 @@ from typing import Any
 import pandas as pd
 
 from sago_engine.axes.noise import NOISE_TOL
+from sago_engine.axis_spec import OPTION_AXIS_SPECS
 from sago_engine.measure.pipeline import TEXT_AXES, Unit, compute_rows, text_unavailable_reason
 from sago_engine.measure.sample_deltas import SAMPLED_AXES, SampledUnit, sample_delta_rows
 from sago_engine.measure.samples import Sample
@@ -82,13 +83,15 @@ def _text_options(record: dict[str, Any], stored_axes: set[str]) -> tuple[tuple[
     axis, and that it stores) and the ``bert@rescaled`` baseline b it recorded.
 
     Raises:
-        ValueError: the run stores ``bert@rescaled`` rows but recorded no baseline.
+        ValueError: the run stores rows of an option that needs ``"bert_baseline"``
+            (``OPTION_AXIS_SPECS``) but recorded no baseline.
     """
     opts = ((record.get("config") or {}).get("axis_options") or {})
     axes = tuple(a for a in opts.get("axes") or () if base_axis(a) in TEXT_AXES and a in stored_axes)
     b = opts.get("bert_rescaled_baseline")
-    if "bert@rescaled" in axes and b is None:
-        raise ValueError(f"run {record['run_id']} stores bert@rescaled but its record has no bert_rescaled_baseline")
+    needs_b = [a for a in axes if a in OPTION_AXIS_SPECS and "bert_baseline" in OPTION_AXIS_SPECS[a].needs]
+    if needs_b and b is None:
+        raise ValueError(f"run {record['run_id']} stores {needs_b[0]} but its record has no bert_rescaled_baseline")
     return axes, (None if b is None else float(b))
 
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from sago_engine.axis_spec import AXIS_SPECS
+from sago_engine.axis_spec import AXIS_SPECS, OPTION_AXIS_SPECS
 from sago_engine.external import degenerate, paper
 from sago_engine.scoring import rankcorr, runpairs
 from sago_engine.scoring.scores import MAIN_EPSILON
@@ -145,6 +145,27 @@ def cap_option_scores(scores: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame
 
 
 # ====================================================================== collect every choice of a store
+def _how_to_store(base: str) -> str:
+    """How a run stores the option axes of ``base`` (``OPTION_AXIS_SPECS``): by default or when listed."""
+    specs = [sp for sp in OPTION_AXIS_SPECS.values() if sp.base == base]
+    always = [sp.name for sp in specs if not sp.opt_in]
+    listed = [sp.name for sp in specs if sp.opt_in]
+    parts = []
+    if always:
+        hidden = any(not sp.stored_without_hidden_states for sp in specs if not sp.opt_in)
+        parts.append(f"A run writes {', '.join(always)} by default ([run] axis_options)"
+                     + ("; API runs cannot (no hidden states)." if hidden else "."))
+    if listed:
+        parts.append(f"A run writes {', '.join(listed)} only when its [run] axis_options lists them.")
+    return " ".join(parts) or "sago computes no option of this axis."
+
+
+def _option_note(name: str) -> str:
+    """What an option axis is, from its ``OptionAxisSpec`` (an option sago does not compute: its name)."""
+    spec = OPTION_AXIS_SPECS.get(name)
+    return f"stored as axis {name}" if spec is None else f"stored as axis {name}: {spec.definition}"
+
+
 def collect_choices(store: Store, f: Filters | None = None, q: float = 0.95,
                     cap_store: str | os.PathLike | None = None) -> list[Choice]:
     """Every open choice this store can show, each with its options' per-prompt scores.
@@ -168,22 +189,20 @@ def collect_choices(store: Store, f: Filters | None = None, q: float = 0.95,
     titles = {"cos": "token position and layers", "bert": "encoder and scale",
               "prob": "the model's own reply vs the base reply", "ent": "the model's own reply vs the base reply",
               "mr": "the paper's rules vs the authors' code"}
-    how = ("This store has no {label} option axes ({base}@<option> rows of the deltas table). A white-box run "
-           "(hf_local or hybrid) writes them by default ([run] axis_options, default: every option in "
-           "sago_engine.types.OPTION_AXES); API runs cannot (no hidden states). The rows sit beside the "
-           "paper's {label} and change no other page.")
+    how = ("This store has no {label} option axes ({base}@<option> rows of the deltas table). {which} "
+           "The rows sit beside the paper's {label} and change no other page.")
     for base in dict.fromkeys(["cos", "bert", *opts["base"]]):
         label = AXIS_LABELS.get(base, base)
         o = tuple(opts.loc[opts["base"] == base, "option"])
         ch = Choice(key=f"axis:{base}", title=f"{label}: {titles.get(base, 'options')}", axes=(base,),
                     reference=DEFAULT_OPTION, options=(DEFAULT_OPTION, *o))
         if not o:
-            ch.missing = how.format(label=label, base=base)
+            ch.missing = how.format(label=label, base=base, which=_how_to_store(base))
         else:
             sc = store.prompt_scores(f, axes=tuple(plain_axes) + tuple(f"{base}{OPTION_SEP}{x}" for x in o))
             ch.scores = axis_option_scores(sc, base, o)
             ch.notes = {DEFAULT_OPTION: f"{label} as the run computed it (the paper's definition)",
-                        **{x: f"stored as axis {base}{OPTION_SEP}{x}" for x in o}}
+                        **{x: _option_note(f"{base}{OPTION_SEP}{x}") for x in o}}
         out.append(ch)
     scores = store.prompt_scores(f, axes=plain_axes)
 

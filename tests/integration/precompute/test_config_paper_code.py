@@ -18,13 +18,17 @@ import pytest
 from precompute import runner
 from precompute.__main__ import main as cli_main
 from precompute.config import ConfigError, load_config
+from sago_engine.axis_spec import OPTION_AXIS_SPECS
 from sago_engine.store import open_store
-from sago_engine.types import ALL_OPTION_AXES, AXES, BASE_REPLY_AXES, MR_CODE_AXES
+from sago_engine.types import ALL_OPTION_AXES, AXES
 from tests.support.factories import tiny_toml
 
 ROOT = Path(__file__).resolve().parents[3]
 PRESET = ROOT / "precompute" / "configs" / "paper_code.toml"
 
+#: The opt-in options of the authors' code (``OptionAxisSpec.opt_in``).
+BASE_REPLY_AXES = tuple(a for a, s in OPTION_AXIS_SPECS.items() if "forced_base_reply" in s.needs)
+MR_CODE_AXES = tuple(a for a, s in OPTION_AXIS_SPECS.items() if s.base == "mr")
 AUTHORS_V = 10 * 3 + 3 * 5 * 3 + 5 + 1
 SAGO_V = 10 * 3 + 3 * 3 * 3 + 4 + 1
 

@@ -23,6 +23,7 @@ from sago_engine.axes.mirroring_code import (
     measured_strength,
     noise_mirrors_pair,
 )
+from sago_engine.axis_spec import OPTION_AXIS_SPECS
 from sago_engine.backends import Backend
 from sago_engine.measure.pipeline import Unit, compute_rows, option_axes_for
 from sago_engine.measure.step import Answered, Pending, Scoring, force_base_replies, score
@@ -30,9 +31,7 @@ from sago_engine.store import open_store
 from sago_engine.types import (
     ALL_OPTION_AXES,
     AXES,
-    BASE_REPLY_AXES,
     DEFAULT_NORMALIZERS,
-    MR_CODE_AXES,
     OPTION_AXES,
     GenerationResult,
     Variant,
@@ -43,6 +42,9 @@ from sago_engine.views import method_choices
 from tests.support.factories import make_store
 
 CAPS = frozenset({"cos", "prob", "ent"})
+#: The authors' code's options (docs/METHOD.md "The SAGO authors' code as options").
+BASE_REPLY_AXES = ("prob@base_reply", "ent@base_reply")
+MR_CODE_AXES = ("mr@pairwise", "mr@length_fail", "mr@paper_code")
 BASE = "What is the capital of France?"
 VARIANT = "what is the capital of france, please?"
 
@@ -57,6 +59,7 @@ def _v(k: int, family: str, subtype: str, strength: float, text: str, **meta) ->
 def test_option_names_and_defaults():
     assert "cos@last_layer" in OPTION_AXES  # free: from the stored per-layer cosines
     assert not set(BASE_REPLY_AXES) & set(OPTION_AXES) and not set(MR_CODE_AXES) & set(OPTION_AXES)  # opt-in
+    assert all(OPTION_AXIS_SPECS[a].opt_in for a in (*BASE_REPLY_AXES, *MR_CODE_AXES))
     assert ALL_OPTION_AXES == (*OPTION_AXES, *BASE_REPLY_AXES, *MR_CODE_AXES)
     assert option_axes_for(["mr@paper_code", "prob@base_reply", "cos@last_layer"], CAPS) == (
         "cos@last_layer", "prob@base_reply", "mr@paper_code")
