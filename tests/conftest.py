@@ -20,6 +20,9 @@ UNTRACED = (
     "tests/unit/variants/test_variants.py::test_surface_edits_confined_to_region",
     "tests/integration/pages/test_hostile_stores.py::",
     "tests/integration/dashboard/test_url_state.py::",
+    "tests/integration/dashboard/test_inert.py::",
+    "tests/unit/dashboard/test_url_state_units.py::",
+    "tests/unit/store/test_store_shapes.py::test_every_page_renders_something_or_says_why",
     "tests/integration/views/test_report_file.py::test_report_is_inert_on_the_hostile_corpus",
     "tests/integration/precompute/test_sampled_runs.py::test_sampled_run_is_identical_twice_and_at_other_batch_sizes",
 )
