@@ -91,16 +91,17 @@ if rows.empty:
 rows = rows.assign(open=[links.href(links.PROMPTS, worst.prompts_link(r)) for _, r in rows.iterrows()],
                    tied=[f"{int(n)} tied" if n > 1 else "" for n in rows["n_tied"]],
                    reference=[f"no answer: {k}" if k else "" for k in rows["base_kind"]],
-                   change_cell=[CHANGE_CELL.get(c, "—") for c in rows["change"]])
+                   change_cell=[CHANGE_CELL.get(c, "—") for c in rows["change"]],
+                   cut=[worst.cut_cell(r) or "—" for _, r in rows.iterrows()])
 if by == "prompt":
     shown = rows.assign(different=[f"{int(d)} of {int(n)}" for d, n in zip(rows["n_different"], rows["n_variants"])])
     shown = shown[["rank", "change_cell", "prompt_text", "open", "model", "dataset", "score", "different", "label",
-                   "delta_norm", "reference", "tied"]]
+                   "delta_norm", "cut", "reference", "tied"]]
     names = {"prompt_text": "prompt", "change_cell": "change", "score": f"s_X(i) on {label}", "different": "different replies",
              "label": "worst variant", "delta_norm": "its Δ̃"}
 else:
     shown = rows[["rank", "change_cell", "prompt_text", "open", "model", "dataset", "score", "differs", "label",
-                  "variant_text", "base_reply", "variant_reply", "reference", "tied"]]
+                  "variant_text", "base_reply", "variant_reply", "cut", "reference", "tied"]]
     names = {"prompt_text": "prompt", "change_cell": "change", "label": "variant", "variant_text": "variant text", "score": f"Δ̃ on {label}",
              "differs": "reply differs", "base_reply": "base reply", "variant_reply": "variant's reply"}
 config = {"open": st.column_config.LinkColumn("Prompts", display_text="open ↗", width="small",
@@ -110,9 +111,12 @@ config = {"open": st.column_config.LinkColumn("Prompts", display_text="open ↗"
                                                 help="break: the variant changed an answer or made it no answer; "
                                                      "repair: the base reply is no answer and the variant's is one"),
           "prompt": st.column_config.TextColumn("prompt", width="medium"),
+          "cut": st.column_config.TextColumn("cut", width="small",
+                                             help="Which reply stopped at the reply cap (its text is cut): both, base, "
+                                                  "variant or — (neither)"),
           names["score"]: st.column_config.NumberColumn(format="%.3f"),
           "its Δ̃": st.column_config.NumberColumn(format="%+.3f")}
-csv = rows.drop(columns=["open", "tied", "reference", "change_cell"]).assign(axis=axis, axis_label=label)
+csv = rows.drop(columns=["open", "tied", "reference", "change_cell", "cut"]).assign(axis=axis, axis_label=label)
 event = exports.table(csv, "worst_table", f"sago_worst_{by}s_{axis}.csv", show=shown.rename(columns=names),
                       on_select="rerun", selection_mode="single-row", column_config=config)
 st.caption(f"{len(rows)} row(s), worst first, {CHANGE_NOTE[change]}" + (f", matching “{md(search.strip()[:MAX_SEARCH])}”" if search else "")
@@ -151,6 +155,8 @@ with cv:
     st.caption("Reply to the variant" + (" (identical to the base reply)" if not r["differs"] else "")
                + (f" — no answer: {r['variant_kind']}" if r["variant_kind"] else ""))
     st.code(visible(worst.reply_text(r["variant_reply"])), language=None, wrap_lines=True)
+if cut := worst.cut_note(r):
+    st.warning(md(cut))
 st.caption("Word diff of the replies: struck-through red words are only in the base reply, green ones only in the "
            "variant's reply.")
 st.html(worst.reply_diff_html(r["base_reply"], r["variant_reply"]))

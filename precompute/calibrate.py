@@ -3,7 +3,9 @@
 The model is loaded (timed) and answers about one decoding batch of the plan's first pending
 inputs at the run's reply cap; the replies are scored as a run scores them (every axis, the
 teacher-forced base replies where an option needs them), nothing is stored. Estimated time of the
-run = load + replies × the measured seconds per reply. The semantic filter's encoder (BERTScore)
+run = load + replies × the measured seconds per reply. A load that built the model cache
+(``models.cache``: de-quantizing a GGUF takes minutes, once) is left out of the estimate: the run
+reads that cache. The semantic filter's encoder (BERTScore)
 is loaded before the clock starts, as a run has it loaded after its plan.
 """
 
@@ -19,6 +21,7 @@ from sago_engine.axis_spec import OPTION_AXIS_SPECS
 from sago_engine.backends import get_backend
 from sago_engine.measure.pipeline import option_axes_for
 from sago_engine.measure.step import Scoring, force_base_replies, generate, prepare, score
+from sago_engine.models.cache import cache_root
 
 #: Replies a calibration measures at least (a batch smaller than this says little about the rate).
 MIN_REPLIES = 8
@@ -36,14 +39,17 @@ class Calibration:
     """Replies generated and scored."""
     seconds: float
     """Seconds those replies took (generation and scoring)."""
+    cache_built: bool = False
+    """The load built the model cache (``models.cache``): a one-time cost that the run does not pay again."""
 
     @property
     def per_reply_s(self) -> float:
         return self.seconds / max(1, self.replies)
 
     def estimate_s(self, replies: int) -> float:
-        """Estimated seconds of a run of ``replies`` replies: load + replies × seconds per reply."""
-        return self.load_s + replies * self.per_reply_s if replies else 0.0
+        """Estimated seconds of a run of ``replies`` replies: load (unless it built the cache) + replies ×
+        seconds per reply."""
+        return (0.0 if self.cache_built else self.load_s) + replies * self.per_reply_s if replies else 0.0
 
 
 def calibrate(cfg, m, plan, prompt_ids: Sequence[str], backend_factory: Callable | None = None,
@@ -59,9 +65,11 @@ def calibrate(cfg, m, plan, prompt_ids: Sequence[str], backend_factory: Callable
     target = n_replies or min(MAX_REPLIES, max(MIN_REPLIES, int(getattr(m, "batch_size", None) or MIN_REPLIES)))
     prompts = {p.prompt_id: p for p in plan.prompts}
     k = m.samples if m.sampling is not None else 1  # a sampled model is timed as it runs: k samples per input
+    cached = set(cache_root().iterdir())
     t0 = time.perf_counter()
     backend = (backend_factory or get_backend)(backend_spec(cfg, m))
     load = time.perf_counter() - t0
+    built = bool(set(cache_root().iterdir()) - cached)
     try:
         items, n = [], 0
         for pid in prompt_ids:
@@ -84,4 +92,4 @@ def calibrate(cfg, m, plan, prompt_ids: Sequence[str], backend_factory: Callable
         seconds = time.perf_counter() - t1
     finally:
         backend.close()
-    return Calibration(load, n, seconds)
+    return Calibration(load, n, seconds, built)

@@ -93,7 +93,9 @@ def _status_line(s: dict) -> str:
     if not s.get("pending"):
         return f"{name}: every prompt already done — nothing generated"
     secs = float(s.get("seconds", 0.0))
-    rate = f", {s['generated'] / secs:.1f} replies/s" if secs > 0 and s.get("generated") else ""
+    n = s.get("generated") or 0
+    # a slow model (a large one on CPU) makes less than a reply a second: its seconds per reply say more than "0.0/s"
+    rate = ("" if secs <= 0 or not n else f", {n / secs:.1f} replies/s" if n >= secs else f", {secs / n:.1f} s per reply")
     return f"{name}: {status} — {s.get('generated', 0)} replies generated in {secs:.0f} s{rate}"
 
 

@@ -108,7 +108,9 @@ def model_lines(cfg, m, plan, ids: list[str], done: set[str], rate: float | None
         lines.append(f"    cost: at most ${cost:,.2f} (≈ input tokens, every reply at the cap)")
     if calibration is not None:
         est = calibration.estimate_s(c.replies_new)
-        lines.append(f"    time: ≈ {duration(est)} (measured here: load {calibration.load_s:.0f} s, "
+        load = (f"load {calibration.load_s:.0f} s, once: it built the model cache, which a run reads, "
+                "not counted" if calibration.cache_built else f"load {calibration.load_s:.0f} s")
+        lines.append(f"    time: ≈ {duration(est)} (measured here: {load}, "
                      f"{calibration.per_reply_s:.2f} s per reply over {calibration.replies} replies)")
     elif rate:
         lines.append(f"    time: ≈ {duration(c.replies_new / rate)} at the stated rate of {rate:g} replies/s")

@@ -149,7 +149,8 @@ def run_model(cfg: RunConfig, m: ModelConfig, plan: Plan, store: Store, progress
             for chunk in chunks:
                 work = [items[p.prompt_id] for p in chunk]
                 n_work = sum(m.repeats - 1 + k * (1 + len(it.variants)) for it in work)
-                with reply_progress.reporting(bar.within(n_work)):  # the bar moves as each reply finishes
+                # the bar moves as each reply finishes; its note follows the decoding steps in between
+                with reply_progress.reporting(bar.within(n_work)), reply_progress.stepping(bar.step):
                     answered = generate(backend, work, cap, repeats=m.repeats, keyed_repeats=m.is_api, samples=k,
                                         seed=cfg.seed if m.sampling is not None else None)
                 rows = score(force_base_replies(backend, answered) if scoring.forces_base else answered, scoring)

@@ -2,6 +2,7 @@
 # Starts the dashboard (installs what is needed the first time).
 #
 #   bash scripts/dashboard.sh                 local: http://127.0.0.1:8501 only, any store, Live page
+#   bash scripts/dashboard.sh STORE.duckdb    the same, opened on that store (as SAGO_STORE=STORE.duckdb)
 #   bash scripts/dashboard.sh --share DIR     meeting: reachable from the network, read-only, stores
 #                                             from DIR only, no Live page, no writes
 #   bash scripts/dashboard.sh --share DIR --live   the same plus the Live page (runs models, saves probes)
@@ -13,8 +14,9 @@
 # parse, or a password that is not a non-empty string, refuses to share.
 # Other arguments go to `streamlit run` (e.g. --server.port 8600).
 set -euo pipefail
+here="$PWD"  # a store named on the command line is relative to the caller's folder
 cd "$(dirname "$0")/.."
-share="" live=0 store="" extra=()
+share="" live=0 store="" open_store="" extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --share) [ $# -ge 2 ] || { echo "--share needs a folder" >&2; exit 2; }; share="$2"; shift 2 ;;
@@ -22,9 +24,17 @@ while [ $# -gt 0 ]; do
     --live) live=1; shift ;;
     --store) [ $# -ge 2 ] || { echo "--store needs a file name" >&2; exit 2; }; store="$2"; shift 2 ;;
     --store=*) store="${1#--store=}"; shift ;;
+    *.duckdb) open_store="$1"; shift ;;
     *) extra+=("$1"); shift ;;
   esac
 done
+# a store named on the command line (as `sago dashboard STORE`): local mode only, and it must exist
+if [ -n "$open_store" ]; then
+  case "$open_store" in /*) ;; *) open_store="$here/$open_store" ;; esac
+  [ -z "$share" ] || { echo "$open_store: with --share DIR, name a store of DIR with --store NAME" >&2; exit 2; }
+  [ -f "$open_store" ] || { echo "$open_store: no such store file" >&2; exit 2; }
+  export SAGO_STORE="$(cd "$(dirname "$open_store")" && pwd)/$(basename "$open_store")"
+fi
 [ -n "${SAGO_SKIP_SETUP:-}" ] || bash scripts/setup.sh  # SAGO_SKIP_SETUP=1: tests (venv already set up)
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # OpenMP's idle threads sleep instead of spinning: a busy neighbour on the machine then does not

@@ -9,15 +9,24 @@ text; a pair whose two replies both hit the cap has the same length by construct
 
 from __future__ import annotations
 
+import math
+
 from sago_engine.types import GenerationResult
 
 #: The reply stopped at max_new_tokens (finish reason "length", no error).
 HIT_CAP = "hit_cap"
 
 
+def stopped_at_cap(finish_reason: object, error: object = None) -> bool:
+    """Whether a reply with this finish reason and error stopped at the reply cap: no error (None or NaN,
+    as a store read gives it) and finish reason ``"length"``. The one rule behind ``hit_cap`` and the pages' marks."""
+    no_error = error is None or (isinstance(error, float) and math.isnan(error))
+    return finish_reason == "length" and no_error
+
+
 def hit_cap(r: GenerationResult) -> bool:
     """Whether ``r`` stopped at the reply cap: no error and finish reason ``"length"``."""
-    return r.error is None and r.finish_reason == "length"
+    return stopped_at_cap(r.finish_reason, r.error)
 
 
 def reply_flags(r: GenerationResult) -> list[str] | None:

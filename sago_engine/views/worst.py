@@ -22,6 +22,7 @@ import pandas as pd
 
 from sago_engine.correctness.compare import chosen_scorers
 from sago_engine.external import degenerate
+from sago_engine.measure.reply_flags import stopped_at_cap
 from sago_engine.scoring import scores as scoring
 from sago_engine.views.detail import NO_REPLY, numbered_label, variant_label
 from sago_engine.views.textdiff import diff_html, diff_segments
@@ -247,6 +248,30 @@ def reply_diff_html(base, variant) -> str:
 def prompts_link(row) -> dict[str, str]:
     """URL parameters that open the Prompts page on this row's prompt and variant: dataset, prompt, variant (label)."""
     return {"dataset": str(row["dataset"]), "prompt": str(row["prompt_id"]), "variant": str(row["label"])}
+
+
+def cut_cell(row) -> str:
+    """Which of the row's two replies stopped at the reply cap (``reply_flags.stopped_at_cap``): "both",
+    "base", "variant" or "" (neither, or not recorded)."""
+    base = stopped_at_cap(row["base_finish"], row["base_error"])
+    var = stopped_at_cap(row["variant_finish"], row["variant_error"])
+    return "both" if base and var else "base" if base else "variant" if var else ""
+
+
+def cut_note(row) -> str:
+    """A sentence on the row's replies cut at the reply cap ("" when neither was): a cut reply's text stops
+    mid-sentence, and where both were cut Δ-BLEU, Δ-BERT and Δ-MR's length rule compare cut text of equal
+    token length, so the row's Δ̃ on those axes says little about the model (docs/CONFIG.md, "Choosing the
+    reply cap")."""
+    which = cut_cell(row)
+    if which == "both":
+        return ("Both replies stopped at the reply cap (finish reason \"length\"): their text is cut, so Δ-BLEU and "
+                "Δ-BERT compare cut text and Δ-MR's length rule compares two replies cut to the same number of "
+                "tokens. Read this row's Δ̃ on those axes with care; a larger cap lets the replies end.")
+    if which:
+        return (f"The {'base' if which == 'base' else 'variant'} reply stopped at the reply cap (finish reason "
+                "\"length\"): its text is cut.")
+    return ""
 
 
 def token_table(row) -> pd.DataFrame:

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
-from transformers import GenerationConfig, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
+from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList
 
 from sago_engine.runtime import progress
 
@@ -70,6 +70,19 @@ def neutral_generation_config(eos_ids: Sequence[int], pad_id: int | None,
     """
     return GenerationConfig(**NEUTRAL_DECODING, eos_token_id=list(eos_ids), pad_token_id=pad_id,
                             max_new_tokens=max_new_tokens)
+
+
+class StepTick(LogitsProcessor):
+    """A logits processor that reports each decoding step to ``sink`` as (tokens so far, cap) and
+    returns the scores unchanged (``progress.stepping``): a sign of life between finished replies."""
+
+    def __init__(self, start: int, cap: int, sink) -> None:
+        self.k, self.cap, self.sink = start, cap, sink
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        self.k += 1
+        self.sink(min(self.k, self.cap), self.cap)
+        return scores
 
 
 class RowsFinished(StoppingCriteria):
@@ -216,13 +229,16 @@ def _decode(be: LocalEngine, pre: Prefill, max_new_tokens: int, gens: list[torch
     ent = torch.zeros((B, max_new_tokens), dtype=torch.float32)
     rows = torch.arange(B)  # original index of each row still decoding
     done, prefill_hidden = 0, None
+    sink = progress.step_sink()
     while True:
         gc = neutral_generation_config(be.eos_ids, be.pad_id, max_new_tokens - done)
         gc.update(return_dict_in_generate=True, output_hidden_states=prefill_hidden is None)
         stop = StoppingCriteriaList([RowsFinished(ids.shape[1], eos_t, be.DROP_FINISHED_FRACTION)])
         stats = StepStats() if gens is None else SampledStepStats(be.sampling, [gens[i] for i in rows.tolist()])
         gen = be.model.generate(input_ids=ids, attention_mask=mask, generation_config=gc,
-                                stopping_criteria=stop, logits_processor=LogitsProcessorList([stats]),
+                                stopping_criteria=stop,
+                                logits_processor=LogitsProcessorList([stats, *([StepTick(done, max_new_tokens, sink)]
+                                                                               if sink else [])]),
                                 cache=cache)
         if prefill_hidden is None:
             # first step: tuple of L+1 tensors (B, S, H) over the uncached part (S = 1 after

@@ -113,6 +113,25 @@ def test_calibration_times_one_batch_and_scales(tiny_plan):
     assert cal.estimate_s(0) == 0.0
 
 
+def test_a_load_that_builds_the_model_cache_is_not_counted_in_the_estimate(tiny_plan, tmp_path, monkeypatch):
+    """The first load of a model de-quantizes and caches it (minutes for a GGUF, once): the run reads the
+    cache, so the estimate leaves that load out and the plan says so; a load from the cache is counted."""
+    from precompute.calibrate import Calibration, calibrate
+    from precompute.plan_report import model_lines
+
+    cfg, plan, _ = tiny_plan
+    m = cfg.models[0]
+    monkeypatch.setenv("SAGO_CACHE_DIR", str(tmp_path / "empty_cache"))
+    ids = [p.prompt_id for p in plan.prompts]
+    first, again = calibrate(cfg, m, plan, ids), calibrate(cfg, m, plan, ids)
+    assert first.cache_built and not again.cache_built
+    built = Calibration(load_s=300.0, replies=8, seconds=16.0, cache_built=True)
+    assert built.estimate_s(10) == pytest.approx(20.0)
+    assert Calibration(load_s=300.0, replies=8, seconds=16.0).estimate_s(10) == pytest.approx(320.0)
+    text = "\n".join(model_lines(cfg, m, plan, ids, set(), None, built)[0])
+    assert "load 300 s, once: it built the model cache, which a run reads, not counted" in text
+
+
 @pytest.mark.parametrize("preset, replies", [("paper.toml", 117_504), ("paper_code.toml", 48_384)])
 def test_paper_presets_plan_their_replies_in_seconds(preset, replies, monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(tmp_path)  # from another folder: the preset's paths resolve against its own folder

@@ -30,6 +30,23 @@ def test_local_backend_reports_replies_before_the_call_returns(tiny_backend):
     assert len(seen) >= 2  # batch size 8: at least two reports, not one at the end
 
 
+def test_local_backend_reports_decoding_steps_between_replies_and_replies_stay_the_same(tiny_backend):
+    """A batch of long replies decodes for minutes before its first reply ends: each step is reported
+    (tokens so far, cap), and reporting them changes no reply."""
+    prompts = [f"Tell me about the number {i}." for i in range(3)]
+    plain = tiny_backend.generate(prompts, 6)
+    steps: list[tuple[int, int]] = []
+    with progress.stepping(lambda k, cap: steps.append((k, cap))):
+        watched = tiny_backend.generate(prompts, 6)
+    assert [r.text for r in watched] == [r.text for r in plain]
+    assert [r.token_ids for r in watched] == [r.token_ids for r in plain]
+    assert steps and all(cap == 6 and 1 <= k <= 6 for k, cap in steps)
+    assert progress.step_sink() is None  # the block ended
+    with ReplyBar(3, "m", enabled=False) as bar:
+        bar.step(4, 6)
+        assert bar.step_note == "decoding: token 4/6"
+
+
 def test_advance_without_reporting_does_nothing_and_reporting_nests():
     progress.advance(3)  # no sink: no error
     outer, inner = [], []
@@ -63,6 +80,8 @@ def test_closing_summary_names_sgs_health_and_the_dashboard(tiny_store):
     assert re.search(r"reply health: 36 replies, 0 errors \(0%\), \d+ cut at the 6-token cap \(\d+%\), \d+ empty", text)
     assert f"open the dashboard: {dashboard_command(tiny_store)}" in text
     assert "{" not in text  # no raw JSON line
+    slow = {**s, "generated": 16, "seconds": 781.0}  # 1.5 B parameters on a busy CPU
+    assert "16 replies generated in 781 s, 48.8 s per reply" in closing_lines(tiny_store, [slow], {rid: 6})[0]
     done = {**s, "pending": 0, "generated": 0}
     assert "every prompt already done — nothing generated" in closing_lines(tiny_store, [done])[0]
 

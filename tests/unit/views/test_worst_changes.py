@@ -96,3 +96,32 @@ def test_blank_replies_are_labelled_and_long_words_wrap():
     assert worst.EMPTY_REPLY in worst.reply_diff_html("", "  ")
     assert worst.EMPTY_REPLY not in worst.reply_diff_html("", "x")
     assert "overflow-wrap:anywhere" in worst.reply_diff_html("a", "b")
+
+
+def _finish(base, variant, base_error=None, variant_error=None):
+    return {"base_finish": base, "variant_finish": variant, "base_error": base_error, "variant_error": variant_error}
+
+
+def test_replies_cut_at_the_cap_are_named_and_two_cut_replies_are_warned_about():
+    both = _finish("length", "length")
+    assert worst.cut_cell(both) == "both"
+    assert "Both replies stopped at the reply cap" in worst.cut_note(both)
+    assert "Δ-MR's length rule compares two replies cut to the same number of tokens" in worst.cut_note(both)
+    assert worst.cut_cell(_finish("length", "stop")) == "base"
+    assert worst.cut_note(_finish("stop", "length")).startswith("The variant reply stopped at the reply cap")
+    # an error is no cut reply (as responses.flags' hit_cap); a store read gives NaN for "no error"
+    assert worst.cut_cell(_finish("length", "length", variant_error="timeout")) == "base"
+    assert worst.cut_cell(_finish("length", "length", float("nan"), float("nan"))) == "both"
+    assert worst.cut_cell(_finish("stop", None)) == worst.cut_note(_finish("stop", None)) == ""
+
+
+def test_worst_cases_page_marks_pairs_whose_two_replies_were_cut(tiny_store):
+    """tiny-random at a 6-token cap: its replies stop at the cap, so the worst rows say so (column and warning)."""
+    from tests.support.apptest import open_page
+    from tests.support.rendered import all_tables
+
+    at = open_page(tiny_store, "worst")
+    assert not at.exception, at.exception
+    table = next(t for t in all_tables(at) if "cut" in t.columns)
+    assert (table["cut"] == "both").any(), table["cut"].tolist()
+    assert any("Both replies stopped at the reply cap" in w.value for w in at.warning)
