@@ -101,8 +101,9 @@ def slice_differences(store_path: str | Path, rerun_path: str | Path, models: Se
                 out.append(f"{name}: {len(ids[0])} runs in the store, {len(ids[1])} in the re-run (need one each)")
                 continue
             normalizers = json.loads(ids[1]["normalizers"].iloc[0])
+            cap = (json.loads(ids[1]["decoding"].iloc[0]) or {}).get("max_new_tokens")
             tables = [t for t in ROW_KEYS if t not in ("prompts", "variants")]
             want = {t: full.rows_of_prompts(t, pids, ids[0]["run_id"].iloc[0]) for t in tables}
             got = {t: cut.rows_of_prompts(t, pids, ids[1]["run_id"].iloc[0]) for t in tables}
-            out += [f"{name}: {line}" for line in store_differences(want, got, normalizers)]
+            out += [f"{name}: {line}" for line in store_differences(want, got, normalizers, cap=cap)]
     return out

@@ -20,7 +20,7 @@ import pandas as pd
 
 from sago_engine.seeds import stable_hash
 
-__all__ = ["CAP_PAIR_COLUMNS", "setting_signature", "cap_pairs"]
+__all__ = ["CAP_PAIR_COLUMNS", "model_key", "setting_signature", "cap_pairs"]
 
 #: Columns of ``cap_pairs``' result.
 CAP_PAIR_COLUMNS = ["model_key", "run_short", "run_long", "model_short", "model_long", "cap_short", "cap_long"]
@@ -40,7 +40,7 @@ def _obj(v: Any) -> Any:
     return v
 
 
-def _model_key(row: dict) -> str:
+def model_key(row: dict) -> str:
     """The run's model key: ``config.run_model.key`` when recorded, else ``model``."""
     rm = (row.get("config") or {}).get("run_model") if isinstance(row.get("config"), dict) else None
     return rm["key"] if isinstance(rm, dict) and rm.get("key") else str(row["model"])
@@ -63,7 +63,7 @@ def setting_signature(run: dict | pd.Series) -> str:
     cfg = dict(rec.get("config") or {})
     cfg.pop("run_model", None)
     rec["config"] = cfg
-    rec["model_key"] = _model_key(row)
+    rec["model_key"] = model_key(row)
     return stable_hash(rec)
 
 
@@ -92,7 +92,7 @@ def cap_pairs(runs: pd.DataFrame) -> pd.DataFrame:
             continue
         cfg = _obj(rec.get("config"))
         rows.append({"sig": setting_signature(rec), "run_id": rec["run_id"], "model": rec["model"], "cap": int(cap),
-                     "model_key": _model_key({"model": rec["model"], "config": cfg})})
+                     "model_key": model_key({"model": rec["model"], "config": cfg})})
     out = []
     by_sig: dict[str, list[dict]] = {}
     for r in rows:

@@ -21,9 +21,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sago_engine.axes.noise import ENTROPY_TOL, LOGPROB_TOL_PER_TOKEN, logprob_tol, replay_tol
 from sago_engine.axis_spec import AXIS_SPECS
 from sago_engine.backends import get_backend
 from sago_engine.backends.hf_local.prompt_render import template_records_match
+from sago_engine.scoring.runpairs import model_key
 from sago_engine.seeds import stable_hash
 from sago_engine.store import open_store
 from sago_engine.types import GenerationResult
@@ -31,33 +33,11 @@ from sago_engine.types import GenerationResult
 __all__ = ["replay_token_stats", "REPLAY_COLUMNS", "REPLAYED_AXES", "LOGPROB_TOL_PER_TOKEN", "ENTROPY_TOL", "logprob_tol",
            "replay_tol"]
 
-#: Agreement required of a float32 replay (absolute, nats). A token's log-prob replays within
-#: ``LOGPROB_TOL_PER_TOKEN`` (another batch shape, CPU or kernel sums the same float32 products
-#: in another order; ≈ 2e-5 per token observed). ``seq_logprob`` sums n of them, so its
-#: tolerance is n times that (``logprob_tol``): a fixed 1e-3 failed on 48-token gemma-3-270m
-#: replies of the bundled store (1.1e-3, on an AMD EPYC, under either kernel) while shorter
-#: ones passed. ``mean_entropy`` is a mean: one absolute tolerance whatever n.
-LOGPROB_TOL_PER_TOKEN = 1e-4
-ENTROPY_TOL = 1e-4
-
-
-def logprob_tol(n_tokens: int) -> float:
-    """Tolerance (nats, absolute) of a replayed ``seq_logprob`` over ``n_tokens`` tokens (≥ 1 counted)."""
-    return LOGPROB_TOL_PER_TOKEN * max(1, int(n_tokens))
-
-
 #: The axes scored under teacher forcing (an ``AxisSpec.response_stat``: ``seq_logprob`` of
 #: Δ-Prob, ``mean_entropy`` of Δ-Ent): the statistics the replay re-derives.
 REPLAYED_AXES: tuple[str, ...] = tuple(name for name, spec in AXIS_SPECS.items() if spec.response_stat)
 
-#: Tolerance (absolute, the statistic's unit) of each replayed statistic over n reply tokens: a
-#: sum grows with n (``logprob_tol``), a mean does not.
-REPLAY_TOL: dict[str, Callable[[int], float]] = {"seq_logprob": logprob_tol, "mean_entropy": lambda n: ENTROPY_TOL}
-
-
-def replay_tol(axis: str, n_tokens: int) -> float:
-    """Tolerance of the replayed statistic of ``axis`` (one of ``REPLAYED_AXES``) over ``n_tokens`` tokens."""
-    return REPLAY_TOL[AXIS_SPECS[axis].response_stat](n_tokens)
+# The replay's agreement tolerances are the cross-batch float noise decided in axes/noise.py.
 
 
 #: Per replayed axis: the stored statistic, its replay and their absolute error ``err_<axis>``.
@@ -84,7 +64,9 @@ def _ids(v: Any) -> list[int] | None:
 
 def _default_factory(device: str) -> Callable[[pd.Series, dict], Any]:
     def make(run: pd.Series, kwargs: dict):
-        spec = {"name": "hf_local", "model": run["model"], "dtype": run["dtype"] or "float32", "device": device,
+        # runs.model is the run's label; the model it loads is config.run_model.key when one is recorded
+        key = model_key({"config": _json(run.get("config")), "model": run["model"]})
+        spec = {"name": "hf_local", "model": key, "dtype": run["dtype"] or "float32", "device": device,
                 "batch_size": 8}
         if kwargs:
             spec["chat_template_kwargs"] = kwargs
@@ -155,7 +137,7 @@ def replay_token_stats(store_path: str | Path, per_run: int = 8, seed: int = 0, 
                         var_text[r["prompt_id"]] = dict(zip(v["variant_id"], v["text"]))
                     texts.append(var_text[r["prompt_id"]][r["variant_id"]])
             tmpl = (_json(run["decoding"]) or {}).get("chat_template")
-            kwargs = ({k: v for k, v in tmpl["kwargs"].items() if k != "add_generation_prompt"}
+            kwargs = ({k: v for k, v in (tmpl.get("kwargs") or {}).items() if k != "add_generation_prompt"}
                       if isinstance(tmpl, dict) else {})
             be = make(run, kwargs)
             try:

@@ -9,7 +9,7 @@ axis, sample, repeat (``ROW_KEYS``) — never by run or response id.
 What is compared, per table of ``ROW_KEYS`` (``Store.rows_of_prompts``): every column except those of
 ``IGNORED`` (the run and response ids, latency, timestamps). Text, token ids, integers, booleans,
 labels and JSON exactly; floats within the project's float-noise tolerance of the axis they belong to
-(``axes.noise.NOISE_TOL``; ``float_tolerance``): a model's floats depend on the rows it computes beside
+(``axes.noise.NOISE_TOL``, and ``axes.noise.replay_tol`` for token log-prob statistics; ``float_tolerance``): a model's floats depend on the rows it computes beside
 them (a prompt's hidden states in a batch of 28 rows differ from those in a batch of 112 in the last
 float32 bits), so a slice re-run cannot be bit-identical to the full run, only equal up to that noise.
 ``runs`` (run-level provenance: config, host, versions, timings) and the tables that sum over all the
@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sago_engine.axes.noise import NOISE_TOL
+from sago_engine.axes.noise import NOISE_TOL, replay_tol
+from sago_engine.axis_spec import AXIS_SPECS
 from sago_engine.types import base_axis
 
 #: Per compared table, the columns that identify a row within one run (what it is about).
@@ -48,22 +49,32 @@ ROW_KEYS: dict[str, tuple[str, ...]] = {
 #: Columns never compared: ids that hash the run id, wall-clock time and timestamps.
 IGNORED: frozenset[str] = frozenset({"run_id", "response_id", "latency_s", "finished_at"})
 #: Float columns of reply statistics → the axis whose tolerance applies (``AxisSpec.response_stat``).
+#: Axes whose reply statistics sum or average token log-probs: their cross-computation tolerance
+#: (``axes.noise.replay_tol``) applies.
+CROSS_AXES: frozenset[str] = frozenset(a for a, spec in AXIS_SPECS.items() if spec.response_stat)
 STAT_AXIS: dict[str, str] = {"seq_logprob": "prob", "mean_entropy": "ent", "cos_per_layer": "cos",
                              "semantic_score": "bert"}
 
 
-def float_tolerance(table: str, column: str, row: Mapping[str, Any], normalizers: Mapping[str, float]) -> float:
-    """The largest |a − b| of a float cell that counts as float noise.
+def float_tolerance(table: str, column: str, row: Mapping[str, Any], normalizers: Mapping[str, float],
+                    cap: int | None = None) -> float:
+    """The largest |a − b| of a float cell that counts as float noise between two computations.
 
-    ``delta`` of a Δ row: ``NOISE_TOL`` of its axis (an option axis: its base axis); ``delta_norm``:
-    that over R_X (``normalizers``, the run's ``[normalizers]``); ``sum_norm`` / ``sum_abs`` of a
-    statistics row: ``n_rows`` times the ``delta_norm`` tolerance; ``sum_sq``: that times
-    ``2 · sum_abs + n_rows · tol`` (|a² − b²| ≤ |a − b| · (2|a| + |a − b|) summed). Reply statistics
-    (``STAT_AXIS``): their axis's tolerance. Any other float (a correctness score): 0 (exact).
+    Reply statistics (``STAT_AXIS``): their axis's tolerance; ``seq_logprob`` / ``mean_entropy``
+    at least the cross-computation tolerance over the row's ``n_tokens`` (``axes.noise.replay_tol``:
+    another batch shape sums the same float32 products in another order). ``delta`` of a Δ row:
+    ``NOISE_TOL`` of its axis (an option axis: its base axis); for Δ-Prob / Δ-Ent, a difference of
+    two such statistics, at least twice their tolerance at the reply cap ``cap`` (tokens; the run's
+    ``max_new_tokens``) when given. ``delta_norm``: that over R_X (``normalizers``, the run's
+    ``[normalizers]``); ``sum_norm`` / ``sum_abs`` of a statistics row: ``n_rows`` times the
+    ``delta_norm`` tolerance; ``sum_sq``: that times ``2 · sum_abs + n_rows · tol``
+    (|a² − b²| ≤ |a − b| · (2|a| + |a − b|) summed). Any other float (a correctness score): 0 (exact).
     """
     if "axis" in row and column in ("delta", "delta_norm", "sum_norm", "sum_abs", "sum_sq"):
         axis = base_axis(str(row["axis"]))
         tol = NOISE_TOL.get(axis, 0.0)
+        if cap is not None and axis in CROSS_AXES:
+            tol = max(tol, 2.0 * replay_tol(axis, cap))
         if column == "delta":
             return tol
         tol /= float(normalizers.get(axis, 1.0))
@@ -74,7 +85,12 @@ def float_tolerance(table: str, column: str, row: Mapping[str, Any], normalizers
             return tol * (2.0 * abs(float(row.get("sum_abs") or 0.0)) + n * tol)
         return n * tol
     axis = STAT_AXIS.get(column)
-    return NOISE_TOL.get(axis, 0.0) if axis else 0.0
+    if axis is None:
+        return 0.0
+    tol = NOISE_TOL.get(axis, 0.0)
+    if axis in CROSS_AXES and row.get("n_tokens") is not None and not pd.isna(row.get("n_tokens")):
+        tol = max(tol, replay_tol(axis, int(row["n_tokens"])))
+    return tol
 
 
 def _floats(v) -> np.ndarray | None:
@@ -127,7 +143,7 @@ def _keyed(df: pd.DataFrame, keys: Sequence[str]) -> dict[tuple, dict]:
 
 
 def table_differences(table: str, want: pd.DataFrame, got: pd.DataFrame, normalizers: Mapping[str, float],
-                      limit: int = 20) -> list[str]:
+                      limit: int = 20, cap: int | None = None) -> list[str]:
     """What differs between two stores' rows of ``table`` (one run each, the same prompts).
 
     Rows are matched by ``ROW_KEYS[table]``; a row only one side has, a key held twice, or a cell
@@ -149,23 +165,24 @@ def table_differences(table: str, want: pd.DataFrame, got: pd.DataFrame, normali
     cols = [c for c in want.columns if c in got.columns and c not in IGNORED and c not in keys]
     for k in sorted(set(a) & set(b), key=repr):
         for c in cols:
-            why = cell_difference(a[k][c], b[k][c], float_tolerance(table, c, a[k], normalizers))
+            why = cell_difference(a[k][c], b[k][c], float_tolerance(table, c, a[k], normalizers, cap))
             if why is not None:
                 out.append(f"{table} {k} {c}: {why}")
     return out[:limit]
 
 
 def store_differences(want: Mapping[str, pd.DataFrame], got: Mapping[str, pd.DataFrame],
-                      normalizers: Mapping[str, float], limit: int = 20) -> list[str]:
+                      normalizers: Mapping[str, float], limit: int = 20, cap: int | None = None) -> list[str]:
     """``table_differences`` over every table of ``ROW_KEYS`` (a table one side lacks reads as empty).
 
     Args:
         want / got: table → the rows of one run about the compared prompts (``Store.rows_of_prompts``).
         normalizers: the runs' R_X per axis (``runs.normalizers``), for the ``delta_norm`` tolerance.
+        cap: the runs' reply cap (tokens), for the Δ-Prob / Δ-Ent tolerance (``float_tolerance``).
     Returns:
         One line per difference (at most ``limit`` per table); ``[]`` when every row matches.
     """
     out: list[str] = []
     for t in ROW_KEYS:
-        out += table_differences(t, want.get(t, pd.DataFrame()), got.get(t, pd.DataFrame()), normalizers, limit)
+        out += table_differences(t, want.get(t, pd.DataFrame()), got.get(t, pd.DataFrame()), normalizers, limit, cap)
     return out

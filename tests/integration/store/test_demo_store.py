@@ -1,5 +1,5 @@
 """The bundled demo store is what the README says it is: schema 4, replies
-with token ids (replayed in test_fidelity_local), three models of three sizes, the open Δ-Cos /
+with token ids (replayed in test_fidelity_local), three models of three sizes and one of them sampled at T = 0.7, the open Δ-Cos /
 Δ-BERT choices stored as option axes beside the six plain axes, published in prompt order."""
 
 import json
@@ -12,7 +12,7 @@ from sago_engine.store.layout import LAYOUT_VERSION
 from sago_engine.store.schema import SCHEMA_VERSION
 from sago_engine.types import AXES, option_of
 
-MODELS = {"smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct"}
+MODELS = {"smollm2-135m-instruct", "gemma-3-270m", "qwen2.5-coder-0.5b-instruct", "smollm2-135m-instruct·T0.7"}
 
 
 def test_demo_store_schema_models_and_option_axes():
@@ -29,7 +29,7 @@ def test_demo_store_schema_models_and_option_axes():
 
     no_template = {"template": None}  # a base model (older records: "no template")
     assert template_records_match(json.loads(base.loc["gemma-3-270m", "decoding"])["chat_template"], no_template)
-    for m in ("smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct"):
+    for m in ("smollm2-135m-instruct", "qwen2.5-coder-0.5b-instruct", "smollm2-135m-instruct·T0.7"):
         assert "sha256" in json.loads(base.loc[m, "decoding"])["chat_template"]
     per_run = stats.groupby("run_id")["axis"].agg(set)
     for run_id, axes in per_run.items():
@@ -53,11 +53,11 @@ def test_no_reply_with_characters_is_unavailable_as_no_visible_reply(store=DEMO_
     has_chars = [var[(r.run_id, r.variant_id)] != "" and base[(r.run_id, r.prompt_id)] != ""
                  for r in no_visible.itertuples(index=False)]
     assert not any(has_chars), no_visible[has_chars][["model", "variant_id", "axis", "reason"]].head()
-    # the replies this guards: gemma-3-270m answered 43 spacing variants with tabs, spaces and newlines only
+    # the replies this guards: gemma-3-270m answered 40 spacing variants with tabs, spaces and newlines only
     blank = var[(var != "") & (var.str.strip() == "")]
-    assert len(blank) == 43
+    assert len(blank) == 40
     rows = d.set_index(["run_id", "variant_id"]).loc[blank.index]
-    assert len(rows) == 4 * 43 and rows["available"].all() and (rows["family"] == "surface_noise").all()
+    assert len(rows) == 4 * 40 and rows["available"].all() and (rows["family"] == "surface_noise").all()
 
 
 def test_every_demo_reply_stores_the_request_the_model_read():

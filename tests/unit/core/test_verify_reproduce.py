@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sago_engine.axes.noise import NOISE_TOL
+from sago_engine.axes.noise import NOISE_TOL, replay_tol
 from sago_engine.verify.reproduce import cell_difference, float_tolerance, store_differences, table_differences
 
 R = {"prob": 250.0, "cos": 2.0}
@@ -21,6 +21,23 @@ def test_float_tolerances_follow_the_axis_and_the_normalizer():
     assert float_tolerance("responses", "seq_logprob", {}, R) == NOISE_TOL["prob"]
     assert float_tolerance("responses", "cos_per_layer", {}, R) == NOISE_TOL["cos"]
     assert float_tolerance("correctness", "score", {}, R) == 0.0
+
+
+def test_token_logprob_statistics_allow_the_cross_batch_noise_of_their_tokens():
+    # a re-run in another batch shape sums the same float32 products in another order: a 48-token
+    # reply's seq_logprob moved by 1.1e-4 between the bundled run (batch 112) and a 2-prompt slice (batch 28)
+    assert float_tolerance("responses", "seq_logprob", {"n_tokens": 48}, R) == replay_tol("prob", 48) == 48 * 1e-4
+    assert float_tolerance("responses", "seq_logprob", {"n_tokens": 1}, R) == NOISE_TOL["prob"]
+    assert float_tolerance("responses", "mean_entropy", {"n_tokens": 48}, R) == replay_tol("ent", 48)
+    assert float_tolerance("responses", "cos_per_layer", {"n_tokens": 48}, R) == NOISE_TOL["cos"]  # no token sum
+    # a Δ-Prob is a difference of two such sums: twice the tolerance at the reply cap
+    assert float_tolerance("deltas", "delta", {"axis": "prob"}, R, cap=48) == 2 * replay_tol("prob", 48)
+    assert float_tolerance("deltas", "delta_norm", {"axis": "prob"}, R, cap=48) == 2 * replay_tol("prob", 48) / 250.0
+    assert float_tolerance("deltas", "delta", {"axis": "cos"}, R, cap=48) == NOISE_TOL["cos"]
+    want = pd.DataFrame({"prompt_id": ["p"], "variant_id": ["v"], "response": ["x"], "n_tokens": [48],
+                         "seq_logprob": [-20.0]})
+    assert table_differences("responses", want, want.assign(seq_logprob=[-20.0 + 1.1e-4]), R) == []
+    assert table_differences("responses", want, want.assign(seq_logprob=[-20.0 + 0.01]), R)
 
 
 def test_cells_compare_text_and_ids_exactly_floats_within_tolerance():
