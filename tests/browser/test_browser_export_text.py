@@ -13,12 +13,11 @@ import shutil
 import pytest
 
 from sago_engine.store.catalog import DEMO_STORE
-from tests.support.browser import browser_page, dashboard, require_chromium
+from tests.support.browser import browser_page, dashboard, require_chromium, settle
 from tests.support.svg_text import svg_overlaps
 
 pytestmark = pytest.mark.browser
 
-READY = "!document.querySelector('[data-testid=\"stStatusWidget\"]')"
 SVG_KEYS_JS = """() => Array.from(document.querySelectorAll('[data-testid="stDownloadButton"]')).map(el => {
   const c = el.closest('[class*="st-key-"]');
   return c ? Array.from(c.classList).find(x => x.startsWith('st-key-')).slice(7) : null; })
@@ -40,9 +39,7 @@ def test_no_label_of_any_exported_chart_overlaps_another(tmp_path):
         for _script, _title, _icon, path in VIEWS:
             page.goto(f"{url}/{'' if path == VIEWS[0][3] else path}", wait_until="domcontentloaded")
             page.locator("[data-testid='stMain'] h1").first.wait_for(timeout=180_000)
-            page.wait_for_timeout(1500)
-            page.wait_for_function(READY, timeout=300_000)
-            page.wait_for_timeout(1000)
+            settle(page, timeout=300_000)
             assert page.locator("[data-testid='stException']").count() == 0, path
             if path in AT_LEAST:  # a loaded machine draws the buttons after the run's charts: wait for them
                 try:

@@ -11,11 +11,10 @@ from urllib.parse import quote_plus
 import pandas as pd
 import pytest
 
-from tests.support.browser import browser_page, dashboard, require_chromium, screenshot_dir
+from tests.support.browser import browser_page, dashboard, require_chromium, screenshot_dir, settle
 
 pytestmark = pytest.mark.browser
 
-READY = "!document.querySelector('[data-testid=\"stStatusWidget\"]')"
 
 
 def _demo():
@@ -26,11 +25,10 @@ def _demo():
     return DEMO_STORE
 
 
-def _ready(page, timeout=180_000):
+def _ready(page, timeout=180_000, rerun=False):
+    """sago's navigation is drawn and the script run (after an input: ``rerun``) is over; no exception shown."""
     page.locator("[data-testid='stPageLink']").first.wait_for(timeout=timeout)
-    page.wait_for_timeout(800)
-    page.wait_for_function(READY, timeout=timeout)
-    page.wait_for_timeout(1200)
+    settle(page, timeout=timeout, rerun=rerun)
     assert page.locator("[data-testid='stException']").count() == 0
 
 
@@ -84,9 +82,9 @@ def test_worst_cases_rank_search_and_open_on_the_prompts_page():
         box = page.get_by_label("Search prompts, variants and replies")
         box.fill(needle)
         box.press("Enter")
-        _ready(page)
+        _ready(page, rerun=True)
         page.locator("button").filter(has_text="variants by").first.click()
-        _ready(page)
+        _ready(page, rerun=True)
         first = hits.iloc[0]
         page.get_by_text(f"#1: {first['model']} on {first['prompt_id']}").first.wait_for(timeout=60_000)
         codes = page.locator("[data-testid='stCode']").all_inner_texts()
@@ -174,6 +172,5 @@ def test_model_vs_model_matrix_profiles_sentence_csv_and_clicks():
         assert label != before
         mb = mark.bounding_box()
         page.mouse.click(mb["x"] + mb["width"] / 2, mb["y"] + mb["height"] / 2)
-        page.wait_for_timeout(1000)
-        _ready(page)
+        _ready(page, rerun=True)
         assert _input_value(page, "Variant") == label

@@ -10,20 +10,27 @@ import pytest
 
 from dashboard.charts import NEUTRAL
 from sago_engine.store.catalog import DEMO_STORE
-from tests.support.browser import SCREENS, browser_page, dashboard, download, launcher, require_chromium, screenshot_dir
+from tests.support.browser import (
+    SCREENS,
+    browser_page,
+    dashboard,
+    download,
+    launcher,
+    require_chromium,
+    screenshot_dir,
+    settle,
+    wait_still,
+)
 from tests.support.svg_text import shown_overlaps
 
 pytestmark = pytest.mark.browser
 
-READY = "!document.querySelector('[data-testid=\"stStatusWidget\"]')"
 LENGTH_CHART = ".st-key-variants_length"
 
 
 def _settled(page) -> None:
     page.locator("[data-testid='stMain'] h1").first.wait_for(timeout=180_000)
-    page.wait_for_timeout(1500)
-    page.wait_for_function(READY, timeout=300_000)
-    page.wait_for_timeout(1500)
+    settle(page, timeout=300_000)
     assert page.locator("[data-testid='stException']").count() == 0
 
 
@@ -52,7 +59,7 @@ def test_variants_length_factor_labels_do_not_overlap(server, screen):
         chart.wait_for(state="attached", timeout=180_000)  # the page's last chart: late on a loaded machine
         chart.scroll_into_view_if_needed(timeout=60_000)
         page.locator(f"{LENGTH_CHART} .g-xtitle text").first.wait_for(timeout=60_000)
-        page.wait_for_timeout(1000)
+        wait_still(page, LENGTH_CHART)  # laid out: its boxes hold still
         titles = page.locator(f"{LENGTH_CHART} .g-xtitle text").all_text_contents()
         assert titles and all(t.startswith("target length ratio") for t in titles), titles
         overlaps = shown_overlaps(page, LENGTH_CHART)

@@ -156,14 +156,22 @@ LINKS = (("/pairwise?store=md.duckdb&axis=bert", "Model against model", "axis=be
          ("/worst?store=md.duckdb&axis=cos", "Worst cases", "axis=cos"))
 
 
+@pytest.fixture(scope="module")
+def gated(tmp_path_factory):
+    """One shared dashboard behind the meeting password for the linked-view tests (each visitor is a new
+    browser context: a session of its own that meets the gate)."""
+    require_chromium()
+    share, secrets = _shared(tmp_path_factory.mktemp("gated"), VALID)
+    with launcher(["--share", str(share), "--secrets.files", str(secrets)]) as (url, _port):
+        yield url
+
+
 @pytest.mark.parametrize("size", [(1280, 720), (1440, 900)])
-def test_a_linked_view_survives_the_password_typed_at_once(tmp_path, size):
+def test_a_linked_view_survives_the_password_typed_at_once(gated, size):
     """The password typed as soon as the gate appears (while the gate's first run may still be under way)
     opens the linked page with its parameters, never Profiles."""
-    require_chromium()
-    share, secrets = _shared(tmp_path, VALID)
-    with launcher(["--share", str(share), "--secrets.files", str(secrets)]) as (url, _port), \
-            browser_page(*size) as page:
+    url = gated
+    with browser_page(*size) as page:
         for link, title, kept in LINKS:
             visitor = page.context.browser.new_context(viewport={"width": size[0], "height": size[1]})
             try:

@@ -9,14 +9,23 @@ import shutil
 import pytest
 
 from sago_engine.store.catalog import DEMO_STORE
-from tests.support.browser import ALL_SCREENS, browser_page, dashboard, require_chromium, screenshot_dir
+from tests.support.browser import (
+    ALL_SCREENS,
+    browser_page,
+    dashboard,
+    require_chromium,
+    screenshot_dir,
+    settle,
+    wait_still,
+)
 
 pytestmark = pytest.mark.browser
 
-READY = "!document.querySelector('[data-testid=\"stStatusWidget\"]')"
 SCREENS = ALL_SCREENS
 #: Pages whose first screen holds no chart by design; each says why.
 NO_CHART = {"prompts", "worst", "live"}
+FIRST_CHART = ("[data-testid='stMain'] [data-testid='stPlotlyChart'], "
+               "[data-testid='stMain'] [data-testid='stVegaLiteChart']")
 #: The first chart on the page, its drawn parts (Plotly's SVG layers, Vega's canvas / SVG), the top bar.
 FIRST_SCREEN_JS = """() => {
   window.scrollTo(0, 0);
@@ -50,15 +59,15 @@ def test_every_page_opens_on_one_whole_chart_in_presentation_mode(server, screen
         for _script, _title, _icon, path in VIEWS:
             page.goto(f"{server}/{'' if path == VIEWS[0][3] else path}?present=1", wait_until="domcontentloaded")
             page.locator("[data-testid='stMain'] h1").first.wait_for(timeout=180_000)
-            page.wait_for_timeout(1500)
-            page.wait_for_function(READY, timeout=300_000)
+            settle(page, timeout=300_000)
             want = (".st-key-presentation_no_chart" if path in NO_CHART
                     else "[data-testid='stPlotlyChart'], [data-testid='stVegaLiteChart']")
-            try:  # a chart mounts after its run; on a loaded machine that takes a while
+            try:  # a chart mounts after its run, then lays out: wait until its boxes hold still
                 page.locator(f"[data-testid='stMain'] :is({want})").first.wait_for(state="attached", timeout=60_000)
+                if path not in NO_CHART:
+                    wait_still(page, FIRST_CHART)
             except Exception:  # noqa: BLE001 - playwright's TimeoutError: measured (and reported) below
                 pass
-            page.wait_for_timeout(2000)  # charts lay out after they mount
             assert page.locator("[data-testid='stException']").count() == 0, path
             m = page.evaluate(FIRST_SCREEN_JS)
             page.screenshot(path=str(screenshot_dir() / f"present_first_screen_{path}_{w}_{scheme}.png"))

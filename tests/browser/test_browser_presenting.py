@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.support.browser import SCREENS, browser_page, dashboard, require_chromium, screenshot_dir
+from tests.support.browser import SCREENS, browser_page, dashboard, require_chromium, screenshot_dir, wait_still
 from tests.support.browser import wait_ready as _ready
 from tests.support.factories import add_option_axes, make_store
 
@@ -64,7 +64,7 @@ def test_profiles_names_the_choice_that_reorders_and_links_to_method_choices(ser
         box = page.get_by_label("…or a path to another store")
         box.fill(str(stores[1]))
         box.press("Enter")
-        _ready(page)
+        _ready(page, rerun=True)
         page.get_by_text("SGS per axis — Total").first.wait_for(timeout=60_000)
         # the other store's page replaces the first one's (a slow machine may still show the old note)
         page.locator(".st-key-profiles_assumptions").wait_for(state="detached", timeout=120_000)
@@ -104,7 +104,7 @@ def test_prompts_heatmap_draws_every_row_label_in_presentation_mode(server):
         _open(page, f"{server}/prompts?present=1&dataset=truthfulqa&prompt=truthfulqa%3A0", "Prompts: one prompt")
         chart = page.locator("[data-testid='stVegaLiteChart']").first
         chart.scroll_into_view_if_needed()
-        page.wait_for_timeout(1500)
+        wait_still(page, "[data-testid='stVegaLiteChart']")  # laid out: its boxes hold still
         axes = page.evaluate("""() => [...document.querySelectorAll("[data-testid='stVegaLiteChart'] g.role-axis")]
           .filter(a => (a.getAttribute('aria-label') || '').startsWith('Y-axis'))
           .map(a => [...a.querySelectorAll('.role-axis-label text')].map(t => ({

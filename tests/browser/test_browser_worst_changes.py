@@ -18,7 +18,6 @@ from tests.support.browser import browser_page, dashboard, require_chromium, scr
 
 pytestmark = pytest.mark.browser
 
-READY = "!document.querySelector('[data-testid=\"stStatusWidget\"]')"
 SMOL, GEMMA = "smollm2-135m-instruct", "gemma-3-270m"
 #: one word of 400 characters (no break opportunity inside; no stutter: its unit is 20 characters long)
 LONG = "Supercalifragilistic" * 20
@@ -93,9 +92,7 @@ def _open(page, url: str, path: str) -> None:
     page.goto(f"{url}{path}", wait_until="domcontentloaded")
     page.get_by_text("Worst cases: which prompts and variants move a model most?").first.wait_for(timeout=180_000)
     page.locator("[data-testid='stPageLink']").first.wait_for(timeout=180_000)
-    page.wait_for_timeout(800)
-    page.wait_for_function(READY, timeout=180_000)
-    page.wait_for_timeout(1200)
+    browser.settle(page)
     assert page.locator("[data-testid='stException']").count() == 0
 
 

@@ -69,18 +69,61 @@ def dashboard(store: Path | None, timeout: float = 60.0, env: dict | None = None
             proc.kill()
 
 
+#: While ``shared_chromium`` is open: [playwright, browser or None (launched at the first ``browser_page``)].
+_SHARED: list | None = None
+
+
+@contextmanager
+def shared_chromium():
+    """Within this block every ``browser_page`` opens a fresh context (cookies, storage, viewport of its own) in
+    one chromium, launched at the first page and closed at the end; outside it each page launches its own.
+
+    Playwright's sync API holds an event loop for as long as it runs, so the block must not outlive the tests
+    that use it (tests/browser/conftest.py opens one per test module)."""
+    global _SHARED
+    _SHARED = [None, None]
+    try:
+        yield
+    finally:
+        pw, b = _SHARED
+        _SHARED = None
+        if b is not None:
+            b.close()
+        if pw is not None:
+            pw.stop()
+
+
+def _launch(p):
+    return p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+
+
 @contextmanager
 def browser_page(width: int = 1400, height: int = 1000, color_scheme: str = "light"):
-    """A chromium page of this viewport; ``color_scheme`` "dark" makes Streamlit (theme: the system's) dark."""
+    """A chromium page of this viewport in a context of its own; ``color_scheme`` "dark" makes Streamlit (theme:
+    the system's) dark. Every context the test opens on its browser is closed at the end."""
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        try:
-            page = b.new_page(viewport={"width": width, "height": height}, color_scheme=color_scheme)
-            yield page
-        finally:
-            b.close()
+    if _SHARED is None:
+        with sync_playwright() as p:
+            b = _launch(p)
+            try:
+                yield b.new_page(viewport={"width": width, "height": height}, color_scheme=color_scheme)
+            finally:
+                b.close()
+        return
+    if _SHARED[1] is None or not _SHARED[1].is_connected():
+        if _SHARED[0] is None:
+            _SHARED[0] = sync_playwright().start()
+        _SHARED[1] = _launch(_SHARED[0])
+    b = _SHARED[1]
+    before = list(b.contexts)
+    try:
+        context = b.new_context(viewport={"width": width, "height": height}, color_scheme=color_scheme)
+        yield context.new_page()
+    finally:
+        for c in b.contexts:
+            if c not in before:
+                c.close()
 
 
 #: Every size × theme a presenter uses (for checks where the layout depends on both at once).
@@ -179,13 +222,68 @@ def download(page, key: str, timeout_ms: int = 120_000) -> tuple[str, bytes]:
 READY = "!document.querySelector('[data-testid=\"stStatusWidget\"]')"
 
 
-def wait_ready(page, timeout: int = 180_000) -> None:
-    """Wait until the app's frame is drawn (sidebar, open or collapsed) and no rerun is running; no exception shown."""
+#: True once the script has finished and stayed finished for ``quiet`` ms: Streamlit's own script state on the
+#: app's root is "notRunning" and its running indicator is gone. The frame may rerun a page once, and a short
+#: run never shows the indicator, so the state must hold for a while, not only be reached. Charts draw after
+#: the run: the quiet time ends only once every Plotly chart holds its svg and every Vega-Lite chart its
+#: canvas or svg, or after 3 s of quiet (a chart that never draws is the test's to find).
+_SETTLED_JS = """quiet => {
+  const app = document.querySelector('[data-testid="stApp"]');
+  const idle = !!app && app.dataset.testScriptState === 'notRunning'
+               && !document.querySelector('[data-testid="stStatusWidget"]');
+  const now = performance.now();
+  if (!idle) { window.__sagoIdleSince = null; return false; }
+  if (window.__sagoIdleSince == null) window.__sagoIdleSince = now;
+  const drawn = [...document.querySelectorAll('[data-testid="stPlotlyChart"]')].every(c => c.querySelector('svg.main-svg'))
+    && [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')].every(c => c.querySelector('canvas, svg'));
+  const t = now - window.__sagoIdleSince;
+  return t >= quiet && (drawn || t >= 3000);
+}"""
+
+
+def settle(page, quiet_ms: int = 500, timeout: int = 180_000, rerun: bool = False) -> None:
+    """Wait until the page's script run has finished and no new run started for ``quiet_ms`` (polled every
+    50 ms in the page). After a navigation as is; after an input that starts a rerun pass ``rerun=True``: it
+    first waits (up to 2 s) for that run to start. Raises playwright's TimeoutError after ``timeout`` ms."""
+    if rerun:
+        try:
+            page.wait_for_function("() => document.querySelector('[data-testid=\"stApp\"]')?.dataset"
+                                   ".testScriptState !== 'notRunning'", polling=20, timeout=2_000)
+        except Exception:  # noqa: BLE001 - playwright's TimeoutError: the run was over before the first poll
+            pass
+    page.evaluate("() => { window.__sagoIdleSince = null; }")
+    page.wait_for_function(_SETTLED_JS, arg=quiet_ms, polling=50, timeout=timeout)
+
+
+#: The bounding box of the first match of a selector and of every element it draws inside; waited on until
+#: it holds still (a chart lays out after it mounts).
+_BOXES_JS = """sel => {
+  const el = document.querySelector(sel);
+  if (!el) return null;
+  const r = e => { const b = e.getBoundingClientRect(); return [b.top, b.bottom, b.left, b.right].map(Math.round); };
+  const parts = [...el.querySelectorAll('svg, canvas')];
+  return parts.length ? JSON.stringify([r(el), ...parts.map(r)]) : '';
+}"""
+
+
+def wait_still(page, selector: str, frames: int = 5, timeout: int = 60_000) -> None:
+    """Wait until the first ``selector`` has drawn (an svg or canvas inside) and it and everything it draws keep
+    the same boxes over ``frames`` polls 100 ms apart (a chart has laid out); returns at once when nothing
+    matches; raises playwright's TimeoutError after ``timeout`` ms."""
+    js = ("([sel, n]) => { const now = (" + _BOXES_JS + ")(sel); const w = window.__sagoStill || (window.__sagoStill = {});"
+          " if (now === null) return true; if (now === '') return false; if (w[sel] && w[sel].boxes === now) w[sel].n += 1;"
+          " else w[sel] = {boxes: now, n: 0}; return w[sel].n >= n; }")
+    page.evaluate("() => { window.__sagoStill = {}; }")
+    page.wait_for_function(js, arg=[selector, frames], polling=100, timeout=timeout)
+
+
+def wait_ready(page, timeout: int = 180_000, rerun: bool = False) -> None:
+    """Wait until the app's frame is drawn (sidebar, open or collapsed) and no rerun is running; no exception shown.
+
+    ``rerun``: the page was not opened but changed by an input (``settle``)."""
     page.locator("[data-testid='stSidebar'], [data-testid='stSidebarCollapsedControl']").first.wait_for(
         state="attached", timeout=timeout)
-    page.wait_for_timeout(800)
-    page.wait_for_function(READY, timeout=timeout)
-    page.wait_for_timeout(1200)
+    settle(page, timeout=timeout, rerun=rerun)
     assert page.locator("[data-testid='stException']").count() == 0
 
 
