@@ -134,7 +134,7 @@ def decoding_as(backend: Any, temperature: float = 0.0, top_p: float = 1.0, top_
     own = getattr(backend, "sampling", None)
     if own is None:
         if temperature != 0.0:
-            raise ValueError(f"{getattr(backend, 'name', type(backend).__name__)} backends cannot sample here")
+            raise ValueError(f"{backend.name} backends cannot sample here")
         yield backend
         return
     backend.sampling = replace(own, temperature=float(temperature), top_p=float(top_p), top_k=int(top_k))

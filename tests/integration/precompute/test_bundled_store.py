@@ -5,7 +5,8 @@ ids of each bundled store equal what ``--plan`` computes from its config (``plan
 so a user who re-runs the bundled config gets "nothing to do". ``test_bundled_slice_reruns_identically``:
 the demo config cut to two prompts and smollm2-135m-instruct (greedy), re-run
 into a temporary store, writes the rows the bundled store holds for those prompts in every per-prompt
-table (``precompute.reproduce``; replies and token ids exactly, floats within ``NOISE_TOL``).
+table (``precompute.reproduce``; replies and token ids exactly, floats within the float-noise tolerances),
+its correctness verdicts rescored as the bundled store's were (``rescore --correctness --all-scorers``).
 The checks themselves are tested on stores built here (``tiny_store``, ``tiny_sampled_store``).
 """
 
@@ -21,6 +22,7 @@ import pytest
 from precompute.config import load_config
 from precompute.reproduce import cut_config, slice_differences, store_vs_plan
 from precompute.runner import run
+from sago_engine.correctness.rescore import rescore_correctness
 
 ROOT = Path(__file__).resolve().parents[3]
 CONFIGS = ROOT / "precompute" / "configs"
@@ -47,6 +49,8 @@ def test_bundled_slice_reruns_identically(tmp_path):
     cut = cut_config(cfg, SLICE_MODELS, SLICE_PROMPTS, tmp_path / "slice.duckdb")
     summaries = run(cut, progress=False)
     assert [s["generated"] for s in summaries] and all(s["generated"] > 0 for s in summaries)
+    # the bundled store's correctness verdicts were written by `rescore --correctness --all-scorers` after the run
+    rescore_correctness(cut.store, all_short=True, data_dir=cfg.data_dir)
     assert slice_differences(cfg.store, cut.store, SLICE_MODELS) == []
 
 
