@@ -48,7 +48,9 @@ for i, (ch, s) in enumerate(summ):
     with controls.chart_place(first if i == lead else None):
         if first is not None and i == lead:  # above the page's text: the chart names its choice
             st.subheader(safe.md(ch.title))
-        exports.altair_chart(charts.option_intervals(s["sgs"], options), f"methods_chart_{i}",
+        # presentation mode: the opening chart's model rows share 180 px per panel, so it fits the first screen
+        row_px = max(30, 180 // max(1, s["sgs"]["model"].nunique())) if first is not None and i == lead else 60
+        exports.altair_chart(charts.option_intervals(s["sgs"], options, height=min(60, row_px)), f"methods_chart_{i}",
                              "Each dot is a model's SGS under one option, the bar its 95% bootstrap CI. Dots that "
                              "move apart between options show how much the choice matters for that model.",
                              data=s["sgs"])
