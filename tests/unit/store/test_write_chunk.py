@@ -3,6 +3,7 @@
 import json
 
 import duckdb
+import pandas as pd
 import pytest
 
 from sago_engine.store import open_store
@@ -32,7 +33,9 @@ def test_a_chunk_is_written_in_table_order_with_its_statistics(tmp_path):
     for t in ("prompts", "variants", "deltas"):
         assert a[t] == b[t] and a[t + ".rows"] == b[t + ".rows"] != "0", t
     with open_store(src) as s1, open_store(out) as s2:
-        assert s1.prompt_scores().equals(s2.prompt_scores())  # the statistics tables were kept current
+        # the statistics tables were kept current: the same scores up to the last bits of DuckDB's sums
+        # (summed in another order on another run, they differ by an ulp or two)
+        pd.testing.assert_frame_equal(s1.prompt_scores(), s2.prompt_scores(), check_exact=False, rtol=1e-12, atol=0.0)
 
 
 def test_a_failing_table_leaves_nothing_and_bad_calls_are_refused(tmp_path):
