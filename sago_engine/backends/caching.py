@@ -141,6 +141,14 @@ class CachingBackend(Backend):
     def thread_choice(self) -> dict[str, Any] | None:  # type: ignore[override]
         return self.backend.thread_choice
 
+    @property
+    def sampling(self) -> Any:  # type: ignore[override]
+        return self.backend.sampling
+
+    @sampling.setter
+    def sampling(self, value: Any) -> None:  # a Live probe sets the wrapped model's decoding
+        self.backend.sampling = value
+
     def encode_prompt(self, prompt: str) -> list[int] | None:
         return self.backend.encode_prompt(prompt)
 

@@ -65,6 +65,9 @@ class Backend(Protocol):
     """The local torch module (a Live probe's cancel hook sits on its forward; None: no local model)."""
     thread_choice: dict[str, Any] | None = None
     """The CPU thread choice of a local model (``threads.ThreadChoice.record()``; None: not local)."""
+    sampling: Any = None
+    """How replies are decoded (``hf_local.sampling.SamplingParams``; settable for a Live probe); None: the
+    backend decodes greedily only."""
 
     def encode_prompt(self, prompt: str) -> list[int] | None:
         """The model's input ids of ``prompt`` (chat template rendered and tokenised); None where the
@@ -104,5 +107,5 @@ class Backend(Protocol):
 
 #: The optional abilities ``Backend`` declares with a default (what a wrapper forwards by name).
 OPTIONAL_ABILITIES: tuple[str, ...] = (
-    "template", "context_length", "model", "thread_choice", "encode_prompt", "context_error", "teacher_force",
+    "template", "context_length", "model", "thread_choice", "sampling", "encode_prompt", "context_error", "teacher_force",
     "take_usage", "totals", "cache_key", "result_from_cache", "logprob_check")

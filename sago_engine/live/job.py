@@ -114,7 +114,7 @@ class ProbeJob:
     def _info(self, backend: Any) -> dict:
         """``backend.info()`` as this probe decodes (a sampled probe's settings in its decoding record)."""
         smp = self.run_kw.get("sampling")
-        if smp is None or smp.greedy or getattr(backend, "sampling", None) is None:
+        if smp is None or smp.greedy or backend.sampling is None:
             return backend.info()
         with lock_for(backend), decoding_as(backend, smp.temperature, smp.top_p, smp.top_k):
             return backend.info()

@@ -131,7 +131,7 @@ def decoding_as(backend: Any, temperature: float = 0.0, top_p: float = 1.0, top_
     Raises:
         ValueError: sampled settings (temperature > 0) for a backend that does not sample.
     """
-    own = getattr(backend, "sampling", None)
+    own = backend.sampling
     if own is None:
         if temperature != 0.0:
             raise ValueError(f"{backend.name} backends cannot sample here")

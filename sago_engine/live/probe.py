@@ -230,7 +230,7 @@ def run_probe(backend: Any, probe: LiveProbe, max_new_tokens: int = DEFAULT_MAX_
     norms = resolve_normalizers(normalizers)
     cache = {} if cache is None else cache
     model = str(backend.model_id)
-    if not sampling.greedy and getattr(backend, "sampling", None) is None:
+    if not sampling.greedy and backend.sampling is None:
         raise LiveError(f"{model} cannot sample here: set temperature 0 (greedy) for this model.")
     res = ProbeResult(probe, model, int(max_new_tokens), norms, frozenset(backend.capabilities), sampling)
     tim = res.timings = {"generate": 0.0, "score": 0.0, "filter": 0.0}

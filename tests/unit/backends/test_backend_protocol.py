@@ -33,7 +33,7 @@ class Bare(Backend):
 class Able(Bare):
     """Overrides every optional ability with a value that names it."""
 
-    template, context_length, model, thread_choice = "T", 7, "M", {"threads": 1}
+    template, context_length, model, thread_choice, sampling = "T", 7, "M", {"threads": 1}, "S"
 
     def encode_prompt(self, prompt):
         return [1, 2]
