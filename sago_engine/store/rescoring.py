@@ -93,36 +93,9 @@ class Rescoring:
         Raises:
             StoreError: the store is read-only, or a row's key is not stored (nothing is written).
         """
-        if self.read_only:
-            raise StoreError("the store is open read-only; a rescore needs a writable open")
-        if rows.empty:
-            return
-        df = rows[list(_DELTA_COLUMNS)].copy()
-        df["delta"] = df["delta"].astype(object).where(df["delta"].notna(), None)
-        df["delta_norm"] = df["delta_norm"].astype(object).where(df["delta_norm"].notna(), None)
-        df["available"] = df["available"].astype(bool)
-        at = dt.datetime.now(dt.UTC).replace(tzinfo=None).isoformat(timespec="seconds")
-        self.con.execute("BEGIN TRANSACTION")
-        try:
-            self.con.register("_sago_new", df)
-            try:
-                missing = self.con.execute("""SELECT count(*) FROM _sago_new n ANTI JOIN deltas d
-                                              ON d.run_id = n.run_id AND d.variant_id = n.variant_id
-                                              AND d.axis = n.axis""").fetchall()[0][0]
-                if missing:
-                    raise StoreError(f"{missing} of {len(df)} rows to replace are not stored deltas rows")
-                self.con.execute("""UPDATE deltas SET delta = n.delta::DOUBLE, delta_norm = n.delta_norm::DOUBLE,
-                                        available = n.available, reason = n.reason, detector = n.detector
-                                    FROM _sago_new n WHERE deltas.run_id = n.run_id
-                                        AND deltas.variant_id = n.variant_id AND deltas.axis = n.axis""")
-            finally:
-                self.con.unregister("_sago_new")
-            suffstats.refresh(self.con, df)
-            self._note_rescore(df["run_id"].unique(), at, note)
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
-        self.con.execute("COMMIT")
+        self._update_in_place("deltas", rows, _DELTA_COLUMNS, ("run_id", "variant_id", "axis"),
+                              ("delta", "delta_norm", "available", "reason", "detector"), note,
+                              then=lambda df: suffstats.refresh(self.con, df))
 
     def stored_samples(self, run_id: str) -> pd.DataFrame:
         """A sampled run's samples ≥ 1 as stored (``samples``): response_id, prompt_id, variant_id (NULL:
@@ -155,30 +128,43 @@ class Rescoring:
         Raises:
             StoreError: the store is read-only, or a row's key is not stored (nothing is written).
         """
+        self._update_in_place("sample_deltas", rows, _SAMPLE_DELTA_COLUMNS, ("run_id", "response_id", "axis"),
+                              ("delta", "delta_norm", "available", "reason"), note)
+
+    def _update_in_place(self, table: str, rows: pd.DataFrame, columns: tuple[str, ...], keys: tuple[str, ...],
+                         values: tuple[str, ...], note: dict[str, Any], then=None) -> None:
+        """Overwrite the stored rows of ``table`` keyed like ``rows`` (``keys``; each must exist) with
+        their ``values`` columns, call ``then(frame)`` and append ``{"at", **note}`` to each run's
+        ``rescore:<run_id>`` record, all in one transaction (``replace_deltas``, ``replace_sample_deltas``).
+
+        Raises:
+            StoreError: the store is read-only, or a row's key is not stored (nothing is written).
+        """
         if self.read_only:
             raise StoreError("the store is open read-only; a rescore needs a writable open")
         if rows.empty:
             return
-        df = rows[list(_SAMPLE_DELTA_COLUMNS)].copy()
+        df = rows[list(columns)].copy()
         for c in ("delta", "delta_norm"):
             df[c] = df[c].astype(object).where(df[c].notna(), None)
         df["available"] = df["available"].astype(bool)
         at = dt.datetime.now(dt.UTC).replace(tzinfo=None).isoformat(timespec="seconds")
+        on = " AND ".join(f"d.{k} = n.{k}" for k in keys)
+        where = " AND ".join(f"{table}.{k} = n.{k}" for k in keys)
+        sets = ", ".join(f"{c} = n.{c}::DOUBLE" if c in ("delta", "delta_norm") else f"{c} = n.{c}" for c in values)
         self.con.execute("BEGIN TRANSACTION")
         try:
             self.con.register("_sago_new", df)
             try:
-                missing = self.con.execute("""SELECT count(*) FROM _sago_new n ANTI JOIN sample_deltas d
-                                              ON d.run_id = n.run_id AND d.response_id = n.response_id
-                                              AND d.axis = n.axis""").fetchall()[0][0]
+                missing = self.con.execute(f"SELECT count(*) FROM _sago_new n ANTI JOIN {table} d ON {on}"
+                                           ).fetchall()[0][0]
                 if missing:
-                    raise StoreError(f"{missing} of {len(df)} rows to replace are not stored sample_deltas rows")
-                self.con.execute("""UPDATE sample_deltas SET delta = n.delta::DOUBLE, delta_norm = n.delta_norm::DOUBLE,
-                                        available = n.available, reason = n.reason
-                                    FROM _sago_new n WHERE sample_deltas.run_id = n.run_id
-                                        AND sample_deltas.response_id = n.response_id AND sample_deltas.axis = n.axis""")
+                    raise StoreError(f"{missing} of {len(df)} rows to replace are not stored {table} rows")
+                self.con.execute(f"UPDATE {table} SET {sets} FROM _sago_new n WHERE {where}")
             finally:
                 self.con.unregister("_sago_new")
+            if then is not None:
+                then(df)
             self._note_rescore(df["run_id"].unique(), at, note)
         except BaseException:
             self.con.execute("ROLLBACK")
