@@ -49,11 +49,16 @@ def logprob_tol(n_tokens: int) -> float:
     return LOGPROB_TOL_PER_TOKEN * max(1, int(n_tokens))
 
 
+#: The axes scored under teacher forcing (an ``AxisSpec.response_stat``: ``seq_logprob`` of
+#: Δ-Prob, ``mean_entropy`` of Δ-Ent): the statistics a replay re-derives, whose tolerance grows
+#: across computations.
+REPLAYED_AXES: tuple[str, ...] = tuple(name for name, spec in AXIS_SPECS.items() if spec.response_stat)
+
 #: Tolerance (absolute, the statistic's unit) of each replayed statistic over n reply tokens: a
 #: sum grows with n (``logprob_tol``), a mean does not.
 REPLAY_TOL: dict[str, Callable[[int], float]] = {"seq_logprob": logprob_tol, "mean_entropy": lambda n: ENTROPY_TOL}
 
 
 def replay_tol(axis: str, n_tokens: int) -> float:
-    """Tolerance of the replayed statistic of ``axis`` (an axis with an ``AxisSpec.response_stat``: Δ-Prob, Δ-Ent) over ``n_tokens`` tokens."""
+    """Tolerance of the replayed statistic of ``axis`` (one of ``REPLAYED_AXES``: Δ-Prob, Δ-Ent) over ``n_tokens`` tokens."""
     return REPLAY_TOL[AXIS_SPECS[axis].response_stat](n_tokens)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sago_engine.axes.noise import ENTROPY_TOL, LOGPROB_TOL_PER_TOKEN, logprob_tol, replay_tol
+from sago_engine.axes.noise import ENTROPY_TOL, LOGPROB_TOL_PER_TOKEN, REPLAYED_AXES, logprob_tol, replay_tol
 from sago_engine.axis_spec import AXIS_SPECS
 from sago_engine.backends import get_backend
 from sago_engine.backends.hf_local.prompt_render import template_records_match
@@ -32,10 +32,6 @@ from sago_engine.types import GenerationResult
 
 __all__ = ["replay_token_stats", "REPLAY_COLUMNS", "REPLAYED_AXES", "LOGPROB_TOL_PER_TOKEN", "ENTROPY_TOL", "logprob_tol",
            "replay_tol"]
-
-#: The axes scored under teacher forcing (an ``AxisSpec.response_stat``: ``seq_logprob`` of
-#: Δ-Prob, ``mean_entropy`` of Δ-Ent): the statistics the replay re-derives.
-REPLAYED_AXES: tuple[str, ...] = tuple(name for name, spec in AXIS_SPECS.items() if spec.response_stat)
 
 # The replay's agreement tolerances are the cross-batch float noise decided in axes/noise.py.
 

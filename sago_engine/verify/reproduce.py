@@ -25,8 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sago_engine.axes.noise import NOISE_TOL, replay_tol
-from sago_engine.axis_spec import AXIS_SPECS
+from sago_engine.axes.noise import NOISE_TOL, REPLAYED_AXES, replay_tol
 from sago_engine.types import base_axis
 
 #: Per compared table, the columns that identify a row within one run (what it is about).
@@ -49,9 +48,6 @@ ROW_KEYS: dict[str, tuple[str, ...]] = {
 #: Columns never compared: ids that hash the run id, wall-clock time and timestamps.
 IGNORED: frozenset[str] = frozenset({"run_id", "response_id", "latency_s", "finished_at"})
 #: Float columns of reply statistics → the axis whose tolerance applies (``AxisSpec.response_stat``).
-#: Axes whose reply statistics sum or average token log-probs: their cross-computation tolerance
-#: (``axes.noise.replay_tol``) applies.
-CROSS_AXES: frozenset[str] = frozenset(a for a, spec in AXIS_SPECS.items() if spec.response_stat)
 STAT_AXIS: dict[str, str] = {"seq_logprob": "prob", "mean_entropy": "ent", "cos_per_layer": "cos",
                              "semantic_score": "bert"}
 
@@ -73,7 +69,7 @@ def float_tolerance(table: str, column: str, row: Mapping[str, Any], normalizers
     if "axis" in row and column in ("delta", "delta_norm", "sum_norm", "sum_abs", "sum_sq"):
         axis = base_axis(str(row["axis"]))
         tol = NOISE_TOL.get(axis, 0.0)
-        if cap is not None and axis in CROSS_AXES:
+        if cap is not None and axis in REPLAYED_AXES:
             tol = max(tol, 2.0 * replay_tol(axis, cap))
         if column == "delta":
             return tol
@@ -88,7 +84,7 @@ def float_tolerance(table: str, column: str, row: Mapping[str, Any], normalizers
     if axis is None:
         return 0.0
     tol = NOISE_TOL.get(axis, 0.0)
-    if axis in CROSS_AXES and row.get("n_tokens") is not None and not pd.isna(row.get("n_tokens")):
+    if axis in REPLAYED_AXES and row.get("n_tokens") is not None and not pd.isna(row.get("n_tokens")):
         tol = max(tol, replay_tol(axis, int(row["n_tokens"])))
     return tol
 
